@@ -1,0 +1,80 @@
+import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule } from './compiled.js';
+import type { DescriptorSpec, DomainSpec, LimitSpec } from './spec.js';
+import { UNITS } from './units.js';
+
+/** Turns a validated domain into the lookup tree used on every request. Runs once per (re)load. */
+export function compileDomain(spec: DomainSpec): CompiledDomain {
+  const rules: Rule[] = [];
+  const root = compileLevel(spec, spec.descriptors, [], [], rules);
+  return {
+    name: spec.domain,
+    file: spec.file,
+    headers: spec.headers,
+    tiers: new Set(spec.tiers),
+    tokenKey: spec.tokenKey,
+    root,
+    rules,
+  };
+}
+
+function compileLevel(
+  spec: DomainSpec, list: DescriptorSpec[], path: string[], variable: boolean[], rules: Rule[],
+): Map<string, KeyBranch> {
+  const byKey = new Map<string, { exact: Map<string, MatchNode>; prefixes: { prefix: string; node: MatchNode }[]; any?: MatchNode }>();
+  for (const d of list) {
+    let branch = byKey.get(d.key);
+    if (!branch) byKey.set(d.key, (branch = { exact: new Map(), prefixes: [] }));
+    const isExact = d.value !== undefined && !d.value.endsWith('*');
+    const segment = d.value === undefined ? d.key : `${d.key}_${d.value}`;
+    const node = compileNode(spec, d, [...path, segment], [...variable, !isExact], rules);
+    if (d.value === undefined) branch.any = node;
+    else if (isExact) branch.exact.set(d.value, node);
+    else branch.prefixes.push({ prefix: d.value.slice(0, -1), node });
+  }
+  const out = new Map<string, KeyBranch>();
+  for (const [key, b] of byKey) {
+    // The most specific wildcard wins, as a longer prefix says more about the value.
+    b.prefixes.sort((x, y) => y.prefix.length - x.prefix.length);
+    out.set(key, { exact: b.exact, prefixes: b.prefixes, any: b.any });
+  }
+  return out;
+}
+
+function compileNode(spec: DomainSpec, d: DescriptorSpec, path: string[], variable: boolean[], rules: Rule[]): MatchNode {
+  let rule: Rule | undefined;
+  if (d.limits.length > 0 || d.unlimited || d.tierLimits.size > 0) {
+    const id = path.join('.');
+    rule = {
+      domain: spec.domain,
+      id,
+      counterId: counterId(spec.domain, id),
+      source: `${spec.file}:${d.line}`,
+      limits: d.limits.map((l) => compileLimit(l, spec.domain, id)),
+      unlimited: d.unlimited,
+      shadow: d.shadow,
+      algorithm: d.algorithm ?? spec.algorithm,
+      tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id))])),
+      variable,
+      detailedMetric: d.detailedMetric,
+    };
+    rules.push(rule);
+  }
+  const children = d.children.length > 0 ? compileLevel(spec, d.children, path, variable, rules) : undefined;
+  return { rule, children };
+}
+
+export function compileLimit(l: LimitSpec, domain: string, ruleId: string): CompiledLimit {
+  return {
+    unit: l.unit,
+    unitCode: UNITS[l.unit].code,
+    windowSeconds: UNITS[l.unit].seconds,
+    requestsPerUnit: l.requestsPerUnit,
+    // Unnamed limits get a stable name so statuses and metrics can still tell windows apart.
+    name: l.name ?? `${domain}.${ruleId}.per_${l.unit}`,
+    replaces: l.replaces,
+  };
+}
+
+export function counterId(domain: string, ruleId: string): string {
+  return `${encodeURIComponent(domain)}:${encodeURIComponent(ruleId)}`;
+}

@@ -1,0 +1,61 @@
+import type { Algorithm, HeaderSpec } from './spec.js';
+import type { Unit } from './units.js';
+
+/** A window of a rule, compiled: everything a decision needs, computed once at load. */
+export interface CompiledLimit {
+  unit: Unit;
+  /** The wire enum of RateLimitResponse.RateLimit.Unit. */
+  unitCode: number;
+  windowSeconds: number;
+  requestsPerUnit: number;
+  name: string;
+  replaces: readonly string[];
+}
+
+/** The limits attached to one node of the descriptor tree. */
+export interface Rule {
+  domain: string;
+  /** The descriptor path, e.g. category_read.token: stable across reloads, used in keys and metrics. */
+  id: string;
+  /** The rule's part of every counter key: domain and id, escaped so config text cannot forge a separator. */
+  counterId: string;
+  /** Where the rule was written, for check-config and explanations. */
+  source: string;
+  limits: readonly CompiledLimit[];
+  unlimited: boolean;
+  shadow: boolean;
+  algorithm: Algorithm;
+  tierLimits: ReadonlyMap<string, readonly CompiledLimit[]>;
+  /** Per entry position: true where the value was matched by a wildcard or default key, so it is part of
+   * the counter's identity (every distinct value has its own counter). */
+  variable: readonly boolean[];
+  detailedMetric: boolean;
+}
+
+export interface MatchNode {
+  rule: Rule | undefined;
+  children: ReadonlyMap<string, KeyBranch> | undefined;
+}
+
+/** The nodes under one key: exact values first, then prefix wildcards (longest first), then the default. */
+export interface KeyBranch {
+  exact: ReadonlyMap<string, MatchNode>;
+  prefixes: readonly { prefix: string; node: MatchNode }[];
+  any: MatchNode | undefined;
+}
+
+export interface CompiledDomain {
+  name: string;
+  file: string;
+  headers: HeaderSpec;
+  tiers: ReadonlySet<string>;
+  tokenKey: string;
+  root: ReadonlyMap<string, KeyBranch>;
+  rules: readonly Rule[];
+}
+
+export interface CompiledConfig {
+  domains: ReadonlyMap<string, CompiledDomain>;
+  /** Short hash of the source files, to tell configs apart in logs and metrics. */
+  hash: string;
+}

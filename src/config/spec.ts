@@ -1,0 +1,59 @@
+import type { Unit } from './units.js';
+
+/** The validated (not yet compiled) shape of one descriptor config file. */
+
+export type Algorithm = 'fixed_window' | 'sliding_window';
+export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window'];
+
+export interface LimitSpec {
+  unit: Unit;
+  requestsPerUnit: number;
+  /** Names make limits replaceable and show up in DescriptorStatus.current_limit.name. */
+  name: string | undefined;
+  replaces: string[];
+}
+
+export interface DescriptorSpec {
+  key: string;
+  /** undefined: every value gets its own counters; ending in '*': prefix wildcard. */
+  value: string | undefined;
+  line: number;
+  limits: LimitSpec[];
+  unlimited: boolean;
+  shadow: boolean;
+  algorithm: Algorithm | undefined;
+  tierLimits: Map<string, LimitSpec[]>;
+  detailedMetric: boolean;
+  children: DescriptorSpec[];
+}
+
+export type HeaderStyle = 'x-ratelimit' | 'draft' | 'none';
+
+export interface HeaderSpec {
+  style: HeaderStyle;
+  limit: string;
+  remaining: string;
+  reset: string;
+  /** Which matched window the headers report: the longest (the property API's hourly limit) or the one
+   * closest to running out. */
+  window: 'longest' | 'tightest';
+}
+
+export const DEFAULT_HEADERS: HeaderSpec = {
+  style: 'x-ratelimit',
+  limit: 'X-RateLimit-Limit',
+  remaining: 'X-RateLimit-Remaining',
+  reset: 'X-RateLimit-Reset',
+  window: 'longest',
+};
+
+export interface DomainSpec {
+  domain: string;
+  file: string;
+  headers: HeaderSpec;
+  tiers: string[];
+  /** The descriptor entry whose value identifies a client (its fingerprint selects the tier). */
+  tokenKey: string;
+  algorithm: Algorithm;
+  descriptors: DescriptorSpec[];
+}

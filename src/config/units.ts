@@ -1,0 +1,27 @@
+/** Window units. Month and year are fixed lengths (30 and 365 days), like envoyproxy/ratelimit; every window
+ * is aligned to the Unix epoch, so all replicas agree on where a window starts. */
+export const UNITS = {
+  second: { seconds: 1, code: 1 },
+  minute: { seconds: 60, code: 2 },
+  hour: { seconds: 3600, code: 3 },
+  day: { seconds: 86_400, code: 4 },
+  month: { seconds: 30 * 86_400, code: 5 },
+  year: { seconds: 365 * 86_400, code: 6 },
+  week: { seconds: 7 * 86_400, code: 7 },
+} as const;
+
+export type Unit = keyof typeof UNITS;
+
+export const UNIT_NAMES = Object.keys(UNITS) as Unit[];
+
+export function parseUnit(text: string): Unit | undefined {
+  const lower = text.toLowerCase();
+  return lower in UNITS ? (lower as Unit) : undefined;
+}
+
+/** envoy.type.v3.RateLimitUnit (the descriptor override) has no WEEK: 1..6 map to the same names. */
+const OVERRIDE_UNITS: readonly (Unit | undefined)[] = [undefined, 'second', 'minute', 'hour', 'day', 'month', 'year'];
+
+export function unitFromOverrideCode(code: number): Unit | undefined {
+  return OVERRIDE_UNITS[code];
+}

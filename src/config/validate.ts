@@ -1,0 +1,322 @@
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type YAMLMap } from 'yaml';
+import type { ConfigProblem } from './errors.js';
+import {
+  ALGORITHMS,
+  DEFAULT_HEADERS,
+  type Algorithm,
+  type DescriptorSpec,
+  type DomainSpec,
+  type HeaderSpec,
+  type LimitSpec,
+} from './spec.js';
+import { parseUnit, UNIT_NAMES } from './units.js';
+
+const MAX_UINT32 = 0xffff_ffff;
+
+const DOMAIN_KEYS = ['domain', 'descriptors', 'response_headers', 'tiers', 'token_key', 'algorithm'];
+const DESCRIPTOR_KEYS = [
+  'key', 'value', 'rate_limit', 'rate_limits', 'shadow_mode', 'descriptors', 'algorithm', 'tier_limits',
+  'detailed_metric', 'value_to_metric',
+];
+const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces'];
+const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
+
+/** Walks one YAML document, collecting every problem with its file, line, column and key path. */
+class Reader {
+  readonly problems: ConfigProblem[] = [];
+  constructor(readonly file: string, private readonly lines: LineCounter) {}
+
+  fail(node: Node | null | undefined, key: string, message: string): void {
+    const offset = node?.range?.[0] ?? 0;
+    const { line, col } = this.lines.linePos(offset);
+    this.problems.push({ file: this.file, line, column: col, key, message });
+  }
+
+  line(node: Node | null | undefined): number {
+    return this.lines.linePos(node?.range?.[0] ?? 0).line;
+  }
+
+  /** The map's entries, after reporting keys that are not in `allowed`. */
+  fields(node: unknown, path: string, allowed: readonly string[]): Map<string, Node> | undefined {
+    if (!isMap(node)) {
+      this.fail(node as Node, path, 'must be a mapping');
+      return undefined;
+    }
+    const out = new Map<string, Node>();
+    for (const pair of (node as YAMLMap).items) {
+      const keyNode = pair.key as Node;
+      const name = isScalar(keyNode) ? String(keyNode.value) : '';
+      const at = path ? `${path}.${name}` : name;
+      if (!allowed.includes(name)) {
+        this.fail(keyNode, at, `unknown key (allowed: ${allowed.join(', ')})`);
+        continue;
+      }
+      out.set(name, (pair.value ?? keyNode) as Node);
+    }
+    return out;
+  }
+
+  string(node: Node | undefined, path: string, opts: { required?: boolean; numbers?: boolean } = {}): string | undefined {
+    if (node === undefined) {
+      return undefined;
+    }
+    if (isScalar(node) && typeof node.value === 'string') {
+      if (opts.required && node.value === '') this.fail(node, path, 'must not be empty');
+      return node.value;
+    }
+    if (opts.numbers && isScalar(node) && typeof node.value === 'number') return String(node.source ?? node.value);
+    this.fail(node, path, 'must be a string');
+    return undefined;
+  }
+
+  boolean(node: Node | undefined, path: string): boolean {
+    if (node === undefined) return false;
+    if (isScalar(node) && typeof node.value === 'boolean') return node.value;
+    this.fail(node, path, 'must be true or false');
+    return false;
+  }
+
+  count(node: Node | undefined, path: string): number | undefined {
+    if (node === undefined) return undefined;
+    const v = isScalar(node) ? node.value : undefined;
+    if (typeof v !== 'number' || !Number.isInteger(v)) {
+      this.fail(node, path, 'must be a whole number');
+    } else if (v < 0) {
+      this.fail(node, path, `must not be negative (got ${v})`);
+    } else if (v > MAX_UINT32) {
+      this.fail(node, path, `must be at most ${MAX_UINT32}`);
+    } else {
+      return v;
+    }
+    return undefined;
+  }
+
+  oneOf<T extends string>(node: Node | undefined, path: string, options: readonly T[]): T | undefined {
+    const text = this.string(node, path);
+    if (text === undefined) return undefined;
+    if ((options as readonly string[]).includes(text)) return text as T;
+    this.fail(node, path, `must be one of ${options.join(', ')} (got "${text}")`);
+    return undefined;
+  }
+
+  list(node: Node | undefined, path: string): Node[] {
+    if (node === undefined) return [];
+    if (isSeq(node)) return node.items as Node[];
+    this.fail(node, path, 'must be a list');
+    return [];
+  }
+}
+
+/** Parses and validates one file's text. Returns the domain, or undefined with problems in `out`. */
+export function validateDomainFile(file: string, text: string, out: ConfigProblem[]): DomainSpec | undefined {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
+  const r = new Reader(file, lines);
+  for (const err of doc.errors) {
+    const pos = err.linePos?.[0] ?? { line: 1, col: 1 };
+    out.push({ file, line: pos.line, column: pos.col, key: '', message: err.message.split('\n')[0] ?? err.code });
+  }
+  if (doc.errors.length > 0) return undefined;
+  const spec = readDomain(r, doc.contents as Node);
+  out.push(...r.problems);
+  return r.problems.length === 0 ? spec : undefined;
+}
+
+function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
+  if (root === null) {
+    r.fail(undefined, '', 'the file is empty');
+    return undefined;
+  }
+  const f = r.fields(root, '', DOMAIN_KEYS);
+  if (!f) return undefined;
+  const domain = r.string(f.get('domain'), 'domain', { required: true });
+  if (domain === undefined) r.fail(root, 'domain', 'is required');
+  const tiers = readTierNames(r, f.get('tiers'));
+  const ctx: DescriptorContext = { tiers, names: new Map() };
+  const spec: DomainSpec = {
+    domain: domain ?? '',
+    file: r.file,
+    headers: readHeaders(r, f.get('response_headers')),
+    tiers,
+    tokenKey: r.string(f.get('token_key'), 'token_key', { required: true }) ?? 'token',
+    algorithm: r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window',
+    descriptors: readDescriptorList(r, f.get('descriptors'), 'descriptors', ctx),
+  };
+  return spec;
+}
+
+function readTierNames(r: Reader, node: Node | undefined): string[] {
+  if (node === undefined) return [];
+  if (!isMap(node)) {
+    r.fail(node, 'tiers', 'must be a mapping of tier names');
+    return [];
+  }
+  const names: string[] = [];
+  for (const pair of node.items) {
+    const name = r.string(pair.key as Node, 'tiers', { required: true });
+    if (name === undefined) continue;
+    // A tier's body is reserved for tier-wide options; none exist yet, so it must be empty or {}.
+    const body = pair.value as Node | null;
+    if (body !== null && !(isScalar(body) && body.value === null)) r.fields(body, `tiers.${name}`, []);
+    names.push(name);
+  }
+  return names;
+}
+
+function readHeaders(r: Reader, node: Node | undefined): HeaderSpec {
+  if (node === undefined) return DEFAULT_HEADERS;
+  if (isScalar(node)) {
+    const style = r.oneOf(node, 'response_headers', ['x-ratelimit', 'draft', 'none'] as const);
+    return { ...DEFAULT_HEADERS, style: style ?? 'x-ratelimit' };
+  }
+  const f = r.fields(node, 'response_headers', HEADER_KEYS);
+  if (!f) return DEFAULT_HEADERS;
+  const name = (k: 'limit' | 'remaining' | 'reset'): string => {
+    const v = r.string(f.get(k), `response_headers.${k}`, { required: true });
+    if (v !== undefined && !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v)) {
+      r.fail(f.get(k), `response_headers.${k}`, `"${v}" is not a valid HTTP header name`);
+    }
+    return v ?? DEFAULT_HEADERS[k];
+  };
+  return {
+    style: r.oneOf(f.get('style'), 'response_headers.style', ['x-ratelimit', 'draft', 'none'] as const) ?? 'x-ratelimit',
+    limit: name('limit'),
+    remaining: name('remaining'),
+    reset: name('reset'),
+    window: r.oneOf(f.get('window'), 'response_headers.window', ['longest', 'tightest'] as const) ?? 'longest',
+  };
+}
+
+interface DescriptorContext {
+  tiers: string[];
+  /** Limit names seen so far in the domain, to reject duplicates (replaces refers to them). */
+  names: Map<string, string>;
+}
+
+function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): DescriptorSpec[] {
+  const out: DescriptorSpec[] = [];
+  const seen = new Set<string>();
+  r.list(node, path).forEach((item, i) => {
+    const d = readDescriptor(r, item, `${path}[${i}]`, ctx);
+    if (!d) return;
+    const id = d.value === undefined ? d.key : `${d.key}=${d.value}`;
+    if (seen.has(id)) {
+      r.fail(item, `${path}[${i}]`, `duplicate descriptor ${id} at this level`);
+      return;
+    }
+    seen.add(id);
+    out.push(d);
+  });
+  return out;
+}
+
+function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorContext): DescriptorSpec | undefined {
+  const f = r.fields(node, path, DESCRIPTOR_KEYS);
+  if (!f) return undefined;
+  const key = r.string(f.get('key'), `${path}.key`, { required: true });
+  if (key === undefined) {
+    if (!f.has('key')) r.fail(node, `${path}.key`, 'is required');
+    return undefined;
+  }
+  const value = r.string(f.get('value'), `${path}.value`, { numbers: true });
+  if (value !== undefined && value.indexOf('*') !== -1 && value.indexOf('*') !== value.length - 1) {
+    r.fail(f.get('value'), `${path}.value`, 'a wildcard "*" may only end the value');
+  }
+  if (f.has('rate_limit') && f.has('rate_limits')) {
+    r.fail(f.get('rate_limits'), `${path}.rate_limits`, 'use rate_limit or rate_limits, not both');
+  }
+  const single = readSingleLimit(r, f.get('rate_limit'), `${path}.rate_limit`, ctx);
+  const limits = single ? single.limits : readLimitList(r, f.get('rate_limits'), `${path}.rate_limits`, ctx, true);
+  return {
+    key,
+    value,
+    line: r.line(node),
+    limits,
+    unlimited: single?.unlimited ?? false,
+    shadow: r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`),
+    algorithm: r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS),
+    tierLimits: readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx),
+    detailedMetric: r.boolean(f.get('detailed_metric'), `${path}.detailed_metric`),
+    children: readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx),
+  };
+}
+
+function readSingleLimit(
+  r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext,
+): { limits: LimitSpec[]; unlimited: boolean } | undefined {
+  if (node === undefined) return undefined;
+  const f = r.fields(node, path, RATE_LIMIT_KEYS);
+  if (!f) return { limits: [], unlimited: false };
+  if (r.boolean(f.get('unlimited'), `${path}.unlimited`)) {
+    for (const k of ['unit', 'requests_per_unit']) {
+      if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, 'has no meaning with unlimited: true');
+    }
+    return { limits: [], unlimited: true };
+  }
+  const limit = readLimitFields(r, node, f, path, ctx, true);
+  return { limits: limit ? [limit] : [], unlimited: false };
+}
+
+function readLimitList(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext, named: boolean): LimitSpec[] {
+  const out: LimitSpec[] = [];
+  r.list(node, path).forEach((item, i) => {
+    const at = `${path}[${i}]`;
+    const f = r.fields(item, at, named ? RATE_LIMIT_KEYS.filter((k) => k !== 'unlimited') : ['unit', 'requests_per_unit', 'name']);
+    const limit = f && readLimitFields(r, item, f, at, ctx, named);
+    if (!limit) return;
+    if (out.some((l) => l.unit === limit.unit)) {
+      r.fail(f.get('unit'), `${at}.unit`, `duplicate window: another limit in this list is per ${limit.unit}`);
+      return;
+    }
+    out.push(limit);
+  });
+  if (node !== undefined && out.length === 0 && r.problems.length === 0) r.fail(node, path, 'must list at least one limit');
+  return out;
+}
+
+function readLimitFields(
+  r: Reader, node: Node, f: Map<string, Node>, path: string, ctx: DescriptorContext, named: boolean,
+): LimitSpec | undefined {
+  const unitText = r.string(f.get('unit'), `${path}.unit`, { required: true });
+  const unit = unitText === undefined ? undefined : parseUnit(unitText);
+  if (!f.has('unit')) r.fail(node, `${path}.unit`, 'is required');
+  else if (unitText !== undefined && unit === undefined) {
+    r.fail(f.get('unit'), `${path}.unit`, `unknown unit "${unitText}" (use one of ${UNIT_NAMES.join(', ')})`);
+  }
+  const requestsPerUnit = r.count(f.get('requests_per_unit'), `${path}.requests_per_unit`);
+  if (!f.has('requests_per_unit')) r.fail(node, `${path}.requests_per_unit`, 'is required');
+  const name = r.string(f.get('name'), `${path}.name`, { required: true });
+  if (name !== undefined && named) {
+    const first = ctx.names.get(name);
+    if (first) r.fail(f.get('name'), `${path}.name`, `duplicate limit name "${name}" (first used at ${first})`);
+    else ctx.names.set(name, `${r.file}:${r.line(f.get('name'))}`);
+  }
+  const replaces = r.list(f.get('replaces'), `${path}.replaces`).flatMap((item, i) => {
+    const rf = r.fields(item, `${path}.replaces[${i}]`, ['name']);
+    const n = rf && r.string(rf.get('name'), `${path}.replaces[${i}].name`, { required: true });
+    return n === undefined ? [] : [n];
+  });
+  if (unit === undefined || requestsPerUnit === undefined) return undefined;
+  return { unit, requestsPerUnit, name, replaces };
+}
+
+function readTierLimits(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): Map<string, LimitSpec[]> {
+  const out = new Map<string, LimitSpec[]>();
+  if (node === undefined) return out;
+  if (!isMap(node)) {
+    r.fail(node, path, 'must map tier names to lists of limits');
+    return out;
+  }
+  for (const pair of node.items) {
+    const tier = r.string(pair.key as Node, path, { required: true });
+    if (tier === undefined) continue;
+    if (!ctx.tiers.includes(tier)) {
+      r.fail(pair.key as Node, `${path}.${tier}`, `unknown tier "${tier}" (declare it under tiers: at the top of the file)`);
+      continue;
+    }
+    out.set(tier, readLimitList(r, pair.value as Node, `${path}.${tier}`, ctx, false));
+  }
+  return out;
+}
+
+export type { Algorithm };

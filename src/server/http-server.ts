@@ -1,0 +1,71 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { InvalidRequestError } from '../errors.js';
+import { Code } from '../response/wire.js';
+import { requestFromJson, responseToJson } from './json.js';
+import { decideWire, type HandlerDeps } from './ratelimit-handler.js';
+import { httpStatusOf, toStatus } from './status.js';
+
+export interface HttpDeps {
+  handler: HandlerDeps;
+  /** Alive and able to decide (config loaded, store usable or absorbed by the failure policy). */
+  ready: () => { ready: boolean; reason?: string };
+}
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Health and debugging endpoints on the HTTP port. */
+export function createHttpServer(deps: HttpDeps): Server {
+  return createServer((req, res) => {
+    route(deps, req, res).catch((err: unknown) => {
+      deps.handler.logger.error({ err }, 'http handler failed');
+      if (!res.headersSent) send(res, 500, { error: 'internal error' });
+      else res.destroy();
+    });
+  });
+}
+
+async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const path = (req.url ?? '/').split('?')[0];
+  if (path === '/healthz' && req.method === 'GET') return send(res, 200, { status: 'ok' });
+  if (path === '/readyz' && req.method === 'GET') {
+    const r = deps.ready();
+    return send(res, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', ...(r.reason && { reason: r.reason }) });
+  }
+  if (path === '/json') {
+    if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
+    return json(deps, req, res);
+  }
+  send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'POST /json'] });
+}
+
+async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    const body = await readJson(req);
+    const response = await decideWire(deps.handler, requestFromJson(body));
+    send(res, response.overall_code === Code.OVER_LIMIT ? 429 : 200, responseToJson(response));
+  } catch (err) {
+    const s = toStatus(err, deps.handler.logger);
+    send(res, httpStatusOf(s.code), { error: s.details });
+  }
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new InvalidRequestError(`body is larger than ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new InvalidRequestError('body is not valid JSON');
+  }
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}

@@ -1,0 +1,82 @@
+import { unitFromOverrideCode } from '../config/units.js';
+import { InvalidRequestError } from '../errors.js';
+import type { DecisionInput, DescriptorInput } from '../limiter/limiter.js';
+
+/** RateLimitRequest as @grpc/proto-loader decodes it (keepCase, defaults, longs as numbers). */
+export interface WireRequest {
+  domain: string;
+  descriptors: WireDescriptor[];
+  hits_addend: number;
+}
+
+export interface WireDescriptor {
+  entries: { key: string; value: string }[];
+  limit?: { requests_per_unit: number; unit: number } | null;
+  hits_addend?: { value: number } | null;
+}
+
+export interface RequestBounds {
+  maxDescriptors: number;
+  maxEntries: number;
+  /** Longest key or value, in UTF-8 bytes. */
+  maxValueBytes: number;
+}
+
+export const defaultBounds: RequestBounds = {
+  maxDescriptors: 64,
+  maxEntries: 32,
+  maxValueBytes: 8 * 1024,
+};
+
+const MAX_HITS = 0xffff_ffff;
+
+/** Checks a request against the contract and the bounds; the messages say what is wrong and where, and
+ * never echo a value (it may be a token). */
+export function toDecisionInput(req: WireRequest, bounds: RequestBounds): DecisionInput {
+  const bad = (msg: string): never => {
+    throw new InvalidRequestError(msg);
+  };
+  if (!req.domain) bad('domain is empty');
+  if (tooLong(req.domain, bounds.maxValueBytes)) bad(`domain is longer than ${bounds.maxValueBytes} bytes`);
+  const list = req.descriptors ?? [];
+  if (list.length === 0) bad('no descriptors: a request needs at least one');
+  if (list.length > bounds.maxDescriptors) bad(`${list.length} descriptors, more than the maximum of ${bounds.maxDescriptors}`);
+  return {
+    domain: req.domain,
+    hits: req.hits_addend > 0 ? req.hits_addend : 1,
+    descriptors: list.map((d, i) => toDescriptor(d, `descriptors[${i}]`, bounds, bad)),
+  };
+}
+
+function toDescriptor(d: WireDescriptor, at: string, bounds: RequestBounds, bad: (m: string) => never): DescriptorInput {
+  const entries = d.entries ?? [];
+  if (entries.length === 0) bad(`${at} has no entries`);
+  if (entries.length > bounds.maxEntries) bad(`${at} has ${entries.length} entries, more than the maximum of ${bounds.maxEntries}`);
+  entries.forEach((e, j) => {
+    if (!e.key) bad(`${at}.entries[${j}] has an empty key`);
+    if (tooLong(e.key, bounds.maxValueBytes)) bad(`${at}.entries[${j}]: key is longer than ${bounds.maxValueBytes} bytes`);
+    if (tooLong(e.value ?? '', bounds.maxValueBytes)) {
+      const size = Buffer.byteLength(e.value);
+      bad(`${at}.entries[${j}] (key "${e.key}"): value is ${size} bytes, more than the maximum of ${bounds.maxValueBytes}`);
+    }
+  });
+  const out: DescriptorInput = { entries: entries.map((e) => ({ key: e.key, value: e.value ?? '' })) };
+  if (d.limit) {
+    const unit = unitFromOverrideCode(d.limit.unit);
+    if (!unit) bad(`${at}.limit.unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got ${d.limit.unit})`);
+    out.override = { requestsPerUnit: d.limit.requests_per_unit, unit: unit! };
+  }
+  if (d.hits_addend) {
+    const hits = Number(d.hits_addend.value);
+    if (!Number.isInteger(hits) || hits < 0 || hits > MAX_HITS) bad(`${at}.hits_addend must be a whole number from 0 to ${MAX_HITS}`);
+    out.hits = hits;
+  }
+  return out;
+}
+
+/** UTF-8 length over `max`. A UTF-16 unit is 1 to 3 UTF-8 bytes, so most strings are decided without
+ * encoding them. */
+function tooLong(s: string, max: number): boolean {
+  if (s.length > max) return true;
+  return s.length * 3 > max && Buffer.byteLength(s) > max;
+}

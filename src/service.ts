@@ -1,0 +1,106 @@
+import * as grpc from '@grpc/grpc-js';
+import type { Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { CompiledConfig } from './config/compiled.js';
+import { loadConfigDir } from './config/load.js';
+import type { Clock } from './limiter/clock.js';
+import { Limiter } from './limiter/limiter.js';
+import { HealthService } from './server/health.js';
+import { createHttpServer } from './server/http-server.js';
+import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
+import { rateLimitService } from './server/ratelimit-handler.js';
+import type { Settings } from './settings.js';
+import { MemoryStore } from './store/memory-store.js';
+import type { Store } from './store/store.js';
+import type { TierSource } from './tiers/tier-source.js';
+
+export interface ServiceOptions {
+  logger: Logger;
+  clock?: Clock;
+  tiers?: TierSource;
+  /** A store built by the caller (tests); otherwise one is made from settings. */
+  store?: Store;
+}
+
+export interface RunningService {
+  grpcPort: number;
+  httpPort: number;
+  config: () => CompiledConfig;
+  store: Store;
+  health: HealthService;
+  /** Reports NOT_SERVING, stops accepting, lets in-flight calls finish (up to the timeout), closes the store. */
+  stop(): Promise<void>;
+}
+
+/** Wires config, store, limiter and both servers. Throws (ConfigError, bind errors) before serving anything. */
+export async function startService(settings: Settings, opts: ServiceOptions): Promise<RunningService> {
+  const { logger } = opts;
+  const config = loadConfigDir(settings.configDir);
+  const store = opts.store ?? createStore(settings, opts);
+  const limiter = new Limiter({ config: () => config, store, tiers: opts.tiers, globalShadow: settings.shadowMode, clock: opts.clock });
+  const handler = { limiter, bounds: settings.bounds, logger };
+
+  const health = new HealthService([RLS_SERVICE]);
+  const grpcServer = new grpc.Server();
+  grpcServer.addService(serviceDefinition(RLS_SERVICE), rateLimitService(handler));
+  grpcServer.addService(serviceDefinition(HEALTH_SERVICE), health.handlers());
+  const grpcPort = await bindGrpc(grpcServer, `${settings.grpcHost}:${settings.grpcPort}`);
+
+  const http = createHttpServer({ handler, ready: () => (health.serving ? { ready: true } : { ready: false, reason: 'shutting down' }) });
+  const httpPort = await listen(http, settings.httpHost, settings.httpPort);
+  health.set(true);
+  logger.info(
+    { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()] },
+    'tollgate serving',
+  );
+
+  return {
+    grpcPort,
+    httpPort,
+    config: () => config,
+    store,
+    health,
+    stop: () => stopAll({ grpcServer, http, health, store, logger, timeoutMs: settings.shutdownTimeoutMs }),
+  };
+}
+
+function createStore(settings: Settings, opts: ServiceOptions): Store {
+  if (settings.store === 'redis') throw new Error('the redis store is not available in this build');
+  return new MemoryStore({ clock: opts.clock, maxCounters: settings.maxCounters, logger: opts.logger });
+}
+
+function bindGrpc(server: grpc.Server, address: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port)));
+  });
+}
+
+function listen(server: HttpServer, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+async function stopAll(p: {
+  grpcServer: grpc.Server; http: HttpServer; health: HealthService; store: Store; logger: Logger; timeoutMs: number;
+}): Promise<void> {
+  p.health.set(false);
+  p.health.endWatches();
+  const drained = new Promise<void>((resolve) => p.grpcServer.tryShutdown(() => resolve()));
+  const timer = setTimeout(() => {
+    p.logger.warn({ timeoutMs: p.timeoutMs }, 'in-flight calls did not finish in time: cutting them');
+    p.grpcServer.forceShutdown();
+  }, p.timeoutMs);
+  const httpClosed = new Promise<void>((resolve) => p.http.close(() => resolve()));
+  p.http.closeIdleConnections();
+  await drained;
+  clearTimeout(timer);
+  await httpClosed;
+  await p.store.close();
+  p.logger.info('tollgate stopped');
+}

@@ -1,0 +1,102 @@
+import { parseArgs } from 'node:util';
+import { defaultBounds, type RequestBounds } from './server/request.js';
+
+/** The only reader of process.env and command-line flags. Flags win over environment. */
+export interface Settings {
+  configDir: string;
+  grpcHost: string;
+  grpcPort: number;
+  httpHost: string;
+  httpPort: number;
+  store: 'memory' | 'redis';
+  redisUrl: string;
+  shadowMode: boolean;
+  bounds: RequestBounds;
+  maxCounters: number;
+  logLevel: string;
+  /** Longest wait for in-flight calls on SIGTERM before they are cut. */
+  shutdownTimeoutMs: number;
+}
+
+/** Each setting: its flag, its environment variable (envoyproxy/ratelimit's name where the meaning is the
+ * same), its default, and a line for --help. */
+export const SERVE_OPTIONS = {
+  config: { env: 'RUNTIME_CONFIG_DIR', default: './config', help: 'directory of descriptor config YAML files' },
+  'grpc-host': { env: 'GRPC_HOST', default: '0.0.0.0', help: 'address the gRPC server binds' },
+  'grpc-port': { env: 'GRPC_PORT', default: '8081', help: 'gRPC port (RateLimitService, grpc.health.v1)' },
+  'http-host': { env: 'HOST', default: '0.0.0.0', help: 'address the HTTP server binds' },
+  'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /json)' },
+  store: { env: 'BACKEND_TYPE', default: 'memory', help: 'counter store: memory | redis' },
+  'redis-url': { env: 'REDIS_URL', default: 'redis://127.0.0.1:6379', help: 'Redis URL for --store redis' },
+  'shadow-mode': { env: 'SHADOW_MODE', default: 'false', help: 'report decisions but admit every request (true | false)' },
+  'max-descriptors': { env: 'MAX_DESCRIPTORS', default: String(defaultBounds.maxDescriptors), help: 'most descriptors in one request' },
+  'max-entries': { env: 'MAX_DESCRIPTOR_ENTRIES', default: String(defaultBounds.maxEntries), help: 'most entries in one descriptor' },
+  'max-value-bytes': { env: 'MAX_VALUE_BYTES', default: String(defaultBounds.maxValueBytes), help: 'longest entry key or value, in bytes' },
+  'max-counters': { env: 'MAX_COUNTERS', default: '1000000', help: 'memory store: most counters held (oldest evicted beyond)' },
+  'log-level': { env: 'LOG_LEVEL', default: 'info', help: 'trace | debug | info | warn | error | fatal | silent' },
+  'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },
+} as const;
+
+type OptionName = keyof typeof SERVE_OPTIONS;
+
+export class SettingsError extends Error {
+  override readonly name = 'SettingsError';
+}
+
+export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: false,
+    options: Object.fromEntries(Object.keys(SERVE_OPTIONS).map((k) => [k, { type: 'string' as const }])),
+  });
+  const get = (name: OptionName): string => {
+    const o = SERVE_OPTIONS[name];
+    return (values[name] as string | undefined) ?? env[o.env] ?? o.default;
+  };
+  const store = get('store');
+  if (store !== 'memory' && store !== 'redis') throw new SettingsError(`--store must be memory or redis (got "${store}")`);
+  return {
+    configDir: get('config'),
+    grpcHost: get('grpc-host'),
+    grpcPort: port(get('grpc-port'), 'grpc-port'),
+    httpHost: get('http-host'),
+    httpPort: port(get('http-port'), 'http-port'),
+    store,
+    redisUrl: get('redis-url'),
+    shadowMode: bool(get('shadow-mode'), 'shadow-mode'),
+    bounds: {
+      maxDescriptors: positive(get('max-descriptors'), 'max-descriptors'),
+      maxEntries: positive(get('max-entries'), 'max-entries'),
+      maxValueBytes: positive(get('max-value-bytes'), 'max-value-bytes'),
+    },
+    maxCounters: positive(get('max-counters'), 'max-counters'),
+    logLevel: get('log-level'),
+    shutdownTimeoutMs: positive(get('shutdown-timeout-ms'), 'shutdown-timeout-ms'),
+  };
+}
+
+function positive(text: string, name: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0) throw new SettingsError(`--${name} must be a positive whole number (got "${text}")`);
+  return n;
+}
+
+function port(text: string, name: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new SettingsError(`--${name} must be a port number 0-65535 (got "${text}")`);
+  return n;
+}
+
+function bool(text: string, name: string): boolean {
+  if (/^(true|1|yes)$/i.test(text)) return true;
+  if (/^(false|0|no|)$/i.test(text)) return false;
+  throw new SettingsError(`--${name} must be true or false (got "${text}")`);
+}
+
+export function serveHelp(): string {
+  const rows = Object.entries(SERVE_OPTIONS).map(
+    ([flag, o]) => `  --${flag.padEnd(20)} ${o.help}\n  ${''.padEnd(22)} env ${o.env}, default ${o.default}`,
+  );
+  return `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over environment):\n${rows.join('\n')}\n`;
+}

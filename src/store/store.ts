@@ -1,0 +1,46 @@
+/** One window of one descriptor to check, and to count if the request is admitted. */
+export interface CounterCheck {
+  /** Counter identity without the window; the store appends the window start. Never holds a raw value. */
+  key: string;
+  windowMs: number;
+  limit: number;
+  /** Added when admitted; 0 = check only. */
+  hits: number;
+  sliding: boolean;
+  /** The descriptor this window belongs to: a descriptor's windows are counted all together or not at all. */
+  group: number;
+  /** A shadow descriptor never blocks the request. */
+  shadow: boolean;
+}
+
+export interface CheckResult {
+  /** The store's clock: windows and resets are computed from it, so replicas agree. */
+  nowMs: number;
+  /** True when no non-shadow descriptor is over its limit; then every descriptor with room was counted. */
+  admitted: boolean;
+  /** Per check, before this request: the current window's count and (sliding only) the previous one's. */
+  curr: number[];
+  prev: number[];
+  over: boolean[];
+}
+
+/** Checks and counts all windows of a request atomically: a rejected request consumes nothing. */
+export interface Store {
+  readonly kind: string;
+  check(checks: readonly CounterCheck[]): Promise<CheckResult>;
+  close(): Promise<void>;
+}
+
+/** The admission rule every store applies: a descriptor (group) is over if any of its windows is; the
+ * request is admitted if no non-shadow descriptor is over; then only descriptors with room are counted. */
+export function settle(checks: readonly CounterCheck[], over: readonly boolean[]): { admitted: boolean; groupOver: boolean[] } {
+  const groupOver: boolean[] = [];
+  let admitted = true;
+  for (let i = 0; i < checks.length; i++) {
+    const c = checks[i]!;
+    if (!over[i]) continue;
+    groupOver[c.group] = true;
+    if (!c.shadow) admitted = false;
+  }
+  return { admitted, groupOver };
+}
