@@ -38,7 +38,7 @@ export function compileSources(sources: { file: string; text: string }[]): Compi
     if (!spec) continue;
     const earlier = domains.get(spec.domain);
     if (earlier) {
-      problems.push({ file, line: 1, column: 1, key: 'domain', message: `domain "${spec.domain}" is already defined in ${earlier.file}` });
+      problems.push({ file, line: spec.line, column: 1, key: 'domain', message: `domain "${spec.domain}" is already defined in ${earlier.file}` });
       continue;
     }
     domains.set(spec.domain, compileDomain(spec));

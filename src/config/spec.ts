@@ -50,6 +50,8 @@ export const DEFAULT_HEADERS: HeaderSpec = {
 export interface DomainSpec {
   domain: string;
   file: string;
+  /** Line of the domain key, to point at a domain defined twice. */
+  line: number;
   headers: HeaderSpec;
   tiers: string[];
   /** The descriptor entry whose value identifies a client (its fingerprint selects the tier). */

@@ -136,6 +136,7 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
   const spec: DomainSpec = {
     domain: domain ?? '',
     file: r.file,
+    line: r.line(f.get('domain')),
     headers: readHeaders(r, f.get('response_headers')),
     tiers,
     tokenKey: r.string(f.get('token_key'), 'token_key', { required: true }) ?? 'token',

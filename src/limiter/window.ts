@@ -32,11 +32,13 @@ export function retryAfterMs(w: WindowShape, prev: number, curr: number, nowMs: 
   const room = w.limit - Math.max(w.hits, 1);
   if (room < 0) return w.windowMs;
   if (!w.sliding) return untilNext;
+  // weight * (W - e) / W <= r  <=>  e >= W - r * W / weight; e is whole ms. Written without 1 - x so
+  // that exact cases (r * W divisible by weight) stay exact in floating point.
+  const elapsedNeeded = (r: number, weight: number): number => w.windowMs - Math.floor((r * w.windowMs) / weight);
   if (curr > room) {
     // Must wait for the next window, where this window's count becomes the weighted previous one.
-    return untilNext + Math.ceil(w.windowMs * (1 - room / curr));
+    return untilNext + elapsedNeeded(room, curr);
   }
   if (prev <= 0) return 1;
-  const needElapsed = Math.ceil(w.windowMs * (1 - (room - curr) / prev));
-  return Math.max(1, needElapsed - elapsed);
+  return Math.max(1, elapsedNeeded(room - curr, prev) - elapsed);
 }

@@ -1,0 +1,94 @@
+import { createHash } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
+import { healthClient, property, RlsClient } from '../helpers/service.js';
+
+// The built CLI, as `npm start` and users run it (`npm test` builds first).
+describe('tollgate CLI', () => {
+  let daemon: Daemon | undefined;
+  afterEach(() => {
+    daemon?.child.kill('SIGKILL');
+    daemon = undefined;
+  });
+
+  it('serve: answers on the gRPC port with the bundled config, then exits 0 on SIGTERM after calls in flight', async () => {
+    const [grpcPort, httpPort] = [await freePort(), await freePort()];
+    daemon = await startCli(['serve', '--http-port', String(httpPort)], /tollgate serving/, { GRPC_PORT: String(grpcPort), LOG_LEVEL: 'info' });
+    expect(daemon.output()).toContain(`"grpcPort":${grpcPort}`);
+    const rls = new RlsClient(grpcPort);
+    const first = await rls.call(property('read', 'Bearer cli-token'));
+    expect(first.overall_code).toBe('OK');
+
+    const health = healthClient(grpcPort);
+    const serving = await new Promise<{ status: number }>((resolve, reject) =>
+      health.Check({ service: '' }, (err: Error | null, res: { status: number }) => (err ? reject(err) : resolve(res))),
+    );
+    expect(serving.status).toBe(1);
+    health.close();
+
+    // Keep calls flowing while the signal lands: each must be answered or cleanly refused, none may hang.
+    const outcomes: string[] = [];
+    const loop = (async () => {
+      for (let i = 0; i < 2000 && outcomes.length < 2000; i++) {
+        try {
+          outcomes.push((await rls.call(property('write', 'Bearer cli-token'))).overall_code);
+        } catch (err) {
+          outcomes.push(`error ${(err as { code: number }).code}`);
+          break;
+        }
+      }
+    })();
+    while (outcomes.length < 5) await new Promise((r) => setTimeout(r, 5));
+    daemon.child.kill('SIGTERM');
+    expect(await daemon.exited).toBe(0);
+    await loop;
+    expect(outcomes[0]).toBe('OK');
+    // After the signal: only answers or UNAVAILABLE (14), the code a client retries elsewhere.
+    expect(outcomes.every((o) => o === 'OK' || o === 'OVER_LIMIT' || o === 'error 14')).toBe(true);
+    expect(daemon.output()).toContain('tollgate stopped');
+    expect(daemon.output()).not.toContain('cli-token');
+    rls.close();
+  });
+
+  it('serve: a broken config exits 1 with file, line and key', async () => {
+    const run = await runCli(['serve', '--config', 'test/fixtures/config/duplicate-domain', '--grpc-port', '0', '--http-port', '0']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('duplicate-domain/b.yaml:2:1: domain:');
+  });
+
+  it('check-config: lists the rules of a good directory', async () => {
+    const run = await runCli(['check-config', 'config']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('category_read.token  10/second + 1000/hour');
+    expect(run.stdout).toContain('tier multi-property-group: 30/second + 1000/hour');
+    expect(run.stdout).toMatch(/OK: 1 domain\(s\)/);
+  });
+
+  it('check-config: exits 1 with precise errors', async () => {
+    const run = await runCli(['check-config', 'test/fixtures/config']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('test/fixtures/config/bad-unit.yaml:5:13: descriptors[0].rate_limit.unit: unknown unit "fortnight"');
+    expect(run.stderr).toMatch(/\d+ problem\(s\); nothing loaded/);
+  });
+
+  it('fingerprint: SHA-256 of the token without its Bearer scheme', async () => {
+    const run = await runCli(['fingerprint', 'Bearer abc']);
+    expect(run.code).toBe(0);
+    expect(run.stdout.trim()).toBe(createHash('sha256').update('abc').digest('hex').slice(0, 32));
+  });
+
+  it.each(['serve', 'check-config', 'fingerprint'])('%s --help', async (command) => {
+    const run = await runCli([command, '--help']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain(`Usage: tollgate ${command}`);
+  });
+
+  it('rejects unknown flags and commands with usage and exit 2', async () => {
+    const flag = await runCli(['serve', '--nope']);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toMatch(/nope/);
+    const command = await runCli(['frobnicate']);
+    expect(command.code).toBe(2);
+    expect(command.stderr).toContain('unknown command');
+  });
+});

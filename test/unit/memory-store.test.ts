@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/limiter/clock.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import type { CounterCheck } from '../../src/store/store.js';
+
+const T0 = 1_800_000_000_000;
+const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
+  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, group: 0, shadow: false, ...over,
+});
+
+describe('memory store', () => {
+  it('counts up to the limit in a window, then refuses without counting', async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0) });
+    const results = [];
+    for (let i = 0; i < 5; i++) results.push(await store.check([check()]));
+    expect(results.map((r) => r.admitted)).toEqual([true, true, true, false, false]);
+    expect(results.map((r) => r.curr[0])).toEqual([0, 1, 2, 3, 3]);
+    expect(store.peek('k', 1000)).toBe(3);
+  });
+
+  it('checks all windows of a request atomically', async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0) });
+    const windows = [check({ key: 'a', limit: 5 }), check({ key: 'b', limit: 1, group: 1 })];
+    expect((await store.check(windows)).admitted).toBe(true);
+    const second = await store.check(windows);
+    expect(second.admitted).toBe(false);
+    expect(second.over).toEqual([false, true]);
+    expect(store.peek('a', 1000)).toBe(1);
+  });
+
+  it('counts a shadow group only when it has room, and never lets it block', async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0) });
+    const windows = [check({ key: 'enforced', limit: 10 }), check({ key: 'shadow', limit: 1, group: 1, shadow: true })];
+    await store.check(windows);
+    const r = await store.check(windows);
+    expect(r.admitted).toBe(true);
+    expect(r.over).toEqual([false, true]);
+    expect(store.peek('enforced', 1000)).toBe(2);
+    expect(store.peek('shadow', 1000)).toBe(1);
+  });
+
+  it('starts a new window at the epoch-aligned boundary', async () => {
+    const clock = new ManualClock(T0 + 999);
+    const store = new MemoryStore({ clock });
+    for (let i = 0; i < 3; i++) await store.check([check()]);
+    expect((await store.check([check()])).admitted).toBe(false);
+    clock.set(T0 + 1000);
+    expect((await store.check([check()])).admitted).toBe(true);
+  });
+
+  it('reclaims expired windows', async () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryStore({ clock });
+    for (let i = 0; i < 100; i++) await store.check([check({ key: `k${i}` })]);
+    expect(store.size).toBe(100);
+    clock.advance(1000);
+    await store.check([check({ key: 'fresh', hits: 0 })]);
+    expect(store.size).toBe(0);
+  });
+
+  it('keeps a sliding window for one more window, where it counts as the previous one', async () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryStore({ clock });
+    const s = check({ sliding: true, limit: 4 });
+    for (let i = 0; i < 4; i++) await store.check([s]);
+    clock.advance(1500); // half-way through the next window: previous 4 weigh 2
+    const r = await store.check([s]);
+    expect(r.prev[0]).toBe(4);
+    expect(r.admitted).toBe(true);
+    expect(store.size).toBe(2);
+  });
+
+  it('holds at most maxCounters, evicting the oldest and counting evictions', async () => {
+    const warnings: unknown[] = [];
+    const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 10, logger: { warn: (o: unknown) => warnings.push(o) } as never });
+    for (let i = 0; i < 25; i++) await store.check([check({ key: `k${i}` })]);
+    expect(store.size).toBe(10);
+    expect(store.evictions).toBe(15);
+    expect(store.peek('k0', 1000)).toBe(0);
+    expect(store.peek('k24', 1000)).toBe(1);
+    expect(warnings).toHaveLength(1);
+  });
+
+  it('is exact under concurrent checks', async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0) });
+    const results = await Promise.all(Array.from({ length: 200 }, () => store.check([check({ limit: 37 })])));
+    expect(results.filter((r) => r.admitted)).toHaveLength(37);
+  });
+});
