@@ -11,7 +11,7 @@ import { createHttpServer } from './server/http-server.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { rateLimitService } from './server/ratelimit-handler.js';
 import type { Settings } from './settings.js';
-import { MemoryStore } from './store/memory-store.js';
+import { createStore, type StoreStack } from './store/create-store.js';
 import type { Store } from './store/store.js';
 import type { TierSource } from './tiers/tier-source.js';
 
@@ -19,8 +19,6 @@ export interface ServiceOptions {
   logger: Logger;
   clock?: Clock;
   tiers?: TierSource;
-  /** A store built by the caller (tests); otherwise one is made from settings. */
-  store?: Store;
 }
 
 export interface RunningService {
@@ -28,6 +26,7 @@ export interface RunningService {
   httpPort: number;
   config: () => CompiledConfig;
   store: Store;
+  stack: StoreStack;
   health: HealthService;
   /** Reports NOT_SERVING, stops accepting, lets in-flight calls finish (up to the timeout), closes the store. */
   stop(): Promise<void>;
@@ -37,7 +36,11 @@ export interface RunningService {
 export async function startService(settings: Settings, opts: ServiceOptions): Promise<RunningService> {
   const { logger } = opts;
   const config = loadConfigDir(settings.configDir);
-  const store = opts.store ?? createStore(settings, opts);
+  const stack = createStore(settings, opts);
+  const { store } = stack;
+  if (stack.redis && !(await stack.redis.waitReady(2000))) {
+    logger.warn({ policy: settings.redisFailure }, 'redis not reachable at start: serving under the failure policy until it is');
+  }
   const limiter = new Limiter({ config: () => config, store, tiers: opts.tiers, globalShadow: settings.shadowMode, clock: opts.clock });
   const handler = { limiter, bounds: settings.bounds, logger };
 
@@ -47,7 +50,13 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   grpcServer.addService(serviceDefinition(HEALTH_SERVICE), health.handlers());
   const grpcPort = await bindGrpc(grpcServer, `${settings.grpcHost}:${settings.grpcPort}`);
 
-  const http = createHttpServer({ handler, ready: () => (health.serving ? { ready: true } : { ready: false, reason: 'shutting down' }) });
+  const ready = (): { ready: boolean; reason?: string } => {
+    if (!health.serving) return { ready: false, reason: 'shutting down' };
+    const h = store.health();
+    if (h.degraded) return { ready: stack.policy?.absorbs() ?? false, reason: `store degraded (${h.reason}), policy ${settings.redisFailure}` };
+    return { ready: true };
+  };
+  const http = createHttpServer({ handler, ready });
   const httpPort = await listen(http, settings.httpHost, settings.httpPort);
   health.set(true);
   logger.info(
@@ -60,14 +69,10 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     httpPort,
     config: () => config,
     store,
+    stack,
     health,
     stop: () => stopAll({ grpcServer, http, health, store, logger, timeoutMs: settings.shutdownTimeoutMs }),
   };
-}
-
-function createStore(settings: Settings, opts: ServiceOptions): Store {
-  if (settings.store === 'redis') throw new Error('the redis store is not available in this build');
-  return new MemoryStore({ clock: opts.clock, maxCounters: settings.maxCounters, logger: opts.logger });
 }
 
 function bindGrpc(server: grpc.Server, address: string): Promise<number> {

@@ -1,5 +1,7 @@
 import { parseArgs } from 'node:util';
 import { defaultBounds, type RequestBounds } from './server/request.js';
+import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
+import { parseRedisUrl, RedisUrlError, type RedisConnection, type RedisType } from './store/redis-connection.js';
 
 /** The only reader of process.env and command-line flags. Flags win over environment. */
 export interface Settings {
@@ -10,6 +12,14 @@ export interface Settings {
   httpPort: number;
   store: 'memory' | 'redis';
   redisUrl: string;
+  /** Parsed from redisUrl and redisType when the store is redis. */
+  redis: RedisConnection | undefined;
+  redisTimeoutMs: number;
+  redisFailure: FailurePolicy;
+  redisKeyPrefix: string;
+  redisSentinelPassword: string | undefined;
+  /** Answer requests for windows known to be full without a store round trip. */
+  localCache: boolean;
   shadowMode: boolean;
   bounds: RequestBounds;
   maxCounters: number;
@@ -27,7 +37,13 @@ export const SERVE_OPTIONS = {
   'http-host': { env: 'HOST', default: '0.0.0.0', help: 'address the HTTP server binds' },
   'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /json)' },
   store: { env: 'BACKEND_TYPE', default: 'memory', help: 'counter store: memory | redis' },
-  'redis-url': { env: 'REDIS_URL', default: 'redis://127.0.0.1:6379', help: 'Redis URL for --store redis' },
+  'redis-url': { env: 'REDIS_URL', default: 'redis://127.0.0.1:6379', help: 'redis[s]://[user:password@]host:port[,host:port…][/db|/master]' },
+  'redis-type': { env: 'REDIS_TYPE', default: 'single', help: 'single | sentinel | cluster' },
+  'redis-timeout-ms': { env: 'REDIS_TIMEOUT_MS', default: '25', help: 'longest wait for one decision\'s Redis round trip' },
+  'redis-failure': { env: 'REDIS_FAILURE_POLICY', default: 'allow', help: 'when Redis cannot answer: allow | deny | local' },
+  'redis-key-prefix': { env: 'REDIS_KEY_PREFIX', default: 'tollgate:', help: 'namespace of every Redis key' },
+  'redis-sentinel-password': { env: 'REDIS_SENTINEL_PASSWORD', default: '', help: 'password of the sentinels (prefer the env variable)' },
+  'local-cache': { env: 'LOCAL_CACHE', default: 'true', help: 'answer windows known to be full without Redis (true | false)' },
   'shadow-mode': { env: 'SHADOW_MODE', default: 'false', help: 'report decisions but admit every request (true | false)' },
   'max-descriptors': { env: 'MAX_DESCRIPTORS', default: String(defaultBounds.maxDescriptors), help: 'most descriptors in one request' },
   'max-entries': { env: 'MAX_DESCRIPTOR_ENTRIES', default: String(defaultBounds.maxEntries), help: 'most entries in one descriptor' },
@@ -56,6 +72,17 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
   };
   const store = get('store');
   if (store !== 'memory' && store !== 'redis') throw new SettingsError(`--store must be memory or redis (got "${store}")`);
+  const redisType = get('redis-type').toLowerCase();
+  if (!['single', 'sentinel', 'cluster'].includes(redisType)) throw new SettingsError(`--redis-type must be single, sentinel or cluster (got "${redisType}")`);
+  const redisFailure = get('redis-failure') as FailurePolicy;
+  if (!FAILURE_POLICIES.includes(redisFailure)) throw new SettingsError(`--redis-failure must be allow, deny or local (got "${redisFailure}")`);
+  let redis: RedisConnection | undefined;
+  try {
+    redis = store === 'redis' ? parseRedisUrl(get('redis-url'), redisType as RedisType) : undefined;
+  } catch (err) {
+    if (err instanceof RedisUrlError) throw new SettingsError(`--redis-url: ${err.message}`);
+    throw err;
+  }
   return {
     configDir: get('config'),
     grpcHost: get('grpc-host'),
@@ -64,6 +91,12 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     httpPort: port(get('http-port'), 'http-port'),
     store,
     redisUrl: get('redis-url'),
+    redis,
+    redisTimeoutMs: positive(get('redis-timeout-ms'), 'redis-timeout-ms'),
+    redisFailure,
+    redisKeyPrefix: get('redis-key-prefix'),
+    redisSentinelPassword: get('redis-sentinel-password') || undefined,
+    localCache: bool(get('local-cache'), 'local-cache'),
     shadowMode: bool(get('shadow-mode'), 'shadow-mode'),
     bounds: {
       maxDescriptors: positive(get('max-descriptors'), 'max-descriptors'),

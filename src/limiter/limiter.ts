@@ -157,7 +157,7 @@ function assemble(domain: CompiledDomain | undefined, plans: Plan[], checks: Cou
     const used = c.sliding ? slidingUsed(prev, curr, r.nowMs, c.windowMs) : curr;
     const counted = r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
-    const wait = over ? retryAfterMs(c, prev, curr, r.nowMs) : 0;
+    const wait = over ? (r.retryAfterMs ?? retryAfterMs(c, prev, curr, r.nowMs)) : 0;
     if (over && !c.shadow) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
     o.windows.push({

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../limiter/clock.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../limiter/window.js';
-import { settle, type CheckResult, type CounterCheck, type Store } from './store.js';
+import { settle, type CheckResult, type CounterCheck, type Store, type StoreHealth } from './store.js';
 
 export interface MemoryStoreOptions {
   clock?: Clock;
@@ -65,6 +65,10 @@ export class MemoryStore implements Store {
       }
     }
     return Promise.resolve({ nowMs, admitted, curr, prev, over });
+  }
+
+  health(): StoreHealth {
+    return { degraded: false, reason: undefined };
   }
 
   /** Current count of a window, for inspection and tests. */

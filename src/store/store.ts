@@ -22,12 +22,23 @@ export interface CheckResult {
   curr: number[];
   prev: number[];
   over: boolean[];
+  /** Set by a store that answers without counting (the deny failure policy): the wait to advertise. */
+  retryAfterMs?: number;
+  /** Where the answer came from, for metrics: the store itself, the local over-limit cache, or the fallback. */
+  source?: 'store' | 'cache' | 'fallback' | 'policy';
+}
+
+export interface StoreHealth {
+  degraded: boolean;
+  reason: string | undefined;
 }
 
 /** Checks and counts all windows of a request atomically: a rejected request consumes nothing. */
 export interface Store {
   readonly kind: string;
   check(checks: readonly CounterCheck[]): Promise<CheckResult>;
+  /** Whether the store can answer now; the memory store always can. */
+  health(): StoreHealth;
   close(): Promise<void>;
 }
 

@@ -1,0 +1,106 @@
+import { systemClock, type Clock } from '../limiter/clock.js';
+import { retryAfterMs, windowStartMs } from '../limiter/window.js';
+import type { CheckResult, CounterCheck, Store, StoreHealth } from './store.js';
+
+interface Snapshot {
+  key: string;
+  windowMs: number;
+  start: number;
+  curr: number;
+  prev: number;
+}
+
+interface Entry {
+  /** Local time until which the window stays full. */
+  untilMs: number;
+  /** The limit it is full for: a raised limit (tier, reload) makes the entry useless. */
+  limit: number;
+  /** Store clock minus local clock, to report resets in the store's time. */
+  offsetMs: number;
+  /** The other windows of the same descriptor, as last seen, for the statuses. */
+  group: Snapshot[];
+}
+
+const MAX_ENTRIES = 100_000;
+
+/** Answers requests whose every descriptor has a window known to be full, without asking the store.
+ * Exact, because rejected requests never count: once a window is full it stays full until it ends (fixed)
+ * or has decayed enough (sliding), whatever other replicas do. */
+export class OverLimitCache implements Store {
+  readonly kind: string;
+  private readonly entries = new Map<string, Entry>();
+  hits = 0;
+
+  constructor(private readonly inner: Store, private readonly clock: Clock = systemClock) {
+    this.kind = inner.kind;
+  }
+
+  async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+    const sentAt = this.clock.now();
+    const cached = this.answer(checks, sentAt);
+    if (cached) {
+      this.hits++;
+      return cached;
+    }
+    const result = await this.inner.check(checks);
+    if (!result.admitted && result.source === undefined) this.remember(checks, result, sentAt);
+    return result;
+  }
+
+  health(): StoreHealth {
+    return this.inner.health();
+  }
+
+  /** Forget everything (config reloaded, counters reset). */
+  clear(): void {
+    this.entries.clear();
+  }
+
+  close(): Promise<void> {
+    this.entries.clear();
+    return this.inner.close();
+  }
+
+  private answer(checks: readonly CounterCheck[], now: number): CheckResult | undefined {
+    // Every descriptor must be enforced and blocked by a cached full window; otherwise ask the store.
+    const blocked: (Entry | undefined)[] = [];
+    for (const c of checks) {
+      if (c.shadow) return undefined;
+      const e = this.entries.get(c.key);
+      if (e && e.limit === c.limit && e.untilMs > now) blocked[c.group] = e;
+    }
+    for (const c of checks) if (!blocked[c.group]) return undefined;
+    const first = blocked[checks[0]!.group]!;
+    const nowMs = now + first.offsetMs;
+    const n = checks.length;
+    const result: CheckResult = { nowMs, admitted: false, curr: new Array(n), prev: new Array(n), over: new Array(n), source: 'cache' };
+    checks.forEach((c, i) => {
+      const e = this.entries.get(c.key);
+      const full = e !== undefined && e.limit === c.limit && e.untilMs > now;
+      const seen = blocked[c.group]!.group.find((s) => s.key === c.key);
+      const current = seen && seen.start === windowStartMs(nowMs, c.windowMs);
+      result.curr[i] = current ? seen.curr : full ? c.limit : 0;
+      result.prev[i] = current ? seen.prev : 0;
+      result.over[i] = full;
+    });
+    return result;
+  }
+
+  private remember(checks: readonly CounterCheck[], r: CheckResult, sentAt: number): void {
+    if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
+    checks.forEach((c, i) => {
+      if (!r.over[i] || c.shadow) return;
+      const group: Snapshot[] = [];
+      checks.forEach((o, j) => {
+        if (o.group === c.group) group.push({ key: o.key, windowMs: o.windowMs, start: windowStartMs(r.nowMs, o.windowMs), curr: r.curr[j]!, prev: r.prev[j]! });
+      });
+      // From the send time: the store's "now" was no earlier, so the entry never outlives the real window.
+      this.entries.set(c.key, {
+        untilMs: sentAt + retryAfterMs(c, r.prev[i]!, r.curr[i]!, r.nowMs),
+        limit: c.limit,
+        offsetMs: r.nowMs - sentAt,
+        group,
+      });
+    });
+  }
+}

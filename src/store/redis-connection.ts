@@ -1,0 +1,93 @@
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+
+export type RedisType = 'single' | 'sentinel' | 'cluster';
+
+/** Where and how to reach Redis, parsed from one URL:
+ *   redis[s]://[user[:password]@]host[:port][,host[:port]…][/db | /master-name]
+ * single: one host, optional /db. sentinel: the sentinels, and the master's name as the path.
+ * cluster: any number of seed nodes. rediss:// turns TLS on. */
+export interface RedisConnection {
+  type: RedisType;
+  nodes: { host: string; port: number }[];
+  username: string | undefined;
+  password: string | undefined;
+  tls: boolean;
+  db: number;
+  masterName: string | undefined;
+}
+
+export class RedisUrlError extends Error {
+  override readonly name = 'RedisUrlError';
+}
+
+const URL_SHAPE = /^(rediss?):\/\/(?:([^@/]*)@)?([^/]+)(?:\/(.*))?$/;
+
+/** Parses the URL. Errors describe the problem without echoing the URL (it may hold a password). */
+export function parseRedisUrl(url: string, type: RedisType): RedisConnection {
+  const m = URL_SHAPE.exec(url.trim());
+  if (!m) throw new RedisUrlError('the Redis URL must look like redis://[user:password@]host:port[,host:port…][/db or /master-name]');
+  const [, scheme, auth, hosts, path] = m;
+  const [user, ...rest] = auth ? auth.split(':') : [];
+  const nodes = hosts!.split(',').map((hp) => {
+    const at = hp.lastIndexOf(':');
+    const host = at > 0 ? hp.slice(0, at) : hp;
+    const port = at > 0 ? Number(hp.slice(at + 1)) : type === 'sentinel' ? 26379 : 6379;
+    if (!host || !Number.isInteger(port) || port <= 0 || port > 65535) throw new RedisUrlError(`bad host:port in the Redis URL (node ${host || '?'})`);
+    return { host: host.replace(/^\[|\]$/g, ''), port };
+  });
+  const conn: RedisConnection = {
+    type,
+    nodes,
+    username: user ? decodeURIComponent(user) : undefined,
+    password: rest.length ? decodeURIComponent(rest.join(':')) : undefined,
+    tls: scheme === 'rediss',
+    db: 0,
+    masterName: undefined,
+  };
+  if (type === 'sentinel') {
+    if (!path) throw new RedisUrlError('sentinel mode needs the master name as the URL path: redis://sentinel1:26379,sentinel2:26379/mymaster');
+    conn.masterName = decodeURIComponent(path);
+  } else if (path) {
+    if (type === 'cluster') throw new RedisUrlError('Redis Cluster has no databases: drop the /path from the URL');
+    conn.db = Number(path);
+    if (!Number.isInteger(conn.db) || conn.db < 0) throw new RedisUrlError('the path of a single Redis URL is a database number');
+  }
+  if (type === 'single' && nodes.length !== 1) throw new RedisUrlError('single mode takes one host; use --redis-type cluster or sentinel for several');
+  return conn;
+}
+
+export interface ClientOptions {
+  commandTimeoutMs: number;
+  sentinelPassword: string | undefined;
+}
+
+/** Reconnect quickly at first, then back off to at most 2 s between attempts, forever. */
+const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(times, 6), 2000);
+
+/** An ioredis client that never queues commands while disconnected (they fail at once, so decisions stay
+ * fast) and batches concurrent commands into one write (auto-pipelining). */
+export function createClient(conn: RedisConnection, opts: ClientOptions): Redis | Cluster {
+  const perNode = {
+    username: conn.username,
+    password: conn.password,
+    tls: conn.tls ? {} : undefined,
+    commandTimeout: opts.commandTimeoutMs,
+    connectTimeout: Math.max(1000, opts.commandTimeoutMs * 20),
+    maxRetriesPerRequest: 0,
+  };
+  const common: RedisOptions = { ...perNode, enableAutoPipelining: true, enableOfflineQueue: false, retryStrategy };
+  if (conn.type === 'cluster') {
+    const clusterOpts: ClusterOptions = {
+      enableOfflineQueue: false,
+      enableAutoPipelining: true,
+      clusterRetryStrategy: retryStrategy,
+      slotsRefreshTimeout: Math.max(1000, opts.commandTimeoutMs * 20),
+      redisOptions: perNode,
+    };
+    return new Cluster(conn.nodes, clusterOpts);
+  }
+  if (conn.type === 'sentinel') {
+    return new Redis({ ...common, sentinels: conn.nodes, name: conn.masterName, sentinelPassword: opts.sentinelPassword, sentinelRetryStrategy: retryStrategy });
+  }
+  return new Redis({ ...common, host: conn.nodes[0]!.host, port: conn.nodes[0]!.port, db: conn.db });
+}

@@ -1,0 +1,157 @@
+import type { Cluster, Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import type { Logger } from 'pino';
+import { StoreUnavailableError } from '../errors.js';
+import type { Clock } from '../limiter/clock.js';
+import { createClient, type RedisConnection } from './redis-connection.js';
+import type { CheckResult, CounterCheck, Store, StoreHealth } from './store.js';
+
+const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
+
+export interface RedisStoreOptions {
+  connection: RedisConnection;
+  /** Longest wait for one decision's round trip; past it the call fails (and the failure policy answers). */
+  timeoutMs: number;
+  /** Namespace of every key, so several services can share a Redis. */
+  keyPrefix: string;
+  logger: Logger;
+  sentinelPassword?: string;
+  /** Tests only: window time from this clock instead of Redis's TIME. */
+  clock?: Clock;
+}
+
+type CheckCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
+
+/** Consecutive timeouts after which Redis counts as not answering (the connection may look fine: a frozen
+ * or overloaded server). Calls then fail at once instead of each waiting out the timeout. */
+const TIMEOUTS_TO_DEGRADE = 3;
+const PROBE_INTERVAL_MS = 250;
+
+/** Counters in Redis, shared by every replica: one Lua call per decision, windows on Redis's clock. */
+export class RedisStore implements Store {
+  readonly kind = 'redis';
+  readonly client: Redis | Cluster;
+  private degradedReason: string | undefined = 'connecting';
+  private timeouts = 0;
+  private probe: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(private readonly opts: RedisStoreOptions) {
+    this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
+    this.client.defineCommand('tollgateCheck', { lua: CHECK_SCRIPT });
+    this.client.on('ready', () => this.recovered());
+    this.client.on('close', () => this.degrade('connection closed'));
+    // ioredis also emits 'error' for every failed reconnect; state changes are logged by degrade() once.
+    this.client.on('error', (err: Error) => opts.logger.debug({ err: err.message }, 'redis client error'));
+  }
+
+  health(): StoreHealth {
+    return { degraded: this.degradedReason !== undefined, reason: this.degradedReason };
+  }
+
+  /** Resolves when Redis is ready, or after `ms` (the service starts either way; the policy covers it). */
+  waitReady(ms: number): Promise<boolean> {
+    if (!this.degradedReason) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.client.off('ready', onReady);
+        resolve(ok);
+      };
+      const onReady = (): void => done(true);
+      const timer = setTimeout(() => done(false), ms);
+      this.client.on('ready', onReady);
+    });
+  }
+
+  async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+    if (this.degradedReason) throw new StoreUnavailableError(`redis unavailable: ${this.degradedReason}`);
+    const args: (string | number)[] = [];
+    for (const c of checks) args.push(this.opts.keyPrefix + c.key);
+    args.push(this.opts.clock ? this.opts.clock.now() : 0);
+    for (const c of checks) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.group, c.shadow ? 1 : 0);
+    let reply: number[];
+    try {
+      reply = await withTimeout((this.client as unknown as { tollgateCheck: CheckCommand }).tollgateCheck(checks.length, ...args), this.opts.timeoutMs);
+    } catch (err) {
+      throw this.failed(err as Error);
+    }
+    this.timeouts = 0;
+    return parseReply(reply, checks.length);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.probe);
+    try {
+      await this.client.quit();
+    } catch {
+      this.client.disconnect();
+    }
+  }
+
+  private failed(err: Error): StoreUnavailableError {
+    if (/timed out/i.test(err.message) && ++this.timeouts >= TIMEOUTS_TO_DEGRADE) {
+      this.degrade(`no answer within ${this.opts.timeoutMs} ms`);
+      this.startProbe();
+    }
+    return new StoreUnavailableError(`redis: ${err.message}`, { cause: err });
+  }
+
+  /** While Redis is connected but silent, ping it until it answers again. */
+  private startProbe(): void {
+    if (this.probe || this.closed) return;
+    this.probe = setInterval(() => {
+      withTimeout(this.client.ping(), this.opts.timeoutMs * 4).then(
+        () => this.recovered(),
+        () => undefined,
+      );
+    }, PROBE_INTERVAL_MS);
+    this.probe.unref();
+  }
+
+  private degrade(reason: string): void {
+    if (this.closed || this.degradedReason) return;
+    this.degradedReason = reason;
+    this.opts.logger.warn({ reason }, 'redis store degraded');
+  }
+
+  private recovered(): void {
+    clearInterval(this.probe);
+    this.probe = undefined;
+    this.timeouts = 0;
+    if (!this.degradedReason) return;
+    const was = this.degradedReason;
+    this.degradedReason = undefined;
+    this.opts.logger.info({ was }, 'redis store recovered');
+  }
+}
+
+function parseReply(reply: number[], n: number): CheckResult {
+  const curr = new Array<number>(n);
+  const prev = new Array<number>(n);
+  const over = new Array<boolean>(n);
+  for (let i = 0; i < n; i++) {
+    curr[i] = reply[2 + i * 3]!;
+    prev[i] = reply[3 + i * 3]!;
+    over[i] = reply[4 + i * 3] === 1;
+  }
+  return { nowMs: reply[0]!, admitted: reply[1] === 1, curr, prev, over };
+}
+
+/** A hard bound on one call, whatever the client does internally (cluster redirects, reconnects). */
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`Command timed out after ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e as Error);
+      },
+    );
+  });
+}

@@ -1,0 +1,117 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** A redis-server process of the test's own, on a free port; never the machine's shared 6379. */
+export interface RedisServer {
+  port: number;
+  url: string;
+  process: ChildProcess;
+  /** Sends a signal (SIGKILL to crash it, SIGSTOP/SIGCONT to freeze and thaw it). */
+  signal(sig: NodeJS.Signals): void;
+  /** Starts it again on the same port after a kill. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+  cli(...args: string[]): Promise<string>;
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/** A port whose cluster-bus twin (port + 10000) is free too, below the ephemeral range. */
+async function redisPort(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    if ((await portFree(port)) && (await portFree(port + 10_000))) return port;
+  }
+  throw new Error('no free port for redis-server');
+}
+
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = createConnection({ port, host: '127.0.0.1' });
+    sock.setTimeout(200);
+    sock.once('connect', () => sock.write('PING\r\n'));
+    sock.once('data', (d) => {
+      resolve(d.toString().startsWith('+PONG'));
+      sock.destroy();
+    });
+    sock.once('error', () => resolve(false));
+    sock.once('timeout', () => {
+      resolve(false);
+      sock.destroy();
+    });
+  });
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string, ms = 10_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export async function startRedis(extra: string[] = []): Promise<RedisServer> {
+  const port = await redisPort();
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra];
+  let proc: ChildProcess;
+  const launch = async (): Promise<void> => {
+    proc = spawn('redis-server', args, { stdio: 'ignore' });
+    await waitFor(() => ping(port), `redis-server on ${port}`);
+  };
+  await launch();
+  const server: RedisServer = {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    get process() {
+      return proc;
+    },
+    signal: (sig) => proc.kill(sig),
+    restart: launch,
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill('SIGCONT');
+        const exited = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGKILL');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+    cli: async (...cmd) => (await run('redis-cli', ['-p', String(port), ...cmd])).stdout.trim(),
+  };
+  return server;
+}
+
+export interface RedisCluster {
+  nodes: RedisServer[];
+  /** All seed nodes, for --redis-type cluster. */
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Three masters, no replicas, slots spread by redis-cli --cluster create. */
+export async function startRedisCluster(): Promise<RedisCluster> {
+  const nodes = await Promise.all([0, 1, 2].map(() => startRedis(['--cluster-enabled', 'yes', '--cluster-node-timeout', '2000'])));
+  await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes']);
+  for (const n of nodes) await waitFor(async () => (await n.cli('cluster', 'info')).includes('cluster_state:ok'), `cluster state ok on ${n.port}`);
+  return {
+    nodes,
+    url: `redis://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    stop: async () => {
+      await Promise.all(nodes.map((n) => n.stop()));
+    },
+  };
+}

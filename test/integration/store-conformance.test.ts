@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/limiter/clock.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { parseRedisUrl } from '../../src/store/redis-connection.js';
+import { RedisStore } from '../../src/store/redis-store.js';
+import type { CounterCheck, Store } from '../../src/store/store.js';
+import { silentLogger } from '../helpers/service.js';
+import { startRedis, type RedisServer } from '../helpers/redis.js';
+
+const T0 = 1_800_000_000_000;
+let keySeq = 0;
+const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
+  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, group: 0, shadow: false, ...over,
+});
+
+/** The same scenarios against every store: they must decide identically. */
+const stores: [string, (clock: ManualClock) => Store][] = [];
+let redis: RedisServer;
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  for (const s of opened) await s.close();
+  await redis?.stop();
+});
+
+const opened: Store[] = [];
+stores.push(['memory', (clock) => new MemoryStore({ clock })]);
+stores.push([
+  'redis',
+  (clock) => {
+    const s = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: `conf${++keySeq}:`, logger: silentLogger, clock });
+    opened.push(s);
+    return s;
+  },
+]);
+
+describe.each(stores)('store conformance: %s', (_name, make) => {
+  const setup = async (): Promise<{ store: Store; clock: ManualClock }> => {
+    const clock = new ManualClock(T0);
+    const store = make(clock);
+    if (store instanceof RedisStore) await store.waitReady(5000);
+    return { store, clock };
+  };
+
+  it('counts up to the limit, then refuses without counting', async () => {
+    const { store } = await setup();
+    const rs = [];
+    for (let i = 0; i < 5; i++) rs.push(await store.check([check()]));
+    expect(rs.map((r) => r.admitted)).toEqual([true, true, true, false, false]);
+    expect(rs.map((r) => r.curr[0])).toEqual([0, 1, 2, 3, 3]);
+    expect(rs[0]!.nowMs).toBe(T0);
+  });
+
+  it('checks a request atomically across windows and descriptors', async () => {
+    const { store } = await setup();
+    const windows = [check({ key: 'a', limit: 5 }), check({ key: 'a-min', limit: 5, windowMs: 60_000 }), check({ key: 'b', limit: 1, group: 1 })];
+    expect((await store.check(windows)).admitted).toBe(true);
+    const r = await store.check(windows);
+    expect(r.admitted).toBe(false);
+    expect(r.over).toEqual([false, false, true]);
+    const again = await store.check([windows[0]!]);
+    expect(again.curr[0]).toBe(1);
+  });
+
+  it('counts a shadow group only while it has room, and never blocks with it', async () => {
+    const { store } = await setup();
+    const windows = [check({ key: 'e', limit: 10 }), check({ key: 's', limit: 1, group: 1, shadow: true })];
+    await store.check(windows);
+    const r = await store.check(windows);
+    expect(r.admitted).toBe(true);
+    expect(r.over).toEqual([false, true]);
+    const after = await store.check(windows);
+    expect([after.curr[0], after.curr[1]]).toEqual([2, 1]);
+  });
+
+  it('starts a new window at the epoch-aligned boundary', async () => {
+    const { store, clock } = await setup();
+    clock.set(T0 + 999);
+    for (let i = 0; i < 3; i++) await store.check([check()]);
+    expect((await store.check([check()])).admitted).toBe(false);
+    clock.set(T0 + 1000);
+    const r = await store.check([check()]);
+    expect(r.admitted).toBe(true);
+    expect(r.curr[0]).toBe(0);
+  });
+
+  it('sliding window: weighs the previous window', async () => {
+    const { store, clock } = await setup();
+    const s = check({ sliding: true, limit: 10, windowMs: 60_000 });
+    for (let i = 0; i < 10; i++) await store.check([s]);
+    clock.set(T0 + 75_000);
+    const rs = [];
+    for (let i = 0; i < 3; i++) rs.push(await store.check([s]));
+    expect(rs.map((r) => r.admitted)).toEqual([true, true, false]);
+    expect(rs.map((r) => [r.prev[0], r.curr[0]])).toEqual([[10, 0], [10, 1], [10, 2]]);
+    clock.set(T0 + 78_000);
+    expect((await store.check([s])).admitted).toBe(true);
+    // Two windows later, nothing of the first remains.
+    clock.set(T0 + 180_000);
+    const late = await store.check([s]);
+    expect([late.prev[0], late.curr[0]]).toEqual([0, 0]);
+  });
+
+  it('hits: several at once, and 0 as check only', async () => {
+    const { store } = await setup();
+    expect((await store.check([check({ hits: 2 })])).admitted).toBe(true);
+    expect((await store.check([check({ hits: 2 })])).admitted).toBe(false);
+    const peek = await store.check([check({ hits: 0 })]);
+    expect([peek.admitted, peek.curr[0]]).toEqual([true, 2]);
+    await store.check([check()]);
+    const full = await store.check([check({ hits: 0 })]);
+    expect([full.admitted, full.curr[0]]).toEqual([false, 3]);
+  });
+
+  it('is exact under 200 concurrent checks', async () => {
+    const { store } = await setup();
+    const rs = await Promise.all(Array.from({ length: 200 }, () => store.check([check({ limit: 37, key: 'conc' })])));
+    expect(rs.filter((r) => r.admitted)).toHaveLength(37);
+  });
+});
+
+describe('redis store specifics', () => {
+  it("uses Redis's clock when no clock is injected", async () => {
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'clock:', logger: silentLogger });
+    opened.push(store);
+    await store.waitReady(5000);
+    const [sec, usec] = (await redis.cli('TIME')).split('\n').map(Number);
+    const r = await store.check([check()]);
+    expect(Math.abs(r.nowMs - (sec! * 1000 + usec! / 1000))).toBeLessThan(1000);
+  });
+
+  it('keys carry the prefix and expire one second after the last window that reads them', async () => {
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'ttl:', logger: silentLogger });
+    opened.push(store);
+    await store.waitReady(5000);
+    await store.check([check({ key: 'fixed', windowMs: 60_000 }), check({ key: 'slide', windowMs: 60_000, sliding: true, group: 1 })]);
+    const fixed = Number(await redis.cli('PTTL', 'ttl:fixed'));
+    const slide = Number(await redis.cli('PTTL', 'ttl:slide'));
+    expect(fixed).toBeGreaterThan(1000);
+    expect(fixed).toBeLessThanOrEqual(61_000);
+    expect(slide).toBeGreaterThan(60_000);
+    expect(slide).toBeLessThanOrEqual(121_000);
+  });
+});
