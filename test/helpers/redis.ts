@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -112,6 +112,30 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     url: `redis://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
     stop: async () => {
       await Promise.all(nodes.map((n) => n.stop()));
+    },
+  };
+}
+
+export interface Sentinel {
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** One sentinel (quorum 1) watching `masterPort` under the name `mymaster`. */
+export async function startSentinel(masterPort: number): Promise<Sentinel> {
+  const port = await redisPort();
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-sentinel-'));
+  const conf = join(dir, 'sentinel.conf');
+  writeFileSync(conf, `port ${port}\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 ${masterPort} 1\n`);
+  const proc = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
+  await waitFor(() => ping(port), `sentinel on ${port}`);
+  return {
+    port,
+    stop: async () => {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGKILL');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -56,9 +56,9 @@ export class RlsClient {
     this.client = new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { ShouldRateLimit: UnaryMethod };
   }
 
-  call(req: RlsRequest): Promise<RlsResponse> {
+  call(req: RlsRequest, deadlineMs = 5000): Promise<RlsResponse> {
     return new Promise((resolve, reject) => {
-      this.client.ShouldRateLimit(req, { deadline: Date.now() + 5000 }, (err: grpc.ServiceError | null, res: unknown) => {
+      this.client.ShouldRateLimit(req, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, res: unknown) => {
         if (err) reject(err);
         else resolve(named(res as RawResponse));
       });
@@ -115,14 +115,14 @@ export const silentLogger = pino({ level: 'silent' });
 
 /** Starts the real service in this process on free ports, with a manual clock. */
 export async function startTestService(
-  opts: { configDir?: string; args?: string[]; tiers?: TierSource; startMs?: number } = {},
+  opts: { configDir?: string; args?: string[]; tiers?: TierSource; startMs?: number; realClock?: boolean } = {},
 ): Promise<TestService> {
   const clock = new ManualClock(opts.startMs ?? HOUR_START);
   const settings = parseServeArgs(
     ['--config', opts.configDir ?? 'config', '--grpc-port', '0', '--http-port', '0', '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', ...(opts.args ?? [])],
     {},
   );
-  const service = await startService(settings, { logger: silentLogger, clock, tiers: opts.tiers });
+  const service = await startService(settings, { logger: silentLogger, clock: opts.realClock ? undefined : clock, tiers: opts.tiers });
   const rls = new RlsClient(service.grpcPort);
   return {
     service,

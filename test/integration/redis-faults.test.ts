@@ -1,0 +1,144 @@
+import { status } from '@grpc/grpc-js';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { header, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+
+// Redis crashes and freezes under load. Every call must get an answer before the client's deadline (no
+// call waits on a dead Redis), as the failure policy says; counting goes back to Redis once it returns.
+
+const DEADLINE_MS = 1000;
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown): void => {
+  unhandled.push(reason);
+};
+process.on('unhandledRejection', onUnhandled);
+afterAll(() => {
+  process.off('unhandledRejection', onUnhandled);
+  expect(unhandled).toEqual([]);
+});
+
+type Outcome = string; // OK | OVER_LIMIT | error <grpc code>
+
+async function call(t: TestService, req: RlsRequest): Promise<{ outcome: Outcome; retryAfter?: string }> {
+  try {
+    const r = await t.rls.call(req, DEADLINE_MS);
+    return { outcome: r.overall_code, retryAfter: header(r, 'Retry-After') };
+  } catch (err) {
+    return { outcome: `error ${(err as { code: number }).code}` };
+  }
+}
+
+/** Background traffic over many tokens, bounded in time, until stop() is called. */
+function load(t: TestService): { stop: () => Promise<Outcome[]> } {
+  const outcomes: Outcome[] = [];
+  let running = true;
+  const workers = Array.from({ length: 4 }, async (_, w) => {
+    for (let i = 0; running && i < 5000; i++) outcomes.push((await call(t, property('read', `Bearer load-${w}-${i % 50}`))).outcome);
+  });
+  return {
+    stop: async () => {
+      running = false;
+      await Promise.all(workers);
+      return outcomes;
+    },
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await sleep(20);
+  }
+}
+
+async function startOfSecond(): Promise<void> {
+  await sleep(1000 - (Date.now() % 1000) + 5);
+}
+
+async function sequence(t: TestService, token: string, n: number): Promise<{ outcome: Outcome; retryAfter?: string }[]> {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(await call(t, property('read', token)));
+  return out;
+}
+
+const UNAVAILABLE = `error ${status.UNAVAILABLE}`;
+const allowedDuringOutage: Record<string, Outcome[]> = {
+  allow: ['OK', 'OVER_LIMIT', UNAVAILABLE],
+  deny: ['OK', 'OVER_LIMIT'],
+  local: ['OK', 'OVER_LIMIT'],
+};
+
+describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', (policy) => {
+  let redis: RedisServer;
+  let t: TestService;
+  beforeEach(async () => {
+    redis = await startRedis();
+    t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '25', '--redis-failure', policy] });
+  });
+  afterEach(async () => {
+    await t.close();
+    await redis.stop();
+  });
+
+  it('answers every call per policy, then counts in Redis again once it is back', async () => {
+    expect((await call(t, property('read', 'Bearer before'))).outcome).toBe('OK');
+    const traffic = load(t);
+    await sleep(100);
+    redis.signal('SIGKILL');
+    await until(() => t.service.store.health().degraded);
+    await startOfSecond();
+    const during = await sequence(t, `Bearer during-${policy}`, 12);
+    const background = await traffic.stop();
+
+    expect(background.length).toBeGreaterThan(0);
+    expect(background.filter((o) => !allowedDuringOutage[policy]!.includes(o))).toEqual([]);
+    if (policy === 'allow') expect(during.map((d) => d.outcome)).toEqual(Array(12).fill(UNAVAILABLE));
+    if (policy === 'deny') {
+      expect(during.map((d) => d.outcome)).toEqual(Array(12).fill('OVER_LIMIT'));
+      expect(during[0]!.retryAfter).toBe('1');
+    }
+    if (policy === 'local') expect(during.map((d) => d.outcome)).toEqual([...Array(10).fill('OK'), 'OVER_LIMIT', 'OVER_LIMIT']);
+
+    await redis.restart();
+    await until(() => !t.service.store.health().degraded);
+    expect((await call(t, property('read', 'Bearer after'))).outcome).toBe('OK');
+    expect(await redis.cli('--scan', '--pattern', 'tollgate:*')).not.toBe('');
+  });
+});
+
+describe.each(['allow', 'local'])('Redis frozen (SIGSTOP), policy %s', (policy) => {
+  let redis: RedisServer;
+  let t: TestService;
+  beforeEach(async () => {
+    redis = await startRedis();
+    t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '25', '--redis-failure', policy] });
+  });
+  afterEach(async () => {
+    redis.signal('SIGCONT');
+    await t.close();
+    await redis.stop();
+  });
+
+  it('answers within the bound while frozen and resumes counting after SIGCONT', async () => {
+    expect((await call(t, property('read', 'Bearer warm'))).outcome).toBe('OK');
+    const traffic = load(t);
+    await sleep(100);
+    redis.signal('SIGSTOP');
+    await sleep(300);
+    const frozen = await sequence(t, `Bearer frozen-${policy}`, 5);
+    const background = await traffic.stop();
+    expect(t.service.store.health()).toMatchObject({ degraded: true, reason: 'no answer within 25 ms' });
+    expect(frozen.map((f) => f.outcome)).toEqual(Array(5).fill(policy === 'allow' ? UNAVAILABLE : 'OK'));
+    expect(background.filter((o) => !allowedDuringOutage[policy]!.includes(o))).toEqual([]);
+
+    redis.signal('SIGCONT');
+    await until(() => !t.service.store.health().degraded);
+    const token = `Bearer thawed-${policy}`;
+    expect((await call(t, property('read', token))).outcome).toBe('OK');
+    const keys = await redis.cli('--scan', '--pattern', 'tollgate:property-api:category_read.token:*');
+    expect(keys.split('\n').length).toBeGreaterThanOrEqual(2);
+  });
+});

@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fingerprint } from '../../src/fingerprint.js';
+import { startRedis, startRedisCluster, startSentinel, type RedisCluster, type RedisServer } from '../helpers/redis.js';
+import { header, property, repeat, startTestService, type TestService } from '../helpers/service.js';
+
+/** Waits until just after a second boundary, so a burst lands in one window. */
+async function startOfSecond(): Promise<void> {
+  await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5));
+}
+
+async function burst(instances: TestService[], token: string, n: number): Promise<string[]> {
+  const req = property('read', token);
+  return Promise.all(Array.from({ length: n }, (_, i) => instances[i % instances.length]!.rls.call(req).then((r) => r.overall_code)));
+}
+
+async function evalCalls(cli: (...args: string[]) => Promise<string>): Promise<number> {
+  const stats = await cli('INFO', 'commandstats');
+  return [...stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+}
+
+describe('redis store behind the service', () => {
+  let redis: RedisServer;
+  let instances: TestService[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+    instances = await Promise.all(
+      [0, 1, 2].map(() => startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] })),
+    );
+  });
+  afterAll(async () => {
+    await Promise.all(instances.map((t) => t.close()));
+    await redis?.stop();
+  });
+
+  it('three instances on one Redis admit exactly the limit of 200 concurrent requests', async () => {
+    await startOfSecond();
+    const codes = await burst(instances, `Bearer exact-${Math.random()}`, 200);
+    expect(codes.filter((c) => c === 'OK')).toHaveLength(10);
+    expect(codes.filter((c) => c === 'OVER_LIMIT')).toHaveLength(190);
+  });
+
+  it('share hourly counters: remaining counts down across instances', async () => {
+    const token = `Bearer shared-${Math.random()}`;
+    await startOfSecond();
+    const rs = [];
+    for (const t of instances) rs.push(await t.rls.call(property('write', token)));
+    expect(rs.map((r) => header(r, 'X-RateLimit-Remaining'))).toEqual(['499', '498', '497']);
+  });
+
+  it('keys hold fingerprints, never the raw token', async () => {
+    const secret = `raw-secret-${Math.random().toString(36).slice(2)}`;
+    await instances[0]!.rls.call(property('reports', `Bearer ${secret}`));
+    const keys = (await redis.cli('--scan', '--pattern', 'tollgate:*')).split('\n');
+    expect(keys.some((k) => k.includes(`{${fingerprint(secret)}}`))).toBe(true);
+    expect(keys.filter((k) => k.includes(secret) || k.includes('Bearer'))).toEqual([]);
+    expect(keys).toContain(`tollgate:property-api:category_reports.token:{${fingerprint(secret)}}:hour`);
+  });
+});
+
+describe('local over-limit cache', () => {
+  let redis: RedisServer;
+  let t: TestService;
+  beforeAll(async () => {
+    redis = await startRedis();
+    t = await startTestService({ args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] });
+  });
+  afterAll(async () => {
+    await t.close();
+    await redis?.stop();
+  });
+
+  it('answers a token already over its limit without Redis until the window ends', async () => {
+    const req = property('reports', 'Bearer cached');
+    t.clock.advance(100);
+    const first = await repeat(t.rls, req, 3);
+    expect(first.map((r) => r.overall_code)).toEqual(['OK', 'OK', 'OVER_LIMIT']);
+    const before = await evalCalls(redis.cli);
+    const cached = await repeat(t.rls, req, 50);
+    expect(cached.every((r) => r.overall_code === 'OVER_LIMIT')).toBe(true);
+    expect(header(cached[49]!, 'Retry-After')).toBe('1');
+    expect(header(cached[49]!, 'X-RateLimit-Remaining')).toBe('198');
+    expect(await evalCalls(redis.cli)).toBe(before);
+    t.clock.advance(1000);
+    expect((await t.rls.call(req)).overall_code).toBe('OK');
+    expect(await evalCalls(redis.cli)).toBe(before + 1);
+  });
+});
+
+describe('Redis Cluster', () => {
+  let cluster: RedisCluster;
+  let instances: TestService[] = [];
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+    instances = await Promise.all(
+      [0, 1, 2].map(() =>
+        startTestService({ realClock: true, args: ['--store', 'redis', '--redis-type', 'cluster', '--redis-url', cluster.url, '--redis-timeout-ms', '1000'] }),
+      ),
+    );
+    for (const t of instances) await t.service.stack.redis!.waitReady(5000);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(instances.map((t) => t.close()));
+    await cluster?.stop();
+  });
+
+  it('three instances admit exactly the limit of 200 concurrent requests', async () => {
+    await startOfSecond();
+    const codes = await burst(instances, `Bearer cluster-${Math.random()}`, 200);
+    expect(codes.filter((c) => c === 'OK')).toHaveLength(10);
+  });
+
+  it("spreads tokens over the masters, keeping each token's counters in one slot", async () => {
+    for (let i = 0; i < 30; i++) await instances[0]!.rls.call(property('read', `Bearer spread-${i}`));
+    const perNode = await Promise.all(cluster.nodes.map(async (n) => Number(await n.cli('DBSIZE'))));
+    expect(perNode.every((count) => count > 0)).toBe(true);
+  });
+});
+
+describe('Redis Sentinel', () => {
+  it('finds the master through a sentinel and counts there', async () => {
+    const master = await startRedis();
+    const sentinel = await startSentinel(master.port);
+    const t = await startTestService({
+      realClock: true,
+      args: ['--store', 'redis', '--redis-type', 'sentinel', '--redis-url', `redis://127.0.0.1:${sentinel.port}/mymaster`, '--redis-timeout-ms', '1000'],
+    });
+    try {
+      expect(await t.service.stack.redis!.waitReady(5000)).toBe(true);
+      expect((await t.rls.call(property('write', 'Bearer via-sentinel'))).overall_code).toBe('OK');
+      expect(Number(await master.cli('DBSIZE'))).toBeGreaterThan(0);
+    } finally {
+      await t.close();
+      await sentinel.stop();
+      await master.stop();
+    }
+  });
+});
