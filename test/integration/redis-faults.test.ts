@@ -89,6 +89,9 @@ describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', 
     await sleep(100);
     redis.signal('SIGKILL');
     await until(() => t.service.store.health().degraded);
+    const ready = await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`);
+    expect(ready.status).toBe(policy === 'deny' ? 503 : 200);
+    expect((await ready.json()).reason).toMatch(new RegExp(`store degraded .*policy ${policy}`));
     await startOfSecond();
     const during = await sequence(t, `Bearer during-${policy}`, 12);
     const background = await traffic.stop();
@@ -104,6 +107,7 @@ describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', 
 
     await redis.restart();
     await until(() => !t.service.store.health().degraded);
+    expect((await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`)).status).toBe(200);
     expect((await call(t, property('read', 'Bearer after'))).outcome).toBe('OK');
     expect(await redis.cli('--scan', '--pattern', 'tollgate:*')).not.toBe('');
   });
