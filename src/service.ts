@@ -3,13 +3,16 @@ import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
+import { formatProblem } from './config/errors.js';
 import { loadConfigDir } from './config/load.js';
-import type { Clock } from './limiter/clock.js';
+import { ConfigWatcher, diffConfigs } from './config/watcher.js';
+import { systemClock, type Clock } from './limiter/clock.js';
 import { Limiter } from './limiter/limiter.js';
+import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
 import { createHttpServer } from './server/http-server.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
-import { rateLimitService } from './server/ratelimit-handler.js';
+import { rateLimitService, type HandlerDeps } from './server/ratelimit-handler.js';
 import type { Settings } from './settings.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import type { Store } from './store/store.js';
@@ -28,6 +31,9 @@ export interface RunningService {
   store: Store;
   stack: StoreStack;
   health: HealthService;
+  metrics: Metrics;
+  /** Re-reads the config directory now (the watcher does this by itself). */
+  reload: () => 'unchanged' | 'reloaded' | 'rejected';
   /** Reports NOT_SERVING, stops accepting, lets in-flight calls finish (up to the timeout), closes the store. */
   stop(): Promise<void>;
 }
@@ -35,14 +41,36 @@ export interface RunningService {
 /** Wires config, store, limiter and both servers. Throws (ConfigError, bind errors) before serving anything. */
 export async function startService(settings: Settings, opts: ServiceOptions): Promise<RunningService> {
   const { logger } = opts;
-  const config = loadConfigDir(settings.configDir);
-  const stack = createStore(settings, opts);
+  const clock = opts.clock ?? systemClock;
+  let config = loadConfigDir(settings.configDir);
+  const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
+  metrics.configLoaded(config.hash, clock.now());
+  const stack = createStore(settings, { logger, clock: opts.clock, metrics });
   const { store } = stack;
+  registerGauges(metrics, stack, opts.tiers);
   if (stack.redis && !(await stack.redis.waitReady(2000))) {
     logger.warn({ policy: settings.redisFailure }, 'redis not reachable at start: serving under the failure policy until it is');
   }
+
+  const watcher = new ConfigWatcher({
+    dir: settings.configDir,
+    pollMs: settings.configPollMs,
+    current: config,
+    logger,
+    onReload: (next, previous) => {
+      config = next;
+      stack.cache?.clear(); // limits may have changed under the cached "full until" times
+      metrics.configReloads.inc({ result: 'success' });
+      metrics.configLoaded(next.hash, clock.now());
+      logger.info({ hash: next.hash, previous: previous.hash, ...diffConfigs(previous, next) }, 'config reloaded');
+    },
+    onFailure: (err) => {
+      metrics.configReloads.inc({ result: 'failure' });
+      logger.error({ problems: err.problems.map(formatProblem), keeping: config.hash }, 'config reload rejected: keeping the last good config');
+    },
+  });
   const limiter = new Limiter({ config: () => config, store, tiers: opts.tiers, globalShadow: settings.shadowMode, clock: opts.clock });
-  const handler = { limiter, bounds: settings.bounds, logger };
+  const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics };
 
   const health = new HealthService([RLS_SERVICE]);
   const grpcServer = new grpc.Server();
@@ -58,9 +86,10 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   };
   const http = createHttpServer({ handler, ready });
   const httpPort = await listen(http, settings.httpHost, settings.httpPort);
+  if (settings.configPollMs > 0) watcher.start();
   health.set(true);
   logger.info(
-    { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()] },
+    { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode },
     'tollgate serving',
   );
 
@@ -71,8 +100,29 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     store,
     stack,
     health,
-    stop: () => stopAll({ grpcServer, http, health, store, logger, timeoutMs: settings.shutdownTimeoutMs }),
+    metrics,
+    reload: () => watcher.check(),
+    stop: async () => {
+      watcher.stop();
+      await stopAll({ grpcServer, http, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
+    },
   };
+}
+
+function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierSource | undefined): void {
+  const kind = stack.store.kind;
+  metrics.gauge('tollgate_store_degraded', 'Whether the store is failing (1) or answering (0)', () => (stack.store.health().degraded ? 1 : 0), { store: kind });
+  metrics.gauge('tollgate_store_fallback_active', 'Whether decisions use local fallback counters because the store is down', () => (stack.policy?.inFallback ? 1 : 0));
+  metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers?.count?.() ?? 0);
+  if (stack.memory) {
+    const memory = stack.memory;
+    metrics.gauge('tollgate_memory_store_counters', 'Counters held by the in-process store', () => memory.size);
+    metrics.gauge('tollgate_memory_store_evictions', 'Counters evicted since start because the in-process store was full', () => memory.evictions);
+  }
+  if (stack.cache) {
+    const cache = stack.cache;
+    metrics.gauge('tollgate_local_cache_entries', 'Windows known to be full, answered without the store', () => cache.size);
+  }
 }
 
 function bindGrpc(server: grpc.Server, address: string): Promise<number> {

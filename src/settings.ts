@@ -26,6 +26,9 @@ export interface Settings {
   logLevel: string;
   /** Longest wait for in-flight calls on SIGTERM before they are cut. */
   shutdownTimeoutMs: number;
+  /** How often the config directory is re-read (behind fs.watch); 0 turns reloading off. */
+  configPollMs: number;
+  nearLimitRatio: number;
 }
 
 /** Each setting: its flag, its environment variable (envoyproxy/ratelimit's name where the meaning is the
@@ -51,6 +54,8 @@ export const SERVE_OPTIONS = {
   'max-counters': { env: 'MAX_COUNTERS', default: '1000000', help: 'memory store: most counters held (oldest evicted beyond)' },
   'log-level': { env: 'LOG_LEVEL', default: 'info', help: 'trace | debug | info | warn | error | fatal | silent' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },
+  'config-poll-ms': { env: 'CONFIG_POLL_MS', default: '1000', help: 're-read the config directory this often (0: no hot reload)' },
+  'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
 } as const;
 
 type OptionName = keyof typeof SERVE_OPTIONS;
@@ -106,12 +111,26 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     maxCounters: positive(get('max-counters'), 'max-counters'),
     logLevel: get('log-level'),
     shutdownTimeoutMs: positive(get('shutdown-timeout-ms'), 'shutdown-timeout-ms'),
+    configPollMs: wholeNumber(get('config-poll-ms'), 'config-poll-ms'),
+    nearLimitRatio: ratio(get('near-limit-ratio'), 'near-limit-ratio'),
   };
 }
 
 function positive(text: string, name: string): number {
   const n = Number(text);
   if (!Number.isInteger(n) || n <= 0) throw new SettingsError(`--${name} must be a positive whole number (got "${text}")`);
+  return n;
+}
+
+function wholeNumber(text: string, name: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0) throw new SettingsError(`--${name} must be a whole number (got "${text}")`);
+  return n;
+}
+
+function ratio(text: string, name: string): number {
+  const n = Number(text);
+  if (!(n > 0 && n <= 1)) throw new SettingsError(`--${name} must be a number above 0 and at most 1 (got "${text}")`);
   return n;
 }
 

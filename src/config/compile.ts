@@ -5,7 +5,7 @@ import { UNITS } from './units.js';
 /** Turns a validated domain into the lookup tree used on every request. Runs once per (re)load. */
 export function compileDomain(spec: DomainSpec): CompiledDomain {
   const rules: Rule[] = [];
-  const root = compileLevel(spec, spec.descriptors, [], [], rules);
+  const root = compileLevel(spec, spec.descriptors, [], [], rules, undefined);
   return {
     name: spec.domain,
     file: spec.file,
@@ -18,7 +18,7 @@ export function compileDomain(spec: DomainSpec): CompiledDomain {
 }
 
 function compileLevel(
-  spec: DomainSpec, list: DescriptorSpec[], path: string[], variable: boolean[], rules: Rule[],
+  spec: DomainSpec, list: DescriptorSpec[], path: string[], variable: boolean[], rules: Rule[], category: string | undefined,
 ): Map<string, KeyBranch> {
   const byKey = new Map<string, { exact: Map<string, MatchNode>; prefixes: { prefix: string; node: MatchNode }[]; any?: MatchNode }>();
   for (const d of list) {
@@ -26,7 +26,7 @@ function compileLevel(
     if (!branch) byKey.set(d.key, (branch = { exact: new Map(), prefixes: [] }));
     const isExact = d.value !== undefined && !d.value.endsWith('*');
     const segment = d.value === undefined ? d.key : `${d.key}_${d.value}`;
-    const node = compileNode(spec, d, [...path, segment], [...variable, !isExact], rules);
+    const node = compileNode(spec, d, [...path, segment], [...variable, !isExact], rules, category ?? (isExact ? d.value! : ''));
     if (d.value === undefined) branch.any = node;
     else if (isExact) branch.exact.set(d.value, node);
     else branch.prefixes.push({ prefix: d.value.slice(0, -1), node });
@@ -40,7 +40,9 @@ function compileLevel(
   return out;
 }
 
-function compileNode(spec: DomainSpec, d: DescriptorSpec, path: string[], variable: boolean[], rules: Rule[]): MatchNode {
+function compileNode(
+  spec: DomainSpec, d: DescriptorSpec, path: string[], variable: boolean[], rules: Rule[], category: string,
+): MatchNode {
   let rule: Rule | undefined;
   if (d.limits.length > 0 || d.unlimited || d.tierLimits.size > 0) {
     const id = path.join('.');
@@ -56,10 +58,11 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: string[], variab
       tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id))])),
       variable,
       detailedMetric: d.detailedMetric,
+      category,
     };
     rules.push(rule);
   }
-  const children = d.children.length > 0 ? compileLevel(spec, d.children, path, variable, rules) : undefined;
+  const children = d.children.length > 0 ? compileLevel(spec, d.children, path, variable, rules, category) : undefined;
   return { rule, children };
 }
 

@@ -30,6 +30,9 @@ export interface Rule {
    * the counter's identity (every distinct value has its own counter). */
   variable: readonly boolean[];
   detailedMetric: boolean;
+  /** The value of the rule's first entry when the config fixes it (the property API's category: read,
+   * reports, write), else empty. A metrics label. */
+  category: string;
 }
 
 export interface MatchNode {

@@ -22,18 +22,38 @@ export function listConfigFiles(dir: string): string[] {
     .filter((p) => statSync(p, { throwIfNoEntry: false })?.isFile() ?? false);
 }
 
-/** Loads, validates and compiles every file in `dir`; throws ConfigError listing every problem found. */
-export function loadConfigDir(dir: string): CompiledConfig {
-  const files = listConfigFiles(dir);
-  return compileSources(files.map((file) => ({ file, text: readFileSync(file, 'utf8') })));
+export interface ConfigSource {
+  file: string;
+  text: string;
 }
 
-export function compileSources(sources: { file: string; text: string }[]): CompiledConfig {
+/** Loads, validates and compiles every file in `dir`; throws ConfigError listing every problem found. */
+export function loadConfigDir(dir: string): CompiledConfig {
+  return compileSources(readConfigSources(dir));
+}
+
+export function readConfigSources(dir: string): ConfigSource[] {
+  return listConfigFiles(dir).map((file) => {
+    try {
+      return { file, text: readFileSync(file, 'utf8') };
+    } catch (err) {
+      // e.g. removed between listing and reading, in the middle of a ConfigMap update
+      throw new ConfigError([{ file, line: 0, column: 0, key: '', message: `cannot read: ${(err as Error).message}` }]);
+    }
+  });
+}
+
+/** Identifies a set of sources: a reload that finds the same hash has nothing to do. */
+export function hashSources(sources: readonly ConfigSource[]): string {
+  const hash = createHash('sha256');
+  for (const { file, text } of sources) hash.update(file).update('\0').update(text).update('\0');
+  return hash.digest('hex').slice(0, 12);
+}
+
+export function compileSources(sources: ConfigSource[]): CompiledConfig {
   const problems: ConfigProblem[] = [];
   const domains = new Map<string, CompiledDomain>();
-  const hash = createHash('sha256');
   for (const { file, text } of sources) {
-    hash.update(file).update('\0').update(text).update('\0');
     const spec = validateDomainFile(file, text, problems);
     if (!spec) continue;
     const earlier = domains.get(spec.domain);
@@ -44,5 +64,5 @@ export function compileSources(sources: { file: string; text: string }[]): Compi
     domains.set(spec.domain, compileDomain(spec));
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return { domains, hash: hash.digest('hex').slice(0, 12) };
+  return { domains, hash: hashSources(sources) };
 }

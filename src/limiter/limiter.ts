@@ -36,6 +36,8 @@ export interface WindowState {
 
 export interface DescriptorOutcome {
   rule: Rule | undefined;
+  /** Hits this descriptor asked for (0 = check only). */
+  hits: number;
   tier: string | undefined;
   shadow: boolean;
   over: boolean;
@@ -50,6 +52,9 @@ export interface Decision {
   descriptors: DescriptorOutcome[];
   /** When over limit: milliseconds until every blocking window has room. */
   retryAfterMs: number;
+  /** Who answered: the store, the local over-limit cache, the local fallback, the failure policy, or nobody
+   * (nothing limited the request). */
+  source: NonNullable<CheckResult['source']> | 'none';
 }
 
 export interface LimiterDeps {
@@ -144,7 +149,7 @@ function toChecks(plans: Plan[]): CounterCheck[] {
 }
 
 function assemble(domain: CompiledDomain | undefined, plans: Plan[], checks: CounterCheck[], r: CheckResult): Decision {
-  const outcomes: DescriptorOutcome[] = plans.map((p) => ({ rule: p.rule, tier: p.tier, shadow: p.shadow, over: false, windows: [] }));
+  const outcomes = plans.map(outcomeOf);
   checks.forEach((c, i) => {
     const o = outcomes[c.group]!;
     o.over ||= r.over[i]!;
@@ -168,7 +173,7 @@ function assemble(domain: CompiledDomain | undefined, plans: Plan[], checks: Cou
       retryAfterMs: wait,
     });
   });
-  return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry };
+  return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
 }
 
 function unlimitedDecision(domain: CompiledDomain | undefined, plans: Plan[], nowMs: number): Decision {
@@ -176,9 +181,14 @@ function unlimitedDecision(domain: CompiledDomain | undefined, plans: Plan[], no
     domain,
     overLimit: false,
     nowMs,
-    descriptors: plans.map((p) => ({ rule: p.rule, tier: p.tier, shadow: p.shadow, over: false, windows: [] })),
+    descriptors: plans.map(outcomeOf),
     retryAfterMs: 0,
+    source: 'none',
   };
+}
+
+function outcomeOf(p: Plan): DescriptorOutcome {
+  return { rule: p.rule, hits: p.hits, tier: p.tier, shadow: p.shadow, over: false, windows: [] };
 }
 
 /** Counter identity: the rule, then the fingerprint of every value the rule does not fix (wildcards and

@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { InvalidRequestError } from '../errors.js';
 import { Code } from '../response/wire.js';
 import { requestFromJson, responseToJson } from './json.js';
-import { decideWire, type HandlerDeps } from './ratelimit-handler.js';
-import { httpStatusOf, toStatus } from './status.js';
+import { decideWire, failure, type HandlerDeps } from './ratelimit-handler.js';
+import { httpStatusOf } from './status.js';
 
 export interface HttpDeps {
   handler: HandlerDeps;
@@ -31,11 +31,18 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     const r = deps.ready();
     return send(res, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', ...(r.reason && { reason: r.reason }) });
   }
+  if (path === '/metrics' && req.method === 'GET' && deps.handler.metrics) {
+    const registry = deps.handler.metrics.registry;
+    const text = await registry.metrics();
+    res.writeHead(200, { 'content-type': registry.contentType });
+    res.end(text);
+    return;
+  }
   if (path === '/json') {
     if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
     return json(deps, req, res);
   }
-  send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'POST /json'] });
+  send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /metrics', 'POST /json'] });
 }
 
 async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -44,7 +51,7 @@ async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): 
     const response = await decideWire(deps.handler, requestFromJson(body));
     send(res, response.overall_code === Code.OVER_LIMIT ? 429 : 200, responseToJson(response));
   } catch (err) {
-    const s = toStatus(err, deps.handler.logger);
+    const s = failure(deps.handler, err);
     send(res, httpStatusOf(s.code), { error: s.details });
   }
 }

@@ -1,5 +1,4 @@
-import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
-import { Metadata } from '@grpc/grpc-js';
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { InvalidRequestError, StoreUnavailableError } from '../errors.js';
 
@@ -15,11 +14,6 @@ export function toStatus(err: unknown, logger: Pick<Logger, 'error'>): StatusErr
   if (err instanceof StoreUnavailableError) return { code: GrpcStatus.UNAVAILABLE, details: err.message };
   logger.error({ err }, 'unexpected error while deciding');
   return { code: GrpcStatus.INTERNAL, details: 'internal error' };
-}
-
-export function toServiceError(err: unknown, logger: Pick<Logger, 'error'>): Partial<ServiceError> {
-  const s = toStatus(err, logger);
-  return { code: s.code, details: s.details, message: s.details, metadata: new Metadata() };
 }
 
 /** HTTP equivalents for the debugging endpoint. */

@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../limiter/clock.js';
+import { InstrumentedStore } from '../metrics/instrumented-store.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { Settings } from '../settings.js';
 import { PolicyStore } from './failure-policy.js';
 import { MemoryStore } from './memory-store.js';
@@ -10,6 +12,8 @@ import type { Store } from './store.js';
 export interface StoreStack {
   /** What the limiter calls. */
   store: Store;
+  /** The memory store, when counters are kept in the process. */
+  memory: MemoryStore | undefined;
   /** The Redis store underneath, when there is one. */
   redis: RedisStore | undefined;
   cache: OverLimitCache | undefined;
@@ -17,9 +21,13 @@ export interface StoreStack {
 }
 
 /** memory: counters in this process. redis: the failure policy, around the over-limit cache, around Redis. */
-export function createStore(settings: Settings, deps: { logger: Logger; clock?: Clock }): StoreStack {
+export function createStore(settings: Settings, deps: { logger: Logger; clock?: Clock; metrics?: Metrics }): StoreStack {
   const memory = (): MemoryStore => new MemoryStore({ clock: deps.clock, maxCounters: settings.maxCounters, logger: deps.logger });
-  if (settings.store === 'memory') return { store: memory(), redis: undefined, cache: undefined, policy: undefined };
+  const measured = (s: Store): Store => (deps.metrics ? new InstrumentedStore(s, deps.metrics) : s);
+  if (settings.store === 'memory') {
+    const m = memory();
+    return { store: measured(m), memory: m, redis: undefined, cache: undefined, policy: undefined };
+  }
   const redis = new RedisStore({
     connection: settings.redis!,
     timeoutMs: settings.redisTimeoutMs,
@@ -28,7 +36,8 @@ export function createStore(settings: Settings, deps: { logger: Logger; clock?: 
     sentinelPassword: settings.redisSentinelPassword,
     clock: deps.clock,
   });
-  const cache = settings.localCache ? new OverLimitCache(redis, deps.clock) : undefined;
-  const policy = new PolicyStore(cache ?? redis, settings.redisFailure, deps.logger, settings.redisFailure === 'local' ? memory() : undefined, deps.clock);
-  return { store: policy, redis, cache, policy };
+  const cache = settings.localCache ? new OverLimitCache(measured(redis), deps.clock) : undefined;
+  const fallback = settings.redisFailure === 'local' ? memory() : undefined;
+  const policy = new PolicyStore(cache ?? measured(redis), settings.redisFailure, deps.logger, fallback, deps.clock);
+  return { store: policy, memory: fallback, redis, cache, policy };
 }

@@ -13,7 +13,8 @@ export const FAILURE_POLICIES: readonly FailurePolicy[] = ['allow', 'deny', 'loc
 
 export class PolicyStore implements Store {
   readonly kind: string;
-  private inFallback = false;
+  /** True while decisions are made with the local fallback counters. */
+  inFallback = false;
 
   constructor(
     private readonly inner: Store,

@@ -47,6 +47,10 @@ export class OverLimitCache implements Store {
     return result;
   }
 
+  get size(): number {
+    return this.entries.size;
+  }
+
   health(): StoreHealth {
     return this.inner.health();
   }

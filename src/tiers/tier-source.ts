@@ -2,6 +2,8 @@
  * for a tier lookup; implementations answer from what they already know. */
 export interface TierSource {
   tierOf(fingerprint: string): string | undefined;
+  /** How many clients are assigned, for metrics. */
+  count?(): number;
 }
 
 export const noTiers: TierSource = { tierOf: () => undefined };
@@ -17,6 +19,9 @@ export class MemoryTierSource implements TierSource {
   }
   remove(fingerprint: string): boolean {
     return this.byFingerprint.delete(fingerprint);
+  }
+  count(): number {
+    return this.byFingerprint.size;
   }
   list(): [string, string][] {
     return [...this.byFingerprint];

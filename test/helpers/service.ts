@@ -2,7 +2,8 @@ import * as grpc from '@grpc/grpc-js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
+import { Writable } from 'node:stream';
 import { ManualClock } from '../../src/limiter/clock.js';
 import { clientConstructor, RLS_SERVICE, HEALTH_SERVICE } from '../../src/server/proto.js';
 import { startService, type RunningService } from '../../src/service.js';
@@ -113,16 +114,28 @@ export function configDir(files: Record<string, string>): string {
 
 export const silentLogger = pino({ level: 'silent' });
 
+/** A logger that keeps its JSON lines, to assert on what operators would read. */
+export function capturingLogger(level = 'info'): { logger: Logger; lines: () => Record<string, unknown>[] } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { logger: pino({ level }, sink), lines: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
 /** Starts the real service in this process on free ports, with a manual clock. */
 export async function startTestService(
-  opts: { configDir?: string; args?: string[]; tiers?: TierSource; startMs?: number; realClock?: boolean } = {},
+  opts: { configDir?: string; args?: string[]; tiers?: TierSource; startMs?: number; realClock?: boolean; logger?: Logger } = {},
 ): Promise<TestService> {
   const clock = new ManualClock(opts.startMs ?? HOUR_START);
   const settings = parseServeArgs(
     ['--config', opts.configDir ?? 'config', '--grpc-port', '0', '--http-port', '0', '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', ...(opts.args ?? [])],
     {},
   );
-  const service = await startService(settings, { logger: silentLogger, clock: opts.realClock ? undefined : clock, tiers: opts.tiers });
+  const service = await startService(settings, { logger: opts.logger ?? silentLogger, clock: opts.realClock ? undefined : clock, tiers: opts.tiers });
   const rls = new RlsClient(service.grpcPort);
   return {
     service,

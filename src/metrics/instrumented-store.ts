@@ -1,0 +1,42 @@
+import { performance } from 'node:perf_hooks';
+import type { CheckResult, CounterCheck, Store, StoreHealth } from '../store/store.js';
+import type { Metrics } from './metrics.js';
+
+/** Times every store call and counts failures by kind. Wraps the real store, under the cache and the
+ * failure policy, so it sees actual round trips. */
+export class InstrumentedStore implements Store {
+  readonly kind: string;
+  private readonly latency;
+  constructor(private readonly inner: Store, private readonly metrics: Metrics) {
+    this.kind = inner.kind;
+    this.latency = metrics.storeLatency.labels({ store: inner.kind });
+  }
+
+  async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+    const start = performance.now();
+    try {
+      const result = await this.inner.check(checks);
+      this.latency.observe((performance.now() - start) / 1000);
+      return result;
+    } catch (err) {
+      this.metrics.storeErrors.inc({ store: this.kind, kind: errorKind(err) });
+      throw err;
+    }
+  }
+
+  health(): StoreHealth {
+    return this.inner.health();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+function errorKind(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  if (/unavailable:/.test(message)) return 'degraded';
+  if (/timed out/i.test(message)) return 'timeout';
+  if (/writeable|closed|ECONNREFUSED|ECONNRESET|EPIPE|connect/i.test(message)) return 'connection';
+  return 'other';
+}

@@ -1,0 +1,168 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues } from 'prom-client';
+import type { Rule } from '../config/compiled.js';
+import type { Decision } from '../limiter/limiter.js';
+
+/** Every metric Tollgate exports (README has the table). Labels name configured things only (domain, rule
+ * path, category, window), never a token, fingerprint or other request value, so 10,000 tokens add no series. */
+
+export interface MetricsOptions {
+  /** A window counts as near its limit once this share of it is used (envoyproxy/ratelimit's default 0.8). */
+  nearLimitRatio: number;
+}
+
+type Result = 'ok' | 'over_limit' | 'shadow_over_limit';
+const NONE = '(none)';
+const UNKNOWN_DOMAIN = '(unknown)';
+
+interface RuleChildren {
+  labels: { domain: string; rule: string; category: string };
+  hits: ReturnType<Counter<string>['labels']>;
+  decisions: Map<string, ReturnType<Counter<string>['labels']>>;
+  near: Map<string, ReturnType<Counter<string>['labels']>>;
+  over: Map<string, ReturnType<Counter<string>['labels']>>;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly nearRatio: number;
+  private readonly byRule = new WeakMap<Rule, RuleChildren>();
+  private readonly unmatched = new Map<string, RuleChildren>();
+
+  readonly requests = new Counter({
+    name: 'tollgate_requests_total',
+    help: 'ShouldRateLimit calls answered, by domain and overall result',
+    labelNames: ['domain', 'result'] as const,
+    registers: [this.registry],
+  });
+  readonly decisions = new Counter({
+    name: 'tollgate_decisions_total',
+    help: 'Descriptor decisions by rule and result (ok, over_limit, shadow_over_limit) and where they came from (store, cache, fallback, policy, none)',
+    labelNames: ['domain', 'rule', 'category', 'result', 'source'] as const,
+    registers: [this.registry],
+  });
+  readonly hits = new Counter({
+    name: 'tollgate_hits_total',
+    help: 'Hits asked for, by rule (envoyproxy/ratelimit total_hits)',
+    labelNames: ['domain', 'rule', 'category'] as const,
+    registers: [this.registry],
+  });
+  readonly nearLimit = new Counter({
+    name: 'tollgate_near_limit_total',
+    help: 'Admitted descriptors whose window is used beyond the near-limit ratio, by window',
+    labelNames: ['domain', 'rule', 'category', 'window'] as const,
+    registers: [this.registry],
+  });
+  readonly overLimit = new Counter({
+    name: 'tollgate_over_limit_total',
+    help: 'Windows found full, by window (shadow windows included; see tollgate_decisions_total for the verdict)',
+    labelNames: ['domain', 'rule', 'category', 'window'] as const,
+    registers: [this.registry],
+  });
+  readonly latency = new Histogram({
+    name: 'tollgate_should_rate_limit_duration_seconds',
+    help: 'Time to answer ShouldRateLimit, from decoded request to response',
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+    registers: [this.registry],
+  });
+  readonly grpcErrors = new Counter({
+    name: 'tollgate_grpc_errors_total',
+    help: 'ShouldRateLimit calls answered with an error, by gRPC status code',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+  readonly storeLatency = new Histogram({
+    name: 'tollgate_store_duration_seconds',
+    help: 'Round trip of one store call (one per decision that reaches the store)',
+    labelNames: ['store'] as const,
+    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05],
+    registers: [this.registry],
+  });
+  readonly storeErrors = new Counter({
+    name: 'tollgate_store_errors_total',
+    help: 'Store calls that failed, by kind (timeout, connection, degraded, other)',
+    labelNames: ['store', 'kind'] as const,
+    registers: [this.registry],
+  });
+  readonly configReloads = new Counter({
+    name: 'tollgate_config_reloads_total',
+    help: 'Descriptor config reloads by result (success, failure)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly configInfo = new Gauge({
+    name: 'tollgate_config_info',
+    help: 'The loaded descriptor config: 1 with its hash as a label',
+    labelNames: ['hash'] as const,
+    registers: [this.registry],
+  });
+  readonly configLoadedAt = new Gauge({
+    name: 'tollgate_config_last_success_timestamp_seconds',
+    help: 'When the loaded descriptor config was loaded (Unix seconds)',
+    registers: [this.registry],
+  });
+
+  constructor(opts: MetricsOptions) {
+    this.nearRatio = opts.nearLimitRatio;
+    // Unprefixed, so stock Node.js dashboards work.
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** A gauge whose value is read at scrape time. */
+  gauge(name: string, help: string, read: () => number, labels: Record<string, string> = {}): void {
+    const labelNames = Object.keys(labels);
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [this.registry],
+      collect() {
+        if (labelNames.length) this.set(labels as LabelValues<string>, read());
+        else this.set(read());
+      },
+    });
+  }
+
+  configLoaded(hash: string, atMs: number): void {
+    this.configInfo.reset();
+    this.configInfo.set({ hash }, 1);
+    this.configLoadedAt.set(Math.floor(atMs / 1000));
+  }
+
+  /** Records one answered call. Children are cached per rule, so the hot path builds no label strings. */
+  observe(domainName: string, d: Decision, seconds: number): void {
+    this.latency.observe(seconds);
+    this.requests.inc({ domain: d.domain ? domainName : UNKNOWN_DOMAIN, result: d.overLimit ? 'over_limit' : 'ok' });
+    if (!d.domain) return;
+    for (const o of d.descriptors) {
+      const c = this.children(d.domain.name, o.rule);
+      let result: Result = 'ok';
+      if (o.over) result = o.shadow ? 'shadow_over_limit' : 'over_limit';
+      this.child(c.decisions, `${result}|${d.source}`, () => this.decisions.labels({ ...c.labels, result, source: d.source })).inc();
+      if (o.windows.length === 0) continue;
+      c.hits.inc(o.hits);
+      for (const w of o.windows) {
+        const window = w.limit.unit;
+        if (w.over) this.child(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();
+        else if (w.limit.requestsPerUnit - w.remaining >= this.nearRatio * w.limit.requestsPerUnit) {
+          this.child(c.near, window, () => this.nearLimit.labels({ ...c.labels, window })).inc();
+        }
+      }
+    }
+  }
+
+  private children(domain: string, rule: Rule | undefined): RuleChildren {
+    const cached = rule ? this.byRule.get(rule) : this.unmatched.get(domain);
+    if (cached) return cached;
+    const labels = { domain, rule: rule?.id ?? NONE, category: rule?.category ?? '' };
+    const made: RuleChildren = { labels, hits: this.hits.labels(labels), decisions: new Map(), near: new Map(), over: new Map() };
+    if (rule) this.byRule.set(rule, made);
+    else this.unmatched.set(domain, made);
+    return made;
+  }
+
+  private child<T>(map: Map<string, T>, key: string, make: () => T): T {
+    let c = map.get(key);
+    if (!c) map.set(key, (c = make()));
+    return c;
+  }
+}

@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, startCli } from '../helpers/process.js';
+import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { healthClient, property, RlsClient } from '../helpers/service.js';
+
+type Stream = { on: (event: string, fn: (arg: never) => void) => void };
+
+// Calls are held in flight for real: Redis is frozen (SIGSTOP) while they wait on it.
+describe('graceful shutdown', () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    redis.signal('SIGCONT');
+    await redis.stop();
+  });
+
+  it('on SIGTERM: NOT_SERVING, in-flight calls complete, then exit 0', async () => {
+    const [grpcPort, httpPort] = [await freePort(), await freePort()];
+    const daemon = await startCli(
+      ['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '5000'],
+      /tollgate serving/,
+    );
+    const rls = new RlsClient(grpcPort);
+    const health = healthClient(grpcPort);
+    try {
+      expect((await rls.call(property('read', 'Bearer warm'))).overall_code).toBe('OK');
+      const watched: number[] = [];
+      const watch = (health as unknown as { Watch: (req: unknown) => Stream }).Watch({ service: 'envoy.service.ratelimit.v3.RateLimitService' });
+      watch.on('data', (m: { status: number }) => watched.push(m.status));
+      watch.on('error', () => undefined);
+      const watchEnded = new Promise((r) => watch.on('end', r));
+      redis.signal('SIGSTOP');
+      const inFlight = Array.from({ length: 10 }, (_, i) => rls.call(property('read', `Bearer inflight-${i}`), 10_000));
+      await new Promise((r) => setTimeout(r, 300));
+      daemon.child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(daemon.child.exitCode).toBeNull(); // still waiting for its calls
+      redis.signal('SIGCONT');
+      const answers = await Promise.all(inFlight);
+      expect(answers.map((a) => a.overall_code)).toEqual(Array(10).fill('OK'));
+      expect(await daemon.exited).toBe(0);
+      await watchEnded;
+      expect(watched).toEqual([1, 2]); // SERVING, then NOT_SERVING once the signal arrived
+      expect(daemon.output()).toMatch(/"signal":"SIGTERM".*shutting down[\s\S]*tollgate stopped/);
+    } finally {
+      rls.close();
+      health.close();
+      daemon.child.kill('SIGKILL');
+    }
+  });
+});
