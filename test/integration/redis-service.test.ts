@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { startRedis, startRedisCluster, startSentinel, type RedisCluster, type RedisServer } from '../helpers/redis.js';
+import { metric, scrape } from '../helpers/metrics.js';
 import { header, property, repeat, startTestService, type TestService } from '../helpers/service.js';
 
 /** Waits until just after a second boundary, so a burst lands in one window. */
@@ -80,6 +81,11 @@ describe('local over-limit cache', () => {
     expect(header(cached[49]!, 'Retry-After')).toBe('1');
     expect(header(cached[49]!, 'X-RateLimit-Remaining')).toBe('198');
     expect(await evalCalls(redis.cli)).toBe(before);
+    const { series } = await scrape(t.service.httpPort);
+    const labels = { rule: 'category_reports.token', result: 'over_limit' };
+    expect(metric(series, 'tollgate_decisions_total', { ...labels, source: 'cache' })).toBe(50);
+    expect(metric(series, 'tollgate_decisions_total', { ...labels, source: 'store' })).toBe(1);
+    expect(metric(series, 'tollgate_local_cache_entries')).toBe(1);
     t.clock.advance(1000);
     expect((await t.rls.call(req)).overall_code).toBe('OK');
     expect(await evalCalls(redis.cli)).toBe(before + 1);
