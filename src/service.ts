@@ -111,6 +111,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 
 function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierSource | undefined): void {
   const kind = stack.store.kind;
+  metrics.initStore(kind);
   metrics.gauge('tollgate_store_degraded', 'Whether the store is failing (1) or answering (0)', () => (stack.store.health().degraded ? 1 : 0), { store: kind });
   metrics.gauge('tollgate_store_fallback_active', 'Whether decisions use local fallback counters because the store is down', () => (stack.policy?.inFallback ? 1 : 0));
   metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers?.count?.() ?? 0);

@@ -105,6 +105,13 @@ export class Metrics {
     this.nearRatio = opts.nearLimitRatio;
     // Unprefixed, so stock Node.js dashboards work.
     collectDefaultMetrics({ register: this.registry });
+    // Series that exist from the start (at 0), so rate() and increase() have data before the first event.
+    for (const result of ['success', 'failure']) this.configReloads.inc({ result }, 0);
+  }
+
+  /** Zero series for every kind of store error, for the same reason. */
+  initStore(store: string): void {
+    for (const kind of ['timeout', 'connection', 'degraded', 'other']) this.storeErrors.inc({ store, kind }, 0);
   }
 
   /** A gauge whose value is read at scrape time. */

@@ -1,0 +1,173 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments } from 'yaml';
+import { loadConfigDir } from '../../src/config/load.js';
+import { matchRule } from '../../src/config/match.js';
+import { descriptorsFor, loadEnvoyConfig, possibleDescriptors } from '../../src/envoy/routes.js';
+import { SERVE_OPTIONS } from '../../src/settings.js';
+
+// No Envoy, Docker or Kubernetes here: the files are parsed and cross-checked against Tollgate's own config,
+// defaults and code, so they cannot drift apart unnoticed.
+
+type Obj = Record<string, any>;
+const envoy = loadEnvoyConfig('envoy/envoy.yaml');
+const config = loadConfigDir('config');
+
+describe('envoy/envoy.yaml', () => {
+  it('asks Tollgate for domain property-api over HTTP/2 on its default gRPC port', () => {
+    expect(envoy.domain).toBe('property-api');
+    expect(config.domains.has(envoy.domain)).toBe(true);
+    expect(envoy.rls).toEqual({ cluster: 'tollgate', address: '127.0.0.1', port: Number(SERVE_OPTIONS['grpc-port'].default), http2: true });
+    expect(envoy.transportApiVersion).toBe('V3');
+  });
+
+  it('fails open, leaves the X-RateLimit headers to Tollgate, and waits longer than Tollgate waits for Redis', () => {
+    expect(envoy.failureModeDeny).toBe(false);
+    expect(envoy.xRateLimitHeaders).toBe('OFF');
+    expect(envoy.timeoutMs).toBeGreaterThan(Number(SERVE_OPTIONS['redis-timeout-ms'].default));
+    expect(envoy.timeoutMs).toBeLessThanOrEqual(100);
+  });
+
+  it('every descriptor its routes can produce matches a limiting rule of the bundled config', () => {
+    const domain = config.domains.get('property-api')!;
+    const shapes = possibleDescriptors(envoy);
+    expect(shapes.length).toBe(8); // 4 routes × with and without a token
+    for (const entries of shapes) {
+      const rule = matchRule(domain, entries);
+      expect(rule, JSON.stringify(entries)).toBeDefined();
+      expect(rule!.unlimited).toBe(false);
+      expect(rule!.limits.length).toBeGreaterThan(0);
+    }
+  });
+
+  it.each([
+    ['GET', '/modules', 'read'],
+    ['GET', '/invoices/INV-1?expand=lines', 'read'],
+    ['GET', '/reports/monthly', 'reports'],
+    ['POST', '/invoices', 'write'],
+    ['PUT', '/modules/3', 'write'],
+    ['DELETE', '/anything', 'write'],
+    ['GET', '/reports', undefined],
+    ['GET', '/modulesx', undefined],
+    ['GET', '/healthz', undefined],
+    ['PATCH', '/invoices/1', undefined],
+  ])('%s %s → %s', (method, path, category) => {
+    const ds = descriptorsFor(envoy, { method, path, headers: { authorization: 'Bearer abc' } });
+    if (!category) {
+      expect(ds).toEqual([]);
+      return;
+    }
+    expect(ds).toEqual([[{ key: 'category', value: category }, { key: 'token', value: 'Bearer abc' }]]);
+    // Without credentials the token entry is skipped, not the call.
+    expect(descriptorsFor(envoy, { method, path, headers: {} })).toEqual([[{ key: 'category', value: category }]]);
+  });
+
+  it("keeps Envoy's admin on loopback and exposes only its stats and readiness", () => {
+    const doc = parse(readFileSync('envoy/envoy.yaml', 'utf8')) as Obj;
+    expect(doc.admin.address.socket_address.address).toBe('127.0.0.1');
+    const stats = doc.static_resources.listeners.find((l: Obj) => l.name === 'stats');
+    const routes = stats.filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
+    expect(routes.map((r: Obj) => r.match.path)).toEqual(['/stats/prometheus', '/ready']);
+    const admin = doc.static_resources.clusters.find((c: Obj) => c.name === 'envoy_admin');
+    expect(admin.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(doc.admin.address.socket_address.port_value);
+  });
+});
+
+describe('deploy/kubernetes', () => {
+  const dir = 'deploy/kubernetes';
+  const kustomization = parse(readFileSync(`${dir}/kustomization.yaml`, 'utf8')) as Obj;
+  const docs = (kustomization.resources as string[]).flatMap((f) => parseAllDocuments(readFileSync(`${dir}/${f}`, 'utf8')).map((d) => d.toJS() as Obj));
+  const deployment = docs.find((d) => d.kind === 'Deployment')!;
+  const pod = deployment.spec.template.spec;
+  const container = (name: string): Obj => pod.containers.find((c: Obj) => c.name === name);
+  const env = (c: Obj, name: string): Obj | undefined => c.env.find((e: Obj) => e.name === name);
+  const generated = (name: string): Obj => kustomization.configMapGenerator.find((g: Obj) => g.name === name);
+
+  it('every file parses and every resource file exists', () => {
+    for (const f of [...kustomization.resources, 'podmonitor.yaml']) expect(existsSync(`${dir}/${f}`)).toBe(true);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'Secret', 'Service']);
+  });
+
+  it('ships the same envoy.yaml and descriptor config as the repository', () => {
+    expect(readFileSync(`${dir}/envoy.yaml`, 'utf8')).toBe(readFileSync('envoy/envoy.yaml', 'utf8'));
+    expect(readFileSync(`${dir}/property-api.yaml`, 'utf8')).toBe(readFileSync('config/property-api.yaml', 'utf8'));
+  });
+
+  it('mounts the descriptor config where Tollgate reads it, as a whole directory so hot reload works', () => {
+    const tollgate = container('tollgate');
+    const mount = tollgate.volumeMounts.find((m: Obj) => m.name === 'tollgate-config');
+    expect(env(tollgate, 'RUNTIME_CONFIG_DIR')?.value).toBe(mount.mountPath);
+    expect(mount.subPath).toBeUndefined();
+    const volume = pod.volumes.find((v: Obj) => v.name === 'tollgate-config');
+    expect(volume.configMap.name).toBe('tollgate-config');
+    expect(generated('tollgate-config').files).toEqual(['property-api.yaml']);
+    expect(generated('tollgate-config').options.disableNameSuffixHash).toBe(true);
+  });
+
+  it('mounts envoy.yaml where Envoy is told to read it', () => {
+    const e = container('envoy');
+    const mount = e.volumeMounts.find((m: Obj) => m.name === 'envoy-config');
+    const configArg = e.args[e.args.indexOf('-c') + 1];
+    expect(configArg).toBe(`${mount.mountPath}/envoy.yaml`);
+    expect(pod.volumes.find((v: Obj) => v.name === 'envoy-config').configMap.name).toBe('envoy-config');
+    expect(generated('envoy-config').files).toEqual(['envoy.yaml']);
+  });
+
+  it("Tollgate: Redis from the Secret, ports and probes on its own defaults", () => {
+    const tollgate = container('tollgate');
+    const secret = docs.find((d) => d.kind === 'Secret')!;
+    const ref = env(tollgate, 'REDIS_URL')!.valueFrom.secretKeyRef;
+    expect(ref.name).toBe(secret.metadata.name);
+    expect(Object.keys(secret.stringData)).toContain(ref.key);
+    expect(env(tollgate, 'BACKEND_TYPE')?.value).toBe('redis');
+    const grpcPort = Number(env(tollgate, 'GRPC_PORT')!.value);
+    expect(grpcPort).toBe(envoy.rls.port);
+    expect(tollgate.readinessProbe.grpc.port).toBe(grpcPort);
+    const metrics = tollgate.ports.find((p: Obj) => p.name === 'metrics').containerPort;
+    expect(Number(env(tollgate, 'PORT')!.value)).toBe(metrics);
+    expect(Number(deployment.spec.template.metadata.annotations['prometheus.io/port'])).toBe(metrics);
+  });
+
+  it('the Service reaches Envoy, every container is non-root with resources and probes where they serve', () => {
+    const service = docs.find((d) => d.kind === 'Service')!;
+    expect(service.spec.ports[0].targetPort).toBe('envoy-http');
+    expect(container('envoy').ports.find((p: Obj) => p.name === 'envoy-http').containerPort).toBe(10000);
+    expect(pod.securityContext.runAsNonRoot).toBe(true);
+    for (const c of pod.containers) {
+      expect(c.resources.requests.cpu, c.name).toBeDefined();
+      expect(c.resources.limits.memory, c.name).toBeDefined();
+      expect(c.securityContext.allowPrivilegeEscalation, c.name).toBe(false);
+    }
+    expect(container('envoy').readinessProbe.httpGet.path).toBe('/ready');
+  });
+});
+
+describe('Dockerfile and docker-compose.yml', () => {
+  it('the image is multi-stage, runs as the unprivileged user and exposes the default ports', () => {
+    const text = readFileSync('Dockerfile', 'utf8');
+    expect(text.match(/^FROM /gm)).toHaveLength(2);
+    expect(text).toMatch(/^USER node$/m);
+    expect(text).toMatch(new RegExp(`^EXPOSE ${SERVE_OPTIONS['grpc-port'].default} ${SERVE_OPTIONS['http-port'].default}$`, 'm'));
+    for (const [, src] of text.matchAll(/^COPY (?!--from)(\S+)/gm)) expect(existsSync(src!), src).toBe(true);
+  });
+
+  it('compose runs the pod, Envoy and Tollgate on one loopback, with Redis, Prometheus and Grafana', () => {
+    const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as Obj;
+    expect(Object.keys(compose.services).sort()).toEqual(['envoy', 'grafana', 'pod', 'prometheus', 'redis', 'tollgate']);
+    expect(compose.services.envoy.network_mode).toBe('service:pod');
+    expect(compose.services.tollgate.network_mode).toBe('service:pod');
+    for (const service of Object.values(compose.services) as Obj[]) {
+      for (const volume of (service.volumes ?? []) as string[]) expect(existsSync(volume.split(':')[0]!), volume).toBe(true);
+    }
+    expect(compose.services.pod.ports).toContain('10000:10000');
+  });
+
+  it('the Prometheus config passes promtool, and Grafana provisions the datasource the dashboard uses', () => {
+    expect(execFileSync('promtool', ['check', 'config', 'deploy/prometheus/prometheus.yml']).toString()).toMatch(/SUCCESS/);
+    const ds = parse(readFileSync('deploy/grafana/provisioning/datasources/prometheus.yml', 'utf8')) as Obj;
+    const dashboard = JSON.parse(readFileSync('deploy/grafana/dashboards/tollgate.json', 'utf8')) as Obj;
+    const uids = new Set(dashboard.panels.flatMap((p: Obj) => [p.datasource.uid, ...p.targets.map((t: Obj) => t.datasource.uid)]));
+    expect([...uids]).toEqual([ds.datasources[0].uid]);
+  });
+});
