@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import type { CompiledDomain, CompiledLimit } from './config/compiled.js';
 import { ConfigError } from './config/errors.js';
 import { loadConfigDir } from './config/load.js';
+import { AdminClient, toFingerprint } from './control/admin-client.js';
 import { fingerprint } from './fingerprint.js';
 import { createLogger } from './logger.js';
 import { startService } from './service.js';
@@ -14,11 +15,24 @@ Commands:
   serve               run the rate-limit service (gRPC + HTTP)
   check-config DIR    validate a descriptor config directory and list its rules
   fingerprint TOKEN   print the fingerprint that identifies TOKEN in keys, logs and the admin API
+  tiers assign TOKEN_OR_FINGERPRINT TIER | tiers remove TOKEN_OR_FINGERPRINT | tiers list
+                      change tier assignments of a running service (admin API)
+  inspect TOKEN_OR_FINGERPRINT [--reset]
+                      a client's tier and current counters per category and window (--reset: zero them)
 
 Run 'tollgate <command> --help' for a command's options.
 `;
 
+const ADMIN_HELP = `Talks to a running service's admin API.
+  --url URL     the service's HTTP port (env TOLLGATE_URL, default http://127.0.0.1:8080)
+  --json        print the API's JSON answer
+The admin credential comes from the environment: TOLLGATE_ADMIN_TOKEN.
+TOKEN_OR_FINGERPRINT: a token (its "Bearer " scheme ignored) or its fingerprint (32 or 64 hex characters).
+`;
+
 const HELP: Record<string, string> = {
+  tiers: `Usage: tollgate tiers assign TOKEN_OR_FINGERPRINT TIER\n       tollgate tiers remove TOKEN_OR_FINGERPRINT\n       tollgate tiers list\n\n${ADMIN_HELP}`,
+  inspect: `Usage: tollgate inspect TOKEN_OR_FINGERPRINT [--reset]\n\nShows the client's tier and its counters; --reset deletes them.\n${ADMIN_HELP}`,
   'check-config': `Usage: tollgate check-config DIR\n\nValidates every YAML file in DIR as a reload would, prints each domain's rules,\nand exits 1 with file:line:column: key: problem for each error.\n`,
   fingerprint: `Usage: tollgate fingerprint TOKEN\n\nPrints the SHA-256 fingerprint (first 32 hex characters) of TOKEN, with any\n"Bearer " scheme stripped. Use it wherever Tollgate names a client.\n`,
 };
@@ -43,6 +57,9 @@ async function main(argv: string[]): Promise<number> {
       return checkConfig(rest);
     case 'fingerprint':
       return printFingerprint(rest);
+    case 'tiers':
+    case 'inspect':
+      return admin(command, rest);
     default:
       process.stderr.write(`tollgate: unknown command "${command}"\n\n${USAGE}`);
       return 2;
@@ -127,6 +144,55 @@ function printFingerprint(args: string[]): number {
   }
   process.stdout.write(`${fingerprint(positionals[0]!)}\n`);
   return 0;
+}
+
+async function admin(command: string, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: { url: { type: 'string' }, json: { type: 'boolean' }, reset: { type: 'boolean' } },
+  });
+  const token = process.env.TOLLGATE_ADMIN_TOKEN;
+  if (!token) {
+    process.stderr.write('tollgate: set TOLLGATE_ADMIN_TOKEN to the admin credential of the service\n');
+    return 2;
+  }
+  const client = new AdminClient(values.url ?? process.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080', token);
+  const print = (data: unknown, text: string): number => {
+    process.stdout.write(values.json ? `${JSON.stringify(data, null, 2)}\n` : text);
+    return 0;
+  };
+  const [verb, target, tier] = command === 'inspect' ? ['inspect', positionals[0], undefined] : positionals;
+  try {
+    if (verb === 'list' && positionals.length === 1) {
+      const { assignments } = await client.list();
+      return print({ assignments }, assignments.map((a) => `${a.fingerprint}  ${a.tier}  ${a.assignedAt}  by ${a.by}\n`).join('') || 'no assignments\n');
+    }
+    if (verb === 'assign' && target && tier && positionals.length === 3) {
+      const a = await client.assign(toFingerprint(target), tier);
+      return print(a, `${a.fingerprint} → ${a.tier}\n`);
+    }
+    if (verb === 'remove' && target && positionals.length === 2) {
+      const r = await client.remove(toFingerprint(target));
+      return print(r, `${r.fingerprint} → no tier\n`);
+    }
+    if (verb === 'inspect' && target && positionals.length === 1) {
+      const fp = toFingerprint(target);
+      if (values.reset) {
+        const r = await client.resetCounters(fp);
+        return print(r, `${fp}: ${r.reset} windows reset (${r.existed} held counts)\n`);
+      }
+      const v = await client.inspect(fp);
+      const rows = v.counters.map((c) => `  ${c.domain}/${c.rule}  per ${c.window}: ${c.used}/${c.limit} used, ${c.remaining} left, resets ${new Date(c.resetAt * 1000).toISOString()}`);
+      return print(v, `${v.fingerprint}  tier: ${v.tier ?? '(none)'}\n${rows.join('\n')}\n`);
+    }
+  } catch (err) {
+    process.stderr.write(`tollgate: ${(err as Error).message}\n`);
+    return 1;
+  }
+  process.stderr.write(HELP[command]!);
+  return 2;
 }
 
 main(process.argv.slice(2)).then(

@@ -16,12 +16,15 @@ import { rateLimitService, type HandlerDeps } from './server/ratelimit-handler.j
 import type { Settings } from './settings.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import type { Store } from './store/store.js';
-import type { TierSource } from './tiers/tier-source.js';
+import { adminApi } from './control/admin-api.js';
+import { RedisTierStore } from './control/redis-tier-store.js';
+import { MemoryTierStore, type TierStore } from './control/tier-store.js';
 
 export interface ServiceOptions {
   logger: Logger;
   clock?: Clock;
-  tiers?: TierSource;
+  /** Tier assignments made by the caller (tests); otherwise Redis-backed with the Redis store, else in memory. */
+  tiers?: TierStore;
 }
 
 export interface RunningService {
@@ -32,6 +35,7 @@ export interface RunningService {
   stack: StoreStack;
   health: HealthService;
   metrics: Metrics;
+  tiers: TierStore;
   /** Re-reads the config directory now (the watcher does this by itself). */
   reload: () => 'unchanged' | 'reloaded' | 'rejected';
   /** Reports NOT_SERVING, stops accepting, lets in-flight calls finish (up to the timeout), closes the store. */
@@ -47,10 +51,12 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   metrics.configLoaded(config.hash, clock.now());
   const stack = createStore(settings, { logger, clock: opts.clock, metrics });
   const { store } = stack;
-  registerGauges(metrics, stack, opts.tiers);
   if (stack.redis && !(await stack.redis.waitReady(2000))) {
     logger.warn({ policy: settings.redisFailure }, 'redis not reachable at start: serving under the failure policy until it is');
   }
+  const tiers = opts.tiers ?? (await createTierStore(settings, stack, logger));
+  tiers.onReset((keys) => stack.cache?.forget(keys));
+  registerGauges(metrics, stack, tiers);
 
   const watcher = new ConfigWatcher({
     dir: settings.configDir,
@@ -69,7 +75,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
       logger.error({ problems: err.problems.map(formatProblem), keeping: config.hash }, 'config reload rejected: keeping the last good config');
     },
   });
-  const limiter = new Limiter({ config: () => config, store, tiers: opts.tiers, globalShadow: settings.shadowMode, clock: opts.clock });
+  const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, clock: opts.clock });
   const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics };
 
   const health = new HealthService([RLS_SERVICE]);
@@ -84,12 +90,15 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     if (h.degraded) return { ready: stack.policy?.absorbs() ?? false, reason: `store degraded (${h.reason}), policy ${settings.redisFailure}` };
     return { ready: true };
   };
-  const http = createHttpServer({ handler, ready });
+  const admin = settings.adminToken
+    ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
+    : undefined;
+  const http = createHttpServer({ handler, ready, admin });
   const httpPort = await listen(http, settings.httpHost, settings.httpPort);
   if (settings.configPollMs > 0) watcher.start();
   health.set(true);
   logger.info(
-    { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode },
+    { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
   );
 
@@ -102,19 +111,34 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     health,
     metrics,
     reload: () => watcher.check(),
+    tiers,
     stop: async () => {
       watcher.stop();
+      await tiers.close();
       await stopAll({ grpcServer, http, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     },
   };
 }
 
-function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierSource | undefined): void {
+async function createTierStore(settings: Settings, stack: StoreStack, logger: Logger): Promise<TierStore> {
+  if (!stack.redis) return new MemoryTierStore();
+  const store = new RedisTierStore({
+    client: stack.redis.client,
+    keyPrefix: settings.redisKeyPrefix,
+    logger,
+    refreshMs: settings.tierRefreshMs,
+    timeoutMs: Math.max(settings.redisTimeoutMs * 4, 100),
+  });
+  await store.start();
+  return store;
+}
+
+function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): void {
   const kind = stack.store.kind;
   metrics.initStore(kind);
   metrics.gauge('tollgate_store_degraded', 'Whether the store is failing (1) or answering (0)', () => (stack.store.health().degraded ? 1 : 0), { store: kind });
   metrics.gauge('tollgate_store_fallback_active', 'Whether decisions use local fallback counters because the store is down', () => (stack.policy?.inFallback ? 1 : 0));
-  metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers?.count?.() ?? 0);
+  metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers.count());
   if (stack.memory) {
     const memory = stack.memory;
     metrics.gauge('tollgate_memory_store_counters', 'Counters held by the in-process store', () => memory.size);

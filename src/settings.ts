@@ -29,6 +29,10 @@ export interface Settings {
   /** How often the config directory is re-read (behind fs.watch); 0 turns reloading off. */
   configPollMs: number;
   nearLimitRatio: number;
+  /** Bearer token of the admin API; unset: the admin API is off. Environment only: flags show in `ps`. */
+  adminToken: string | undefined;
+  /** How often each replica re-reads tier assignments from Redis, behind pub/sub. */
+  tierRefreshMs: number;
 }
 
 /** Each setting: its flag, its environment variable (envoyproxy/ratelimit's name where the meaning is the
@@ -56,6 +60,7 @@ export const SERVE_OPTIONS = {
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },
   'config-poll-ms': { env: 'CONFIG_POLL_MS', default: '1000', help: 're-read the config directory this often (0: no hot reload)' },
   'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
+  'tier-refresh-ms': { env: 'TIER_REFRESH_MS', default: '2000', help: 'redis store: re-read tier assignments this often (pub/sub is faster)' },
 } as const;
 
 type OptionName = keyof typeof SERVE_OPTIONS;
@@ -113,6 +118,8 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     shutdownTimeoutMs: positive(get('shutdown-timeout-ms'), 'shutdown-timeout-ms'),
     configPollMs: wholeNumber(get('config-poll-ms'), 'config-poll-ms'),
     nearLimitRatio: ratio(get('near-limit-ratio'), 'near-limit-ratio'),
+    adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
+    tierRefreshMs: positive(get('tier-refresh-ms'), 'tier-refresh-ms'),
   };
 }
 
@@ -150,5 +157,5 @@ export function serveHelp(): string {
   const rows = Object.entries(SERVE_OPTIONS).map(
     ([flag, o]) => `  --${flag.padEnd(20)} ${o.help}\n  ${''.padEnd(22)} env ${o.env}, default ${o.default}`,
   );
-  return `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over environment):\n${rows.join('\n')}\n`;
+  return `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over environment):\n${rows.join('\n')}\n\nEnvironment only:\n  TOLLGATE_ADMIN_TOKEN   enables the admin API on the HTTP port (Authorization: Bearer <it>)\n`;
 }

@@ -5,7 +5,7 @@ import { UNITS } from './units.js';
 /** Turns a validated domain into the lookup tree used on every request. Runs once per (re)load. */
 export function compileDomain(spec: DomainSpec): CompiledDomain {
   const rules: Rule[] = [];
-  const root = compileLevel(spec, spec.descriptors, [], [], rules, undefined);
+  const root = compileLevel(spec, spec.descriptors, { segments: [], keys: [], variable: [] }, rules, undefined);
   return {
     name: spec.domain,
     file: spec.file,
@@ -17,8 +17,15 @@ export function compileDomain(spec: DomainSpec): CompiledDomain {
   };
 }
 
+/** Where a node sits: its path segments (key or key_value), entry keys, and which entries vary. */
+interface Path {
+  segments: string[];
+  keys: string[];
+  variable: boolean[];
+}
+
 function compileLevel(
-  spec: DomainSpec, list: DescriptorSpec[], path: string[], variable: boolean[], rules: Rule[], category: string | undefined,
+  spec: DomainSpec, list: DescriptorSpec[], path: Path, rules: Rule[], category: string | undefined,
 ): Map<string, KeyBranch> {
   const byKey = new Map<string, { exact: Map<string, MatchNode>; prefixes: { prefix: string; node: MatchNode }[]; any?: MatchNode }>();
   for (const d of list) {
@@ -26,7 +33,8 @@ function compileLevel(
     if (!branch) byKey.set(d.key, (branch = { exact: new Map(), prefixes: [] }));
     const isExact = d.value !== undefined && !d.value.endsWith('*');
     const segment = d.value === undefined ? d.key : `${d.key}_${d.value}`;
-    const node = compileNode(spec, d, [...path, segment], [...variable, !isExact], rules, category ?? (isExact ? d.value! : ''));
+    const here: Path = { segments: [...path.segments, segment], keys: [...path.keys, d.key], variable: [...path.variable, !isExact] };
+    const node = compileNode(spec, d, here, rules, category ?? (isExact ? d.value! : ''));
     if (d.value === undefined) branch.any = node;
     else if (isExact) branch.exact.set(d.value, node);
     else branch.prefixes.push({ prefix: d.value.slice(0, -1), node });
@@ -40,12 +48,10 @@ function compileLevel(
   return out;
 }
 
-function compileNode(
-  spec: DomainSpec, d: DescriptorSpec, path: string[], variable: boolean[], rules: Rule[], category: string,
-): MatchNode {
+function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rule[], category: string): MatchNode {
   let rule: Rule | undefined;
   if (d.limits.length > 0 || d.unlimited || d.tierLimits.size > 0) {
-    const id = path.join('.');
+    const id = path.segments.join('.');
     rule = {
       domain: spec.domain,
       id,
@@ -56,13 +62,14 @@ function compileNode(
       shadow: d.shadow,
       algorithm: d.algorithm ?? spec.algorithm,
       tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id))])),
-      variable,
+      keys: path.keys,
+      variable: path.variable,
       detailedMetric: d.detailedMetric,
       category,
     };
     rules.push(rule);
   }
-  const children = d.children.length > 0 ? compileLevel(spec, d.children, path, variable, rules, category) : undefined;
+  const children = d.children.length > 0 ? compileLevel(spec, d.children, path, rules, category) : undefined;
   return { rule, children };
 }
 

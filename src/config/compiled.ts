@@ -26,6 +26,8 @@ export interface Rule {
   shadow: boolean;
   algorithm: Algorithm;
   tierLimits: ReadonlyMap<string, readonly CompiledLimit[]>;
+  /** The entry key at each position of the rule's path. */
+  keys: readonly string[];
   /** Per entry position: true where the value was matched by a wildcard or default key, so it is part of
    * the counter's identity (every distinct value has its own counter). */
   variable: readonly boolean[];

@@ -4,7 +4,7 @@ import { matchRule, type EntryLike } from '../config/match.js';
 import { UNITS, type Unit } from '../config/units.js';
 import { cachedFingerprint } from '../fingerprint.js';
 import type { CheckResult, CounterCheck, Store } from '../store/store.js';
-import { noTiers, type TierSource } from '../tiers/tier-source.js';
+import { noTiers, type TierSource } from '../control/tier-store.js';
 import { systemClock, type Clock } from './clock.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from './window.js';
 
@@ -198,8 +198,13 @@ export function counterKey(ruleCounterId: string, variable: readonly boolean[], 
   for (let i = 0; i < variable.length; i++) {
     if (variable[i]) values += (values === '' ? '' : '.') + cachedFingerprint(entries[i]!.value);
   }
-  // The braces are a Redis Cluster hash tag: one client's counters live in one slot.
-  return `${ruleCounterId}:{${values}}`;
+  return counterKeyOf(ruleCounterId, values);
+}
+
+/** The key from fingerprints already computed (joined by '.'). The braces are a Redis Cluster hash tag:
+ * one client's counters live in one slot. */
+export function counterKeyOf(ruleCounterId: string, fingerprints: string): string {
+  return `${ruleCounterId}:{${fingerprints}}`;
 }
 
 function overrideKey(domain: string, rule: Rule | undefined, entries: readonly EntryLike[]): string {

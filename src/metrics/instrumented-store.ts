@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { CheckResult, CounterCheck, Store, StoreHealth } from '../store/store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from '../store/store.js';
 import type { Metrics } from './metrics.js';
 
 /** Times every store call and counts failures by kind. Wraps the real store, under the cache and the
@@ -26,6 +26,10 @@ export class InstrumentedStore implements Store {
 
   health(): StoreHealth {
     return this.inner.health();
+  }
+
+  reset(windows: readonly CounterWindow[]): Promise<number> {
+    return this.inner.reset(windows);
   }
 
   close(): Promise<void> {

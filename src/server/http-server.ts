@@ -1,17 +1,17 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { InvalidRequestError } from '../errors.js';
 import { Code } from '../response/wire.js';
 import { requestFromJson, responseToJson } from './json.js';
 import { decideWire, failure, type HandlerDeps } from './ratelimit-handler.js';
+import { readJson, send } from './http-util.js';
 import { httpStatusOf } from './status.js';
 
 export interface HttpDeps {
   handler: HandlerDeps;
+  /** The admin API, when TOLLGATE_ADMIN_TOKEN is set: answers /admin/* and returns true. */
+  admin?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
   /** Alive and able to decide (config loaded, store usable or absorbed by the failure policy). */
   ready: () => { ready: boolean; reason?: string };
 }
-
-const MAX_BODY_BYTES = 1024 * 1024;
 
 /** Health and debugging endpoints on the HTTP port. */
 export function createHttpServer(deps: HttpDeps): Server {
@@ -25,7 +25,7 @@ export function createHttpServer(deps: HttpDeps): Server {
 }
 
 async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const path = (req.url ?? '/').split('?')[0];
+  const path = (req.url ?? '/').split('?')[0] ?? '/';
   if (path === '/healthz' && req.method === 'GET') return send(res, 200, { status: 'ok' });
   if (path === '/readyz' && req.method === 'GET') {
     const r = deps.ready();
@@ -37,6 +37,10 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     res.writeHead(200, { 'content-type': registry.contentType });
     res.end(text);
     return;
+  }
+  if (path.startsWith('/admin/') || path === '/admin') {
+    if (!deps.admin) return send(res, 404, { error: 'the admin API is disabled: set TOLLGATE_ADMIN_TOKEN to enable it' });
+    return deps.admin(req, res, path);
   }
   if (path === '/json') {
     if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
@@ -54,25 +58,4 @@ async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): 
     const s = failure(deps.handler, err);
     send(res, httpStatusOf(s.code), { error: s.details });
   }
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new InvalidRequestError(`body is larger than ${MAX_BODY_BYTES} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    throw new InvalidRequestError('body is not valid JSON');
-  }
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }

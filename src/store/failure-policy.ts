@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../errors.js';
 import { systemClock, type Clock } from '../limiter/clock.js';
-import type { CheckResult, CounterCheck, Store, StoreHealth } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
 
 /** What a decision does when the shared store cannot answer:
  *  allow  answer gRPC UNAVAILABLE at once, so Envoy's failure_mode_deny decides (false, Envoy's default: the
@@ -48,6 +48,11 @@ export class PolicyStore implements Store {
 
   health(): StoreHealth {
     return this.inner.health();
+  }
+
+  async reset(windows: readonly CounterWindow[]): Promise<number> {
+    const local = (await this.fallback?.reset(windows)) ?? 0;
+    return local + (await this.inner.reset(windows));
   }
 
   /** Whether this replica can still decide usefully: everything but a degraded store under `deny`. */

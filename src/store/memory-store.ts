@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../limiter/clock.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../limiter/window.js';
-import { settle, type CheckResult, type CounterCheck, type Store, type StoreHealth } from './store.js';
+import { settle, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth } from './store.js';
 
 export interface MemoryStoreOptions {
   clock?: Clock;
@@ -69,6 +69,16 @@ export class MemoryStore implements Store {
 
   health(): StoreHealth {
     return { degraded: false, reason: undefined };
+  }
+
+  reset(windows: readonly CounterWindow[]): Promise<number> {
+    const start = (w: CounterWindow): number => windowStartMs(this.clock.now(), w.windowMs);
+    let removed = 0;
+    for (const w of windows) {
+      if (this.counts.delete(`${w.key}:${start(w)}`)) removed++;
+      if (this.counts.delete(`${w.key}:${start(w) - w.windowMs}`)) removed++;
+    }
+    return Promise.resolve(removed);
   }
 
   /** Current count of a window, for inspection and tests. */

@@ -1,6 +1,6 @@
 import { systemClock, type Clock } from '../limiter/clock.js';
 import { retryAfterMs, windowStartMs } from '../limiter/window.js';
-import type { CheckResult, CounterCheck, Store, StoreHealth } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
 
 interface Snapshot {
   key: string;
@@ -55,9 +55,19 @@ export class OverLimitCache implements Store {
     return this.inner.health();
   }
 
-  /** Forget everything (config reloaded, counters reset). */
+  /** Forget everything (config reloaded). */
   clear(): void {
     this.entries.clear();
+  }
+
+  /** Forget these windows: their counters were reset, here or by another replica. */
+  forget(keys: readonly string[]): void {
+    for (const k of keys) this.entries.delete(k);
+  }
+
+  reset(windows: readonly CounterWindow[]): Promise<number> {
+    this.forget(windows.map((w) => w.key));
+    return this.inner.reset(windows);
   }
 
   close(): Promise<void> {

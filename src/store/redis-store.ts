@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../limiter/clock.js';
 import { createClient, type RedisConnection } from './redis-connection.js';
-import type { CheckResult, CounterCheck, Store, StoreHealth } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
+import { withTimeout } from './timeout.js';
 
 const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
 
@@ -80,6 +81,16 @@ export class RedisStore implements Store {
     return parseReply(reply, checks.length);
   }
 
+  async reset(windows: readonly CounterWindow[]): Promise<number> {
+    if (windows.length === 0) return 0;
+    try {
+      // One hash per window series; a client's keys share a hash tag, so this is one slot in Cluster mode.
+      return await withTimeout(this.client.del(...windows.map((w) => this.opts.keyPrefix + w.key)), this.opts.timeoutMs * 4);
+    } catch (err) {
+      throw new StoreUnavailableError(`redis: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.probe);
@@ -137,21 +148,4 @@ function parseReply(reply: number[], n: number): CheckResult {
     over[i] = reply[4 + i * 3] === 1;
   }
   return { nowMs: reply[0]!, admitted: reply[1] === 1, curr, prev, over };
-}
-
-/** A hard bound on one call, whatever the client does internally (cluster redirects, reconnects). */
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`Command timed out after ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(timer);
-        reject(e as Error);
-      },
-    );
-  });
 }

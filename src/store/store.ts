@@ -13,6 +13,11 @@ export interface CounterCheck {
   shadow: boolean;
 }
 
+export interface CounterWindow {
+  key: string;
+  windowMs: number;
+}
+
 export interface CheckResult {
   /** The store's clock: windows and resets are computed from it, so replicas agree. */
   nowMs: number;
@@ -39,6 +44,8 @@ export interface Store {
   check(checks: readonly CounterCheck[]): Promise<CheckResult>;
   /** Whether the store can answer now; the memory store always can. */
   health(): StoreHealth;
+  /** Forgets these counters (current and previous window). Returns how many existed. */
+  reset(windows: readonly CounterWindow[]): Promise<number>;
   close(): Promise<void>;
 }
 

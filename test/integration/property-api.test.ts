@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { MemoryTierSource } from '../../src/tiers/tier-source.js';
+import { MemoryTierStore } from '../../src/control/tier-store.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { header, HOUR_START, property, repeat, startTestService, type TestService } from '../helpers/service.js';
 
 // The bundled config/property-api.yaml, served through the real gRPC server, with time under test control.
 describe('property API limits over gRPC', () => {
   let t: TestService;
-  const tiers = new MemoryTierSource();
+  const tiers = new MemoryTierStore();
   let n = 0;
   /** A token no other test has used, so each test starts with empty counters. */
   const freshToken = (): string => `Bearer token-${++n}-${Math.random()}`;
@@ -97,7 +97,7 @@ describe('property API limits over gRPC', () => {
 
   it('the multi-property-group tier raises read to 30/s and write to 15/s, hourly unchanged', async () => {
     const token = freshToken();
-    tiers.assign(fingerprint(token), 'multi-property-group');
+    await tiers.assign({ fingerprint: fingerprint(token), tier: 'multi-property-group', assignedAt: new Date().toISOString(), by: 'test' });
     const reads = await repeat(t.rls, property('read', token), 31);
     expect(reads.filter((r) => r.overall_code === 'OK')).toHaveLength(30);
     expect(header(reads[0]!, 'X-RateLimit-Limit')).toBe('1000');
@@ -106,7 +106,7 @@ describe('property API limits over gRPC', () => {
     // Reports has no tier limits: unchanged.
     const reports = await repeat(t.rls, property('reports', token), 3);
     expect(reports.filter((r) => r.overall_code === 'OK')).toHaveLength(2);
-    tiers.remove(fingerprint(token));
+    await tiers.remove(fingerprint(token));
     t.clock.advance(1000);
     const back = await repeat(t.rls, property('read', token), 11);
     expect(back.filter((r) => r.overall_code === 'OK')).toHaveLength(10);

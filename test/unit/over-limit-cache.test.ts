@@ -21,6 +21,9 @@ class Counting implements Store {
   health() {
     return this.inner.health();
   }
+  reset(w: readonly { key: string; windowMs: number }[]) {
+    return this.inner.reset(w);
+  }
   close() {
     return this.inner.close();
   }

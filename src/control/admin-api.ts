@@ -1,0 +1,113 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { CompiledConfig } from '../config/compiled.js';
+import { InvalidRequestError } from '../errors.js';
+import { fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
+import { readJson, send } from '../server/http-util.js';
+import type { Store } from '../store/store.js';
+import { inspectToken, tokenWindows } from './inspect.js';
+import type { TierStore } from './tier-store.js';
+
+export interface AdminDeps {
+  /** The bearer token the admin API requires (TOLLGATE_ADMIN_TOKEN). */
+  adminToken: string;
+  tiers: TierStore;
+  config: () => CompiledConfig;
+  store: Store;
+  logger: Logger;
+  /** Called after counters were reset here, so this replica's over-limit cache forgets them too. */
+  onLocalReset: (keys: readonly string[]) => void;
+}
+
+/** The admin API on the HTTP port: tiers by fingerprint, a client's counters, counter resets. */
+export function adminApi(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void> {
+  const expected = createHash('sha256').update(deps.adminToken).digest();
+  const who = fingerprint(deps.adminToken);
+  return async (req, res, path) => {
+    if (!authorized(req, expected)) {
+      send(res, 401, { error: 'admin API: send Authorization: Bearer <TOLLGATE_ADMIN_TOKEN>' }, { 'www-authenticate': 'Bearer realm="tollgate-admin"' });
+      return;
+    }
+    try {
+      await route(deps, who, req, res, path);
+    } catch (err) {
+      if (err instanceof InvalidRequestError) send(res, 400, { error: err.message });
+      else {
+        deps.logger.error({ err: (err as Error).message, path: redactPath(path) }, 'admin request failed');
+        send(res, 503, { error: `store unavailable: ${(err as Error).message}` });
+      }
+    }
+  };
+}
+
+/** Compares digests, so neither the length nor any prefix of the token leaks through timing. */
+function authorized(req: IncomingMessage, expected: Buffer): boolean {
+  const header = req.headers.authorization ?? '';
+  const m = /^Bearer (.+)$/i.exec(header);
+  if (!m) return false;
+  return timingSafeEqual(createHash('sha256').update(m[1]!).digest(), expected);
+}
+
+async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+  const parts = path.split('/').filter(Boolean); // ['admin', 'tiers', fp] …
+  const [, resource, id, sub] = parts;
+  const method = req.method ?? 'GET';
+  if (resource === 'tiers' && id === undefined && method === 'GET') {
+    return send(res, 200, { assignments: await deps.tiers.list() });
+  }
+  if (resource === 'tiers' && id !== undefined && sub === undefined) {
+    const fp = normalizeFingerprint(id);
+    if (method === 'PUT') return assignTier(deps, who, req, res, fp);
+    if (method === 'DELETE') {
+      const removed = await deps.tiers.remove(fp);
+      deps.logger.info({ admin: who, action: 'tier.remove', fingerprint: fp, removed }, 'admin change');
+      return send(res, removed ? 200 : 404, removed ? { fingerprint: fp, tier: null } : { error: `no tier assigned to ${fp}` });
+    }
+  }
+  if (resource === 'tokens' && id !== undefined) {
+    const fp = normalizeFingerprint(id);
+    if (sub === undefined && method === 'GET') {
+      const counters = await inspectToken(deps.config(), deps.tiers, deps.store, fp);
+      return send(res, 200, { fingerprint: fp, tier: deps.tiers.tierOf(fp) ?? null, counters });
+    }
+    if (sub === 'counters' && method === 'DELETE') {
+      const windows = tokenWindows(deps.config(), deps.tiers, fp);
+      const removed = await deps.store.reset(windows);
+      const keys = windows.map((w) => w.key);
+      deps.onLocalReset(keys);
+      await deps.tiers.announceReset(keys);
+      deps.logger.info({ admin: who, action: 'counters.reset', fingerprint: fp, windows: windows.length, removed }, 'admin change');
+      return send(res, 200, { fingerprint: fp, reset: windows.length, existed: removed });
+    }
+  }
+  send(res, 404, {
+    error: 'unknown admin route',
+    routes: ['GET /admin/tiers', 'PUT /admin/tiers/{fingerprint}', 'DELETE /admin/tiers/{fingerprint}', 'GET /admin/tokens/{fingerprint}', 'DELETE /admin/tokens/{fingerprint}/counters'],
+  });
+}
+
+async function assignTier(deps: AdminDeps, who: string, req: IncomingMessage, res: ServerResponse, fp: string): Promise<void> {
+  const body = (await readJson(req)) as { tier?: unknown } | null;
+  const tier = body?.tier;
+  if (typeof tier !== 'string' || tier === '') throw new InvalidRequestError('body must be {"tier": "<tier name>"}');
+  const known = [...deps.config().domains.values()].flatMap((d) => [...d.tiers]);
+  if (!known.includes(tier)) throw new InvalidRequestError(`unknown tier "${tier}" (known: ${known.join(', ') || 'none'})`);
+  const assignment = { fingerprint: fp, tier, assignedAt: new Date().toISOString(), by: who };
+  await deps.tiers.assign(assignment);
+  deps.logger.info({ admin: who, action: 'tier.assign', fingerprint: fp, tier }, 'admin change');
+  send(res, 200, assignment);
+}
+
+/** Fingerprints in keys and tiers are 32 hex characters; the full SHA-256 (64) is accepted too. */
+function normalizeFingerprint(text: string): string {
+  const lower = decodeURIComponent(text).toLowerCase();
+  if (/^[0-9a-f]{64}$/.test(lower)) return lower.slice(0, FINGERPRINT_LENGTH);
+  if (new RegExp(`^[0-9a-f]{${FINGERPRINT_LENGTH}}$`).test(lower)) return lower;
+  throw new InvalidRequestError(`not a fingerprint: expected ${FINGERPRINT_LENGTH} hex characters (tollgate fingerprint TOKEN prints it)`);
+}
+
+/** A path may hold a raw token pasted by mistake: log only its shape. */
+function redactPath(path: string): string {
+  return path.replace(/[^/]{40,}/g, '…');
+}

@@ -1,0 +1,53 @@
+import { fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
+import type { CounterView } from './inspect.js';
+import type { TierAssignment } from './tier-store.js';
+
+/** The CLI's side of the admin API: same routes, same credential (TOLLGATE_ADMIN_TOKEN). */
+export class AdminClient {
+  constructor(private readonly baseUrl: string, private readonly token: string) {}
+
+  assign(fp: string, tier: string): Promise<TierAssignment> {
+    return this.call('PUT', `/admin/tiers/${fp}`, { tier });
+  }
+
+  remove(fp: string): Promise<{ fingerprint: string }> {
+    return this.call('DELETE', `/admin/tiers/${fp}`);
+  }
+
+  list(): Promise<{ assignments: TierAssignment[] }> {
+    return this.call('GET', '/admin/tiers');
+  }
+
+  inspect(fp: string): Promise<{ fingerprint: string; tier: string | null; counters: CounterView[] }> {
+    return this.call('GET', `/admin/tokens/${fp}`);
+  }
+
+  resetCounters(fp: string): Promise<{ reset: number; existed: number }> {
+    return this.call('DELETE', `/admin/tokens/${fp}/counters`);
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, this.baseUrl), {
+        method,
+        headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(10_000),
+      });
+    } catch (err) {
+      throw new Error(`cannot reach ${this.baseUrl}: ${(err as Error).message}`);
+    }
+    const data = (await res.json().catch(() => ({}))) as { error?: string };
+    if (!res.ok) throw new Error(`${res.status}: ${data.error ?? res.statusText}`);
+    return data as T;
+  }
+}
+
+/** A fingerprint as given (32 or 64 hex characters), or the fingerprint of a token. A token that happens to
+ * look like a fingerprint can be passed as "Bearer <token>". */
+export function toFingerprint(tokenOrFingerprint: string): string {
+  if (/^[0-9a-f]{64}$/.test(tokenOrFingerprint)) return tokenOrFingerprint.slice(0, FINGERPRINT_LENGTH);
+  if (new RegExp(`^[0-9a-f]{${FINGERPRINT_LENGTH}}$`).test(tokenOrFingerprint)) return tokenOrFingerprint;
+  return fingerprint(tokenOrFingerprint);
+}

@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fingerprint } from '../../src/fingerprint.js';
+import { runCli } from '../helpers/process.js';
+import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { capturingLogger, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+
+const ADMIN = 'admin-credential-for-tests';
+const TOKEN = `Bearer big-customer-${Math.random().toString(36).slice(2)}`;
+const FP = fingerprint(TOKEN);
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const startOfSecond = (): Promise<void> => sleep(1000 - (Date.now() % 1000) + 5);
+
+/** The per-second limit an instance applies to a token now, read with a check-only request. */
+async function perSecond(t: TestService, category: string, token: string): Promise<number | undefined> {
+  const req: RlsRequest = { domain: 'property-api', descriptors: [{ entries: property(category, token).descriptors[0]!.entries, hits_addend: { value: 0 } }] };
+  const r = await t.rls.call(req);
+  return r.statuses[0]!.current_limit?.unit === 'SECOND' ? r.statuses[0]!.current_limit.requests_per_unit : undefined;
+}
+
+async function admitted(t: TestService, category: string, token: string, n: number): Promise<number> {
+  await startOfSecond();
+  const rs = await Promise.all(Array.from({ length: n }, () => t.rls.call(property(category, token))));
+  return rs.filter((r) => r.overall_code === 'OK').length;
+}
+
+/** Milliseconds until `cond` holds (polling), failing past `ms`. */
+async function within(ms: number, cond: () => Promise<boolean>): Promise<number> {
+  const start = Date.now();
+  while (!(await cond())) {
+    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`);
+    await sleep(50);
+  }
+  return Date.now() - start;
+}
+
+describe('tiers at run time, shared by replicas through Redis', () => {
+  let redis: RedisServer;
+  let a: TestService;
+  let b: TestService;
+  const logs = [capturingLogger('debug'), capturingLogger('debug')];
+  const admin = (t: TestService, path: string, init: RequestInit = {}, credential = ADMIN): Promise<Response> =>
+    fetch(`http://127.0.0.1:${t.service.httpPort}${path}`, {
+      ...init,
+      headers: { ...(credential ? { authorization: `Bearer ${credential}` } : {}), 'content-type': 'application/json' },
+    });
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '200', '--redis-failure', 'local'];
+    [a, b] = await Promise.all(
+      logs.map((log) => startTestService({ realClock: true, args, env: { TOLLGATE_ADMIN_TOKEN: ADMIN }, logger: log.logger })),
+    );
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    redis.signal('SIGCONT');
+    await redis?.stop();
+  });
+
+  it('refuses missing or wrong credentials, unknown tiers and malformed fingerprints', async () => {
+    expect((await admin(a, '/admin/tiers', {}, '')).status).toBe(401);
+    expect((await admin(a, '/admin/tiers', {}, 'wrong')).status).toBe(401);
+    const unknown = await admin(a, `/admin/tiers/${FP}`, { method: 'PUT', body: JSON.stringify({ tier: 'platinum' }) });
+    expect(unknown.status).toBe(400);
+    expect((await unknown.json()).error).toBe('unknown tier "platinum" (known: multi-property-group)');
+    const raw = await admin(a, `/admin/tiers/${encodeURIComponent(TOKEN)}`, { method: 'PUT', body: JSON.stringify({ tier: 'multi-property-group' }) });
+    expect(raw.status).toBe(400);
+    expect(await raw.text()).not.toContain('big-customer');
+  });
+
+  it('an assignment made through one replica is enforced by the other within 5 s: read 30/s, write 15/s', async () => {
+    expect(await perSecond(b, 'read', TOKEN)).toBe(10);
+    const put = await admin(a, `/admin/tiers/${FP}`, { method: 'PUT', body: JSON.stringify({ tier: 'multi-property-group' }) });
+    expect(put.status).toBe(200);
+    expect(await put.json()).toMatchObject({ fingerprint: FP, tier: 'multi-property-group', by: fingerprint(ADMIN) });
+    const took = await within(5000, async () => (await perSecond(b, 'read', TOKEN)) === 30);
+    expect(took).toBeLessThan(5000);
+    expect(await admitted(b, 'read', TOKEN, 40)).toBe(30);
+    expect(await admitted(b, 'write', TOKEN, 20)).toBe(15);
+    expect(await perSecond(b, 'reports', TOKEN)).toBe(2);
+    const list = await (await admin(b, '/admin/tiers')).json();
+    expect(list.assignments).toEqual([expect.objectContaining({ fingerprint: FP, tier: 'multi-property-group' })]);
+  });
+
+  it('inspect shows the tier and the counters per category and window; reset zeroes them everywhere', async () => {
+    await admitted(a, 'reports', TOKEN, 3); // 2 admitted, then over: b's cache may hold it
+    await b.rls.call(property('reports', TOKEN));
+    expect(b.service.stack.cache!.size).toBeGreaterThan(0);
+    const view = await (await admin(b, `/admin/tokens/${FP}`)).json();
+    expect(view.tier).toBe('multi-property-group');
+    const reportsHour = view.counters.find((c: { rule: string; window: string }) => c.rule === 'category_reports.token' && c.window === 'hour');
+    expect(reportsHour).toMatchObject({ domain: 'property-api', category: 'reports', limit: 200, used: 2, remaining: 198 });
+    const readSecondLimit = view.counters.find((c: { rule: string; window: string }) => c.rule === 'category_read.token' && c.window === 'second').limit;
+    expect(readSecondLimit).toBe(30);
+    expect(view.counters).toHaveLength(6);
+
+    const reset = await admin(a, `/admin/tokens/${FP}/counters`, { method: 'DELETE' });
+    expect(reset.status).toBe(200);
+    const after = await (await admin(b, `/admin/tokens/${FP}`)).json();
+    expect(after.counters.every((c: { used: number }) => c.used === 0)).toBe(true);
+    // b learns of the reset through pub/sub and drops its cached "full until" times (entries never expire
+    // by themselves, so an empty cache proves the message arrived).
+    await within(2000, async () => b.service.stack.cache!.size === 0);
+    expect((await b.rls.call(property('reports', TOKEN))).overall_code).toBe('OK');
+  });
+
+  it('a frozen Redis does not delay decisions: the last known assignment still applies', async () => {
+    redis.signal('SIGSTOP');
+    try {
+      await within(3000, async () => {
+        await b.rls.call(property('write', 'Bearer probe'));
+        return b.service.store.health().degraded;
+      });
+      expect(await admitted(b, 'read', TOKEN, 35)).toBe(30);
+    } finally {
+      redis.signal('SIGCONT');
+    }
+    await within(5000, async () => !b.service.store.health().degraded);
+  });
+
+  it('removal through one replica restores 10/s on the other', async () => {
+    const del = await admin(a, `/admin/tiers/${FP}`, { method: 'DELETE' });
+    expect(del.status).toBe(200);
+    await within(5000, async () => (await perSecond(b, 'read', TOKEN)) === 10);
+    expect(await admitted(b, 'read', TOKEN, 15)).toBe(10);
+    expect((await admin(a, `/admin/tiers/${FP}`, { method: 'DELETE' })).status).toBe(404);
+  });
+
+  it('the CLI drives the same API', async () => {
+    const env = { TOLLGATE_ADMIN_TOKEN: ADMIN, TOLLGATE_URL: `http://127.0.0.1:${a.service.httpPort}` };
+    const assign = await runCli(['tiers', 'assign', TOKEN, 'multi-property-group'], env);
+    expect(assign.stdout.trim()).toBe(`${FP} → multi-property-group`);
+    const list = await runCli(['tiers', 'list', '--json'], env);
+    expect(JSON.parse(list.stdout).assignments[0]).toMatchObject({ fingerprint: FP, tier: 'multi-property-group' });
+    const inspect = await runCli(['inspect', FP], env);
+    expect(inspect.code).toBe(0);
+    expect(inspect.stdout).toContain(`${FP}  tier: multi-property-group`);
+    expect(inspect.stdout).toMatch(/property-api\/category_read\.token {2}per second: \d+\/30 used/);
+    const remove = await runCli(['tiers', 'remove', FP], env);
+    expect(remove.stdout.trim()).toBe(`${FP} → no tier`);
+    const wrong = await runCli(['tiers', 'list'], { ...env, TOLLGATE_ADMIN_TOKEN: 'nope' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('401');
+    const bad = await runCli(['tiers', 'assign', FP, 'platinum'], env);
+    expect(bad.stderr).toContain('unknown tier "platinum"');
+  });
+
+  it('no raw token in Redis or in the logs; every admin change is logged with who made it', async () => {
+    const keys = await redis.cli('--scan', '--pattern', '*');
+    expect(keys).not.toContain('big-customer');
+    expect(await redis.cli('HGETALL', 'tollgate:tiers')).not.toContain('big-customer');
+    const all = logs.flatMap((l) => l.lines());
+    expect(JSON.stringify(all)).not.toContain('big-customer');
+    expect(JSON.stringify(all)).not.toContain(ADMIN);
+    const changes = all.filter((l) => l.msg === 'admin change');
+    expect(changes.map((c) => c.action)).toEqual(expect.arrayContaining(['tier.assign', 'tier.remove', 'counters.reset']));
+    expect(changes.every((c) => c.admin === fingerprint(ADMIN) && typeof c.time === 'number')).toBe(true);
+  });
+});
+
+describe('admin API switched off', () => {
+  it('answers 404 and says how to enable it', async () => {
+    const t = await startTestService();
+    try {
+      const r = await fetch(`http://127.0.0.1:${t.service.httpPort}/admin/tiers`);
+      expect(r.status).toBe(404);
+      expect((await r.json()).error).toMatch(/TOLLGATE_ADMIN_TOKEN/);
+    } finally {
+      await t.close();
+    }
+  });
+});
