@@ -70,7 +70,7 @@ export interface LimiterDeps {
 interface Plan {
   rule: Rule | undefined;
   tier: string | undefined;
-  limits: CompiledLimit[];
+  limits: readonly CompiledLimit[];
   shadow: boolean;
   sliding: boolean;
   hits: number;
@@ -107,7 +107,7 @@ export class Limiter {
     if (!rule || rule.unlimited) return { rule, tier: undefined, limits: [], shadow, sliding, hits, key: '' };
     const tier = rule.tierLimits.size > 0 ? this.tierFor(domain, d.entries) : undefined;
     const limits = (tier !== undefined && rule.tierLimits.get(tier)) || rule.limits;
-    return { rule, tier, limits: [...limits], shadow, sliding, hits, key: counterKey(rule.counterId, rule.variable, d.entries) };
+    return { rule, tier, limits, shadow, sliding, hits, key: counterKey(rule.counterId, rule.variable, d.entries) };
   }
 
   private tierFor(domain: CompiledDomain, entries: readonly EntryLike[]): string | undefined {
@@ -132,7 +132,8 @@ function dropReplaced(plans: Plan[]): void {
 
 function toChecks(plans: Plan[]): CounterCheck[] {
   const checks: CounterCheck[] = [];
-  plans.forEach((p, group) => {
+  for (let group = 0; group < plans.length; group++) {
+    const p = plans[group]!;
     for (const l of p.limits) {
       checks.push({
         key: `${p.key}:${l.unit}`,
@@ -144,18 +145,18 @@ function toChecks(plans: Plan[]): CounterCheck[] {
         shadow: p.shadow,
       });
     }
-  });
+  }
   return checks;
 }
 
 function assemble(domain: CompiledDomain | undefined, plans: Plan[], checks: CounterCheck[], r: CheckResult): Decision {
   const outcomes = plans.map(outcomeOf);
-  checks.forEach((c, i) => {
-    const o = outcomes[c.group]!;
-    o.over ||= r.over[i]!;
-  });
+  for (let i = 0; i < checks.length; i++) {
+    if (r.over[i]) outcomes[checks[i]!.group]!.over = true;
+  }
   let retry = 0;
-  checks.forEach((c, i) => {
+  for (let i = 0; i < checks.length; i++) {
+    const c = checks[i]!;
     const o = outcomes[c.group]!;
     const prev = r.prev[i]!;
     const curr = r.curr[i]!;
@@ -172,7 +173,7 @@ function assemble(domain: CompiledDomain | undefined, plans: Plan[], checks: Cou
       over,
       retryAfterMs: wait,
     });
-  });
+  }
   return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
 }
 

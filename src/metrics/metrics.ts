@@ -10,16 +10,21 @@ export interface MetricsOptions {
   nearLimitRatio: number;
 }
 
-type Result = 'ok' | 'over_limit' | 'shadow_over_limit';
+const RESULTS = ['ok', 'over_limit', 'shadow_over_limit'] as const;
+const SOURCES = ['store', 'cache', 'fallback', 'policy', 'none'] as const;
 const NONE = '(none)';
 const UNKNOWN_DOMAIN = '(unknown)';
 
+type Child = ReturnType<Counter<string>['labels']>;
+
+/** Label children of one rule, created on first use: the hot path only indexes arrays and maps. */
 interface RuleChildren {
   labels: { domain: string; rule: string; category: string };
-  hits: ReturnType<Counter<string>['labels']>;
-  decisions: Map<string, ReturnType<Counter<string>['labels']>>;
-  near: Map<string, ReturnType<Counter<string>['labels']>>;
-  over: Map<string, ReturnType<Counter<string>['labels']>>;
+  hits: Child;
+  /** Indexed by result × source. */
+  decisions: (Child | undefined)[];
+  near: Map<string, Child>;
+  over: Map<string, Child>;
 }
 
 export class Metrics {
@@ -27,6 +32,7 @@ export class Metrics {
   private readonly nearRatio: number;
   private readonly byRule = new WeakMap<Rule, RuleChildren>();
   private readonly unmatched = new Map<string, RuleChildren>();
+  private readonly requestsByDomain = new Map<string, [Child, Child]>();
 
   readonly requests = new Counter({
     name: 'tollgate_requests_total',
@@ -138,13 +144,16 @@ export class Metrics {
   /** Records one answered call. Children are cached per rule, so the hot path builds no label strings. */
   observe(domainName: string, d: Decision, seconds: number): void {
     this.latency.observe(seconds);
-    this.requests.inc({ domain: d.domain ? domainName : UNKNOWN_DOMAIN, result: d.overLimit ? 'over_limit' : 'ok' });
+    this.requestChildren(d.domain ? domainName : UNKNOWN_DOMAIN)[d.overLimit ? 1 : 0].inc();
     if (!d.domain) return;
+    const source = SOURCES.indexOf(d.source);
     for (const o of d.descriptors) {
       const c = this.children(d.domain.name, o.rule);
-      let result: Result = 'ok';
-      if (o.over) result = o.shadow ? 'shadow_over_limit' : 'over_limit';
-      this.child(c.decisions, `${result}|${d.source}`, () => this.decisions.labels({ ...c.labels, result, source: d.source })).inc();
+      const result = o.over ? (o.shadow ? 2 : 1) : 0;
+      const slot = result * SOURCES.length + source;
+      let child = c.decisions[slot];
+      if (!child) child = c.decisions[slot] = this.decisions.labels({ ...c.labels, result: RESULTS[result], source: d.source });
+      child.inc();
       if (o.windows.length === 0) continue;
       c.hits.inc(o.hits);
       for (const w of o.windows) {
@@ -161,10 +170,19 @@ export class Metrics {
     const cached = rule ? this.byRule.get(rule) : this.unmatched.get(domain);
     if (cached) return cached;
     const labels = { domain, rule: rule?.id ?? NONE, category: rule?.category ?? '' };
-    const made: RuleChildren = { labels, hits: this.hits.labels(labels), decisions: new Map(), near: new Map(), over: new Map() };
+    const made: RuleChildren = { labels, hits: this.hits.labels(labels), decisions: [], near: new Map(), over: new Map() };
     if (rule) this.byRule.set(rule, made);
     else this.unmatched.set(domain, made);
     return made;
+  }
+
+  private requestChildren(domain: string): [Child, Child] {
+    let pair = this.requestsByDomain.get(domain);
+    if (!pair) {
+      pair = [this.requests.labels({ domain, result: 'ok' }), this.requests.labels({ domain, result: 'over_limit' })];
+      this.requestsByDomain.set(domain, pair);
+    }
+    return pair;
   }
 
   private child<T>(map: Map<string, T>, key: string, make: () => T): T {

@@ -71,7 +71,8 @@ export function createClient(conn: RedisConnection, opts: ClientOptions): Redis 
     username: conn.username,
     password: conn.password,
     tls: conn.tls ? {} : undefined,
-    commandTimeout: opts.commandTimeoutMs,
+    // No ioredis commandTimeout: its timer would declare replies late that are already in the socket buffer
+    // (see withTimeout); the store bounds every call itself.
     connectTimeout: Math.max(1000, opts.commandTimeoutMs * 20),
     maxRetriesPerRequest: 0,
   };

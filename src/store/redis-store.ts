@@ -1,11 +1,12 @@
 import type { Cluster, Redis } from 'ioredis';
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../limiter/clock.js';
 import { createClient, type RedisConnection } from './redis-connection.js';
 import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
-import { withTimeout } from './timeout.js';
+import { TimeoutError, withTimeout } from './timeout.js';
 
 const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
 
@@ -23,9 +24,11 @@ export interface RedisStoreOptions {
 
 type CheckCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
 
-/** Consecutive timeouts after which Redis counts as not answering (the connection may look fine: a frozen
- * or overloaded server). Calls then fail at once instead of each waiting out the timeout. */
+/** Redis counts as not answering (the connection may look fine: a frozen or stuck server) after this many
+ * timeouts in a row with no reply at all for SILENCE_TO_DEGRADE timeouts' time; calls then fail at once
+ * instead of each waiting out the timeout. A burst of timeouts between replies is a hiccup, not an outage. */
 const TIMEOUTS_TO_DEGRADE = 3;
+const SILENCE_TO_DEGRADE = 4;
 const PROBE_INTERVAL_MS = 250;
 
 /** Counters in Redis, shared by every replica: one Lua call per decision, windows on Redis's clock. */
@@ -34,6 +37,7 @@ export class RedisStore implements Store {
   readonly client: Redis | Cluster;
   private degradedReason: string | undefined = 'connecting';
   private timeouts = 0;
+  private lastReplyAt = performance.now();
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -78,6 +82,7 @@ export class RedisStore implements Store {
       throw this.failed(err as Error);
     }
     this.timeouts = 0;
+    this.lastReplyAt = performance.now();
     return parseReply(reply, checks.length);
   }
 
@@ -102,7 +107,10 @@ export class RedisStore implements Store {
   }
 
   private failed(err: Error): StoreUnavailableError {
-    if (/timed out/i.test(err.message) && ++this.timeouts >= TIMEOUTS_TO_DEGRADE) {
+    // A timer that fired late means this process was overloaded: the call fails, but Redis is not to blame.
+    const redisSlow = err instanceof TimeoutError && err.lateMs < this.opts.timeoutMs;
+    const silentMs = performance.now() - this.lastReplyAt;
+    if (redisSlow && ++this.timeouts >= TIMEOUTS_TO_DEGRADE && silentMs >= SILENCE_TO_DEGRADE * this.opts.timeoutMs) {
       this.degrade(`no answer within ${this.opts.timeoutMs} ms`);
       this.startProbe();
     }
@@ -131,6 +139,7 @@ export class RedisStore implements Store {
     clearInterval(this.probe);
     this.probe = undefined;
     this.timeouts = 0;
+    this.lastReplyAt = performance.now();
     if (!this.degradedReason) return;
     const was = this.degradedReason;
     this.degradedReason = undefined;

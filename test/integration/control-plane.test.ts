@@ -48,9 +48,11 @@ describe('tiers at run time, shared by replicas through Redis', () => {
   beforeAll(async () => {
     redis = await startRedis();
     const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '200', '--redis-failure', 'local'];
-    [a, b] = await Promise.all(
+    const started = await Promise.all(
       logs.map((log) => startTestService({ realClock: true, args, env: { TOLLGATE_ADMIN_TOKEN: ADMIN }, logger: log.logger })),
     );
+    a = started[0]!;
+    b = started[1]!;
   });
   afterAll(async () => {
     await a?.close();

@@ -67,7 +67,14 @@ describe('memory store', () => {
     const r = await store.check([s]);
     expect(r.prev[0]).toBe(4);
     expect(r.admitted).toBe(true);
-    expect(store.size).toBe(2);
+    // One series per counter carries both windows; it lives until the end of the window after its last.
+    expect(store.size).toBe(1);
+    clock.advance(1000);
+    await store.check([check({ key: 'other', hits: 0 })]);
+    expect(store.size).toBe(1);
+    clock.advance(1000);
+    await store.check([check({ key: 'other', hits: 0 })]);
+    expect(store.size).toBe(0);
   });
 
   it('holds at most maxCounters, evicting the oldest and counting evictions', async () => {

@@ -1,0 +1,27 @@
+// Prints where a .cpuprofile spends its time: self time by function, and by file (node --cpu-prof output).
+//   node bench/profile-summary.mjs bench/profiles/CPU.*.cpuprofile [top]
+import { readFileSync } from 'node:fs';
+
+const [file, top = '25'] = process.argv.slice(2);
+const profile = JSON.parse(readFileSync(file, 'utf8'));
+const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+const self = new Map();
+const dt = profile.timeDeltas;
+profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (dt[i] ?? 0)));
+const total = [...self.values()].reduce((a, b) => a + b, 0);
+const byFunction = new Map();
+const byFile = new Map();
+for (const [id, us] of self) {
+  const { callFrame: f } = byId.get(id);
+  const where = f.url ? f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/(dist|src)\//, '$1/') : '(native)';
+  const name = `${f.functionName || '(anonymous)'}  ${where}:${f.lineNumber + 1}`;
+  byFunction.set(name, (byFunction.get(name) ?? 0) + us);
+  const group = where.startsWith('dist/') ? where : where.split('/').slice(0, where.startsWith('@') ? 2 : 1).join('/');
+  byFile.set(group, (byFile.get(group) ?? 0) + us);
+}
+const show = (title, map) => {
+  console.log(`\n${title}`);
+  for (const [k, us] of [...map].sort((a, b) => b[1] - a[1]).slice(0, Number(top))) console.log(`${((100 * us) / total).toFixed(1).padStart(5)}%  ${k}`);
+};
+show('self time by function', byFunction);
+show('self time by file or package', byFile);
