@@ -5,6 +5,9 @@ import { ConfigError } from './config/errors.js';
 import { loadConfigDir } from './config/load.js';
 import { AdminClient, toFingerprint } from './control/admin-client.js';
 import { fingerprint } from './fingerprint.js';
+import { EnvoyConfigError } from './envoy/routes.js';
+import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './tuning/commands.js';
+import { TrafficError } from './tuning/traffic.js';
 import { createLogger } from './logger.js';
 import { startService } from './service.js';
 import { parseServeArgs, serveHelp, SettingsError } from './settings.js';
@@ -19,6 +22,10 @@ Commands:
                       change tier assignments of a running service (admin API)
   inspect TOKEN_OR_FINGERPRINT [--reset]
                       a client's tier and current counters per category and window (--reset: zero them)
+  simulate --traffic FILE [--compare DIR2] | simulate --generate N
+                      replay a traffic log through a config offline; compare two configs; make a sample log
+  explain DOMAIN key=value …
+                      which rule a descriptor matches and why, which limits and tier apply
 
 Run 'tollgate <command> --help' for a command's options.
 `;
@@ -31,6 +38,8 @@ TOKEN_OR_FINGERPRINT: a token (its "Bearer " scheme ignored) or its fingerprint 
 `;
 
 const HELP: Record<string, string> = {
+  simulate: SIMULATE_HELP,
+  explain: EXPLAIN_HELP,
   tiers: `Usage: tollgate tiers assign TOKEN_OR_FINGERPRINT TIER\n       tollgate tiers remove TOKEN_OR_FINGERPRINT\n       tollgate tiers list\n\n${ADMIN_HELP}`,
   inspect: `Usage: tollgate inspect TOKEN_OR_FINGERPRINT [--reset]\n\nShows the client's tier and its counters; --reset deletes them.\n${ADMIN_HELP}`,
   'check-config': `Usage: tollgate check-config DIR\n\nValidates every YAML file in DIR as a reload would, prints each domain's rules,\nand exits 1 with file:line:column: key: problem for each error.\n`,
@@ -60,6 +69,10 @@ async function main(argv: string[]): Promise<number> {
     case 'tiers':
     case 'inspect':
       return admin(command, rest);
+    case 'simulate':
+      return simulateCommand(rest);
+    case 'explain':
+      return explainCommand(rest);
     default:
       process.stderr.write(`tollgate: unknown command "${command}"\n\n${USAGE}`);
       return 2;
@@ -201,6 +214,11 @@ main(process.argv.slice(2)).then(
     if (err instanceof SettingsError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`tollgate: ${(err as Error).message}\n`);
       process.exit(2);
+    }
+    // Problems in the user's files: the message says where; a stack trace would only hide it.
+    if (err instanceof ConfigError || err instanceof TrafficError || err instanceof EnvoyConfigError) {
+      process.stderr.write(`tollgate: ${err.message}\n`);
+      process.exit(1);
     }
     process.stderr.write(`tollgate: ${(err as Error).stack ?? String(err)}\n`);
     process.exit(1);

@@ -7,7 +7,8 @@ import { formatProblem } from './config/errors.js';
 import { loadConfigDir } from './config/load.js';
 import { ConfigWatcher, diffConfigs } from './config/watcher.js';
 import { systemClock, type Clock } from './limiter/clock.js';
-import { Limiter } from './limiter/limiter.js';
+import { Limiter, type DecisionInput } from './limiter/limiter.js';
+import { explain, type Explanation } from './tuning/explain.js';
 import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
 import { createHttpServer } from './server/http-server.js';
@@ -93,7 +94,9 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
-  const http = createHttpServer({ handler, ready, admin });
+  const explainLive = (input: DecisionInput): Promise<Explanation> =>
+    explain(config, tiers, input.domain, input.descriptors.map((d) => d.entries), store);
+  const http = createHttpServer({ handler, ready, admin, explain: explainLive });
   const httpPort = await listen(http, settings.httpHost, settings.httpPort);
   if (settings.configPollMs > 0) watcher.start();
   health.set(true);

@@ -70,7 +70,7 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
     rules.push(rule);
   }
   const children = d.children.length > 0 ? compileLevel(spec, d.children, path, rules, category) : undefined;
-  return { rule, children };
+  return { source: `${spec.file}:${d.line}`, rule, children };
 }
 
 export function compileLimit(l: LimitSpec, domain: string, ruleId: string): CompiledLimit {

@@ -38,6 +38,8 @@ export interface Rule {
 }
 
 export interface MatchNode {
+  /** Where the descriptor was written (file:line), for explanations. */
+  source: string;
   rule: Rule | undefined;
   children: ReadonlyMap<string, KeyBranch> | undefined;
 }

@@ -2,12 +2,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Code } from '../response/wire.js';
 import { requestFromJson, responseToJson } from './json.js';
 import { decideWire, failure, type HandlerDeps } from './ratelimit-handler.js';
+import { toDecisionInput } from './request.js';
+import type { DecisionInput } from '../limiter/limiter.js';
 import { readJson, send } from './http-util.js';
 import { httpStatusOf } from './status.js';
 
 export interface HttpDeps {
   handler: HandlerDeps;
-  /** The admin API, when TOLLGATE_ADMIN_TOKEN is set: answers /admin/* and returns true. */
+  /** Explains a request against the live config, tiers and counters (POST /explain). */
+  explain?: (input: DecisionInput) => Promise<unknown>;
+  /** The admin API, when TOLLGATE_ADMIN_TOKEN is set: answers /admin/*. */
   admin?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
   /** Alive and able to decide (config loaded, store usable or absorbed by the failure policy). */
   ready: () => { ready: boolean; reason?: string };
@@ -42,11 +46,21 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     if (!deps.admin) return send(res, 404, { error: 'the admin API is disabled: set TOLLGATE_ADMIN_TOKEN to enable it' });
     return deps.admin(req, res, path);
   }
+  if (path === '/explain' && deps.explain) {
+    if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
+    try {
+      const input = toDecisionInput(requestFromJson(await readJson(req)), deps.handler.bounds);
+      return send(res, 200, await deps.explain(input));
+    } catch (err) {
+      const s = failure(deps.handler, err);
+      return send(res, httpStatusOf(s.code), { error: s.details });
+    }
+  }
   if (path === '/json') {
     if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
     return json(deps, req, res);
   }
-  send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /metrics', 'POST /json'] });
+  send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /metrics', 'POST /json', 'POST /explain'] });
 }
 
 async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -1,0 +1,89 @@
+import type { Explanation } from './explain.js';
+import type { RuleStats, SimulationReport } from './simulate.js';
+
+const n = (x: number): string => x.toLocaleString('en-US');
+
+/** Left-aligned first column, right-aligned numbers. */
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')).join('\n');
+}
+
+export function formatSimulation(r: SimulationReport): string {
+  const lines = [
+    `${n(r.lines)} requests: ${n(r.admitted)} admitted, ${n(r.rejected)} rejected (429), ${n(r.notLimited)} on routes without rate limits`,
+    '',
+    table([
+      ['rule', 'category', 'requests', 'admitted', 'rejected', 'peak/s', 'peak admitted/s'],
+      ...r.rules.map((x) => [`${x.domain}/${x.rule}`, x.category, n(x.requests), n(x.admitted), n(x.rejected), n(x.peakPerSecond), n(x.peakAdmittedPerSecond)]),
+    ]),
+  ];
+  if (r.topLimited.length > 0) {
+    lines.push('', 'most limited tokens', table([['fingerprint', 'requests', 'rejected'], ...r.topLimited.map((t) => [t.fingerprint, n(t.requests), n(t.rejected)])]));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export interface Comparison {
+  rules: { domain: string; rule: string; category: string; requests: number; admitted: [number, number]; rejected: [number, number] }[];
+  admitted: [number, number];
+  rejected: [number, number];
+}
+
+/** The same traffic under two configs, rule by rule. */
+export function compare(a: SimulationReport, b: SimulationReport): Comparison {
+  const key = (x: RuleStats): string => `${x.domain}/${x.rule}`;
+  const byKey = new Map<string, [RuleStats | undefined, RuleStats | undefined]>();
+  for (const x of a.rules) byKey.set(key(x), [x, undefined]);
+  for (const x of b.rules) byKey.set(key(x), [byKey.get(key(x))?.[0], x]);
+  const rules = [...byKey.values()].map(([x, y]) => {
+    const any = (x ?? y)!;
+    return {
+      domain: any.domain,
+      rule: any.rule,
+      category: any.category,
+      requests: any.requests,
+      admitted: [x?.admitted ?? 0, y?.admitted ?? 0] as [number, number],
+      rejected: [x?.rejected ?? 0, y?.rejected ?? 0] as [number, number],
+    };
+  });
+  rules.sort((p, q) => `${p.domain}/${p.rule}`.localeCompare(`${q.domain}/${q.rule}`));
+  return { rules, admitted: [a.admitted, b.admitted], rejected: [a.rejected, b.rejected] };
+}
+
+export function formatComparison(c: Comparison, nameA: string, nameB: string): string {
+  const delta = (p: [number, number]): string => `${p[1] - p[0] >= 0 ? '+' : ''}${n(p[1] - p[0])}`;
+  return `${[
+    `A = ${nameA}, B = ${nameB}`,
+    `admitted ${n(c.admitted[0])} → ${n(c.admitted[1])} (${delta(c.admitted)}), rejected ${n(c.rejected[0])} → ${n(c.rejected[1])} (${delta(c.rejected)})`,
+    '',
+    table([
+      ['rule', 'requests', 'admitted A', 'admitted B', 'Δ admitted', 'rejected A', 'rejected B', 'Δ rejected'],
+      ...c.rules.map((r) => [`${r.domain}/${r.rule}`, n(r.requests), n(r.admitted[0]), n(r.admitted[1]), delta(r.admitted), n(r.rejected[0]), n(r.rejected[1]), delta(r.rejected)]),
+    ]),
+  ].join('\n')}\n`;
+}
+
+export function formatExplanation(e: Explanation): string {
+  const lines = [e.known ? `domain ${e.domain} (${e.file})` : `domain ${e.domain}: not configured, so every request passes`];
+  e.descriptors.forEach((d, i) => {
+    lines.push(`descriptor ${i}: ${d.steps.map((s) => `${s.key}=${s.value}`).join(', ')}`);
+    for (const s of d.steps) {
+      const how = s.matched === 'exact' ? 'exact value' : s.matched === 'wildcard' ? `wildcard ${s.pattern}` : s.matched === 'default' ? 'default key (any value, each its own counter)' : 'no match';
+      lines.push(`  ${s.key}: ${how}${s.source ? `  (${s.source})` : ''}`);
+    }
+    if (!d.rule) {
+      lines.push(`  no limits: ${d.reason}`);
+      return;
+    }
+    lines.push(`  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.shadow ? ', shadow mode: never rejects' : ''}`);
+    if (d.rule.unlimited) lines.push('  unlimited');
+    lines.push(`  tier: ${d.tier ?? '(none)'}`);
+    for (const l of d.limits) {
+      const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
+      lines.push(`  limit ${l.name}: ${l.requestsPerUnit} per ${l.unit}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
+    }
+    if (d.firstToReject) lines.push(`  a burst is stopped first by ${d.firstToReject}`);
+  });
+  return `${lines.join('\n')}\n`;
+}
