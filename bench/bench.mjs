@@ -92,11 +92,17 @@ async function main() {
   const redisPort = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
   const redis = await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], /Ready to accept/);
+  const tollgate = (port, http, ...extra) => [
+    process.execPath,
+    [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), 'dist/cli.js', 'serve', '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--config-poll-ms', '0', ...extra],
+    /tollgate serving/,
+  ];
   const targets = {
     noop: (port) => [process.execPath, ['bench/noop-rls.mjs', String(port)], /noop serving/],
-    memory: (port, http) => [process.execPath, [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), 'dist/cli.js', 'serve', '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--config-poll-ms', '0'], /tollgate serving/],
-    redis: (port, http) => [process.execPath, [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), 'dist/cli.js', 'serve', '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`, '--config-poll-ms', '0'], /tollgate serving/],
+    memory: (port, http) => tollgate(port, http),
+    redis: (port, http) => tollgate(port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`),
   };
+
   // Rounds alternate the targets, so a slow spell of this (shared, virtual) machine hits all of them alike;
   // each figure is the median over the rounds.
   const runs = { noop: [], memory: [], redis: [] };

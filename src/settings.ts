@@ -80,6 +80,8 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     const o = SERVE_OPTIONS[name];
     return (values[name] as string | undefined) ?? env[o.env] ?? o.default;
   };
+  const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(get(name), name, kind);
+  const flag = (name: OptionName): boolean => bool(get(name), name);
   const store = get('store');
   if (store !== 'memory' && store !== 'redis') throw new SettingsError(`--store must be memory or redis (got "${store}")`);
   const redisType = get('redis-type').toLowerCase();
@@ -96,54 +98,44 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
   return {
     configDir: get('config'),
     grpcHost: get('grpc-host'),
-    grpcPort: port(get('grpc-port'), 'grpc-port'),
+    grpcPort: num('grpc-port', 'port'),
     httpHost: get('http-host'),
-    httpPort: port(get('http-port'), 'http-port'),
+    httpPort: num('http-port', 'port'),
     store,
     redisUrl: get('redis-url'),
     redis,
-    redisTimeoutMs: positive(get('redis-timeout-ms'), 'redis-timeout-ms'),
+    redisTimeoutMs: num('redis-timeout-ms', 'positive'),
     redisFailure,
     redisKeyPrefix: get('redis-key-prefix'),
     redisSentinelPassword: get('redis-sentinel-password') || undefined,
-    localCache: bool(get('local-cache'), 'local-cache'),
-    shadowMode: bool(get('shadow-mode'), 'shadow-mode'),
+    localCache: flag('local-cache'),
+    shadowMode: flag('shadow-mode'),
     bounds: {
-      maxDescriptors: positive(get('max-descriptors'), 'max-descriptors'),
-      maxEntries: positive(get('max-entries'), 'max-entries'),
-      maxValueBytes: positive(get('max-value-bytes'), 'max-value-bytes'),
+      maxDescriptors: num('max-descriptors', 'positive'),
+      maxEntries: num('max-entries', 'positive'),
+      maxValueBytes: num('max-value-bytes', 'positive'),
     },
-    maxCounters: positive(get('max-counters'), 'max-counters'),
+    maxCounters: num('max-counters', 'positive'),
     logLevel: get('log-level'),
-    shutdownTimeoutMs: positive(get('shutdown-timeout-ms'), 'shutdown-timeout-ms'),
-    configPollMs: wholeNumber(get('config-poll-ms'), 'config-poll-ms'),
-    nearLimitRatio: ratio(get('near-limit-ratio'), 'near-limit-ratio'),
+    shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
+    configPollMs: num('config-poll-ms', 'whole'),
+    nearLimitRatio: num('near-limit-ratio', 'ratio'),
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
-    tierRefreshMs: positive(get('tier-refresh-ms'), 'tier-refresh-ms'),
+    tierRefreshMs: num('tier-refresh-ms', 'positive'),
   };
 }
 
-function positive(text: string, name: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n <= 0) throw new SettingsError(`--${name} must be a positive whole number (got "${text}")`);
-  return n;
-}
+/** The kinds of number a setting can be, and how an error names them. */
+const NUMBERS = {
+  positive: { ok: (n: number) => Number.isInteger(n) && n > 0, what: 'a positive whole number' },
+  whole: { ok: (n: number) => Number.isInteger(n) && n >= 0, what: 'a whole number' },
+  port: { ok: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, what: 'a port number 0-65535' },
+  ratio: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0 and at most 1' },
+} as const;
 
-function wholeNumber(text: string, name: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) throw new SettingsError(`--${name} must be a whole number (got "${text}")`);
-  return n;
-}
-
-function ratio(text: string, name: string): number {
-  const n = Number(text);
-  if (!(n > 0 && n <= 1)) throw new SettingsError(`--${name} must be a number above 0 and at most 1 (got "${text}")`);
-  return n;
-}
-
-function port(text: string, name: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new SettingsError(`--${name} must be a port number 0-65535 (got "${text}")`);
+function numberOf(text: string, name: string, kind: keyof typeof NUMBERS): number {
+  const n = text.trim() === '' ? NaN : Number(text);
+  if (!NUMBERS[kind].ok(n)) throw new SettingsError(`--${name} must be ${NUMBERS[kind].what} (got "${text}")`);
   return n;
 }
 

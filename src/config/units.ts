@@ -25,3 +25,9 @@ const OVERRIDE_UNITS: readonly (Unit | undefined)[] = [undefined, 'second', 'min
 export function unitFromOverrideCode(code: number): Unit | undefined {
   return OVERRIDE_UNITS[code];
 }
+
+/** The RateLimitUnit number of a unit name in any case ("SECOND", "hour"): 0 (UNKNOWN) or -1 (WEEK) when
+ * RateLimitUnit has no such unit, which request validation then rejects. */
+export function overrideCodeOf(name: string): number {
+  return OVERRIDE_UNITS.indexOf(parseUnit(name));
+}

@@ -1,3 +1,4 @@
+import { overrideCodeOf } from '../config/units.js';
 import { InvalidRequestError } from '../errors.js';
 import { CODE_NAMES, UNIT_CODE_NAMES, type WireDuration, type WireResponse } from '../response/wire.js';
 import type { WireDescriptor, WireRequest } from './request.js';
@@ -10,8 +11,6 @@ type Json = Record<string, unknown>;
 function field(o: Json, snake: string): unknown {
   return o[snake] ?? o[snake.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())];
 }
-
-const OVERRIDE_UNITS = ['UNKNOWN', 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR'];
 
 export function requestFromJson(body: unknown): WireRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidRequestError('body must be a JSON object');
@@ -41,7 +40,7 @@ function descriptorFromJson(d: unknown, at: string): WireDescriptor {
     const unit = field(limit, 'unit');
     out.limit = {
       requests_per_unit: asCount(field(limit, 'requests_per_unit') ?? 0, `${at}.limit.requests_per_unit`),
-      unit: typeof unit === 'string' ? OVERRIDE_UNITS.indexOf(unit.toUpperCase()) : asCount(unit ?? 0, `${at}.limit.unit`),
+      unit: typeof unit === 'string' ? overrideCodeOf(unit) : asCount(unit ?? 0, `${at}.limit.unit`),
     };
   }
   const hits = field(o, 'hits_addend');

@@ -71,29 +71,35 @@ const allowedDuringOutage: Record<string, Outcome[]> = {
   local: ['OK', 'OVER_LIMIT'],
 };
 
-describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', (policy) => {
-  let redis: RedisServer;
-  let t: TestService;
+/** A fresh Redis and a Tollgate on it (25 ms bound, the given policy) for each test of the block. */
+function withRedis(policy: string): { redis: RedisServer; t: TestService } {
+  const s = {} as { redis: RedisServer; t: TestService };
   beforeEach(async () => {
-    redis = await startRedis();
-    t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '25', '--redis-failure', policy] });
+    s.redis = await startRedis();
+    s.t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', s.redis.url, '--redis-timeout-ms', '25', '--redis-failure', policy] });
   });
   afterEach(async () => {
-    await t.close();
-    await redis.stop();
+    s.redis.signal('SIGCONT');
+    await s.t.close();
+    await s.redis.stop();
   });
+  return s;
+}
+
+describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', (policy) => {
+  const s = withRedis(policy);
 
   it('answers every call per policy, then counts in Redis again once it is back', async () => {
-    expect((await call(t, property('read', 'Bearer before'))).outcome).toBe('OK');
-    const traffic = load(t);
+    expect((await call(s.t, property('read', 'Bearer before'))).outcome).toBe('OK');
+    const traffic = load(s.t);
     await sleep(100);
-    redis.signal('SIGKILL');
-    await until(() => t.service.store.health().degraded);
-    const ready = await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`);
+    s.redis.signal('SIGKILL');
+    await until(() => s.t.service.store.health().degraded);
+    const ready = await fetch(`http://127.0.0.1:${s.t.service.httpPort}/readyz`);
     expect(ready.status).toBe(policy === 'deny' ? 503 : 200);
     expect((await ready.json()).reason).toMatch(new RegExp(`store degraded .*policy ${policy}`));
     await startOfSecond();
-    const during = await sequence(t, `Bearer during-${policy}`, 12);
+    const during = await sequence(s.t, `Bearer during-${policy}`, 12);
     const background = await traffic.stop();
 
     expect(background.length).toBeGreaterThan(0);
@@ -105,44 +111,34 @@ describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', 
     }
     if (policy === 'local') expect(during.map((d) => d.outcome)).toEqual([...Array(10).fill('OK'), 'OVER_LIMIT', 'OVER_LIMIT']);
 
-    await redis.restart();
-    await until(() => !t.service.store.health().degraded);
-    expect((await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`)).status).toBe(200);
-    expect((await call(t, property('read', 'Bearer after'))).outcome).toBe('OK');
-    expect(await redis.cli('--scan', '--pattern', 'tollgate:*')).not.toBe('');
+    await s.redis.restart();
+    await until(() => !s.t.service.store.health().degraded);
+    expect((await fetch(`http://127.0.0.1:${s.t.service.httpPort}/readyz`)).status).toBe(200);
+    expect((await call(s.t, property('read', 'Bearer after'))).outcome).toBe('OK');
+    expect(await s.redis.cli('--scan', '--pattern', 'tollgate:*')).not.toBe('');
   });
 });
 
 describe.each(['allow', 'local'])('Redis frozen (SIGSTOP), policy %s', (policy) => {
-  let redis: RedisServer;
-  let t: TestService;
-  beforeEach(async () => {
-    redis = await startRedis();
-    t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '25', '--redis-failure', policy] });
-  });
-  afterEach(async () => {
-    redis.signal('SIGCONT');
-    await t.close();
-    await redis.stop();
-  });
+  const s = withRedis(policy);
 
   it('answers within the bound while frozen and resumes counting after SIGCONT', async () => {
-    expect((await call(t, property('read', 'Bearer warm'))).outcome).toBe('OK');
-    const traffic = load(t);
+    expect((await call(s.t, property('read', 'Bearer warm'))).outcome).toBe('OK');
+    const traffic = load(s.t);
     await sleep(100);
-    redis.signal('SIGSTOP');
+    s.redis.signal('SIGSTOP');
     await sleep(300);
-    const frozen = await sequence(t, `Bearer frozen-${policy}`, 5);
+    const frozen = await sequence(s.t, `Bearer frozen-${policy}`, 5);
     const background = await traffic.stop();
-    expect(t.service.store.health()).toMatchObject({ degraded: true, reason: 'no answer within 25 ms' });
+    expect(s.t.service.store.health()).toMatchObject({ degraded: true, reason: 'no answer within 25 ms' });
     expect(frozen.map((f) => f.outcome)).toEqual(Array(5).fill(policy === 'allow' ? UNAVAILABLE : 'OK'));
     expect(background.filter((o) => !allowedDuringOutage[policy]!.includes(o))).toEqual([]);
 
-    redis.signal('SIGCONT');
-    await until(() => !t.service.store.health().degraded);
+    s.redis.signal('SIGCONT');
+    await until(() => !s.t.service.store.health().degraded);
     const token = `Bearer thawed-${policy}`;
-    expect((await call(t, property('read', token))).outcome).toBe('OK');
-    const keys = await redis.cli('--scan', '--pattern', 'tollgate:property-api:category_read.token:*');
+    expect((await call(s.t, property('read', token))).outcome).toBe('OK');
+    const keys = await s.redis.cli('--scan', '--pattern', 'tollgate:property-api:category_read.token:*');
     expect(keys.split('\n').length).toBeGreaterThanOrEqual(2);
   });
 });
