@@ -26,6 +26,10 @@ export function cachedFingerprint(token: string): string {
   return fp;
 }
 
-export function isFingerprint(text: string): boolean {
-  return /^[0-9a-f]{16,64}$/.test(text);
+/** A fingerprint as Tollgate writes it (32 hex characters) from one given in full (64) or as written;
+ * undefined when `text` is neither. */
+export function asFingerprint(text: string): string | undefined {
+  const lower = text.toLowerCase();
+  if (/^[0-9a-f]{64}$/.test(lower)) return lower.slice(0, FINGERPRINT_LENGTH);
+  return lower.length === FINGERPRINT_LENGTH && /^[0-9a-f]+$/.test(lower) ? lower : undefined;
 }

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from '../config/compiled.js';
 import { InvalidRequestError } from '../errors.js';
-import { fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
+import { asFingerprint, fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
 import { readJson, send } from '../server/http-util.js';
 import type { Store } from '../store/store.js';
 import { inspectToken, tokenWindows } from './inspect.js';
@@ -101,10 +101,9 @@ async function assignTier(deps: AdminDeps, who: string, req: IncomingMessage, re
 
 /** Fingerprints in keys and tiers are 32 hex characters; the full SHA-256 (64) is accepted too. */
 function normalizeFingerprint(text: string): string {
-  const lower = decodeURIComponent(text).toLowerCase();
-  if (/^[0-9a-f]{64}$/.test(lower)) return lower.slice(0, FINGERPRINT_LENGTH);
-  if (new RegExp(`^[0-9a-f]{${FINGERPRINT_LENGTH}}$`).test(lower)) return lower;
-  throw new InvalidRequestError(`not a fingerprint: expected ${FINGERPRINT_LENGTH} hex characters (tollgate fingerprint TOKEN prints it)`);
+  const fp = asFingerprint(decodeURIComponent(text));
+  if (!fp) throw new InvalidRequestError(`not a fingerprint: expected ${FINGERPRINT_LENGTH} hex characters (tollgate fingerprint TOKEN prints it)`);
+  return fp;
 }
 
 /** A path may hold a raw token pasted by mistake: log only its shape. */

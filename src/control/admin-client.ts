@@ -1,4 +1,4 @@
-import { fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
+import { asFingerprint, fingerprint } from '../fingerprint.js';
 import type { CounterView } from './inspect.js';
 import type { TierAssignment } from './tier-store.js';
 
@@ -47,7 +47,5 @@ export class AdminClient {
 /** A fingerprint as given (32 or 64 hex characters), or the fingerprint of a token. A token that happens to
  * look like a fingerprint can be passed as "Bearer <token>". */
 export function toFingerprint(tokenOrFingerprint: string): string {
-  if (/^[0-9a-f]{64}$/.test(tokenOrFingerprint)) return tokenOrFingerprint.slice(0, FINGERPRINT_LENGTH);
-  if (new RegExp(`^[0-9a-f]{${FINGERPRINT_LENGTH}}$`).test(tokenOrFingerprint)) return tokenOrFingerprint;
-  return fingerprint(tokenOrFingerprint);
+  return asFingerprint(tokenOrFingerprint) ?? fingerprint(tokenOrFingerprint);
 }

@@ -1,0 +1,27 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { toFingerprint } from '../../src/control/admin-client.js';
+import { asFingerprint, cachedFingerprint, fingerprint } from '../../src/fingerprint.js';
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+describe('fingerprints', () => {
+  it('hash the token without its Bearer scheme, in any case', () => {
+    expect(fingerprint('Bearer abc')).toBe(sha('abc').slice(0, 32));
+    expect(fingerprint('bearer   abc')).toBe(fingerprint('abc'));
+    expect(cachedFingerprint('Bearer abc')).toBe(fingerprint('abc'));
+  });
+
+  it('are recognised as written (32 hex) or in full (64 hex), and nothing else', () => {
+    const full = sha('abc');
+    expect(asFingerprint(full)).toBe(full.slice(0, 32));
+    expect(asFingerprint(full.slice(0, 32).toUpperCase())).toBe(full.slice(0, 32));
+    expect(asFingerprint('abc')).toBeUndefined();
+    expect(asFingerprint(`${full.slice(0, 31)}z`)).toBeUndefined();
+  });
+
+  it('the CLI hashes a token and keeps a fingerprint', () => {
+    expect(toFingerprint('Bearer abc')).toBe(fingerprint('abc'));
+    expect(toFingerprint(fingerprint('abc'))).toBe(fingerprint('abc'));
+  });
+});
