@@ -100,6 +100,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const httpPort = await listen(http, settings.httpHost, settings.httpPort);
   if (settings.configPollMs > 0) watcher.start();
   health.set(true);
+  if (config.domains.size === 0) logger.warn({ dir: settings.configDir }, 'no descriptor config found: every request will pass until one is added');
   logger.info(
     { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
