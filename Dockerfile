@@ -17,6 +17,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY proto ./proto
 COPY config ./config
+# The sidecar's envoy.yaml: `tollgate simulate` reads its routes by default.
+COPY envoy ./envoy
 # The image's unprivileged user (uid 1000).
 USER node
 # 8081: gRPC (RateLimitService, grpc.health.v1); 8080: HTTP (/healthz, /readyz, /metrics, /json)
