@@ -202,10 +202,11 @@ export function counterKey(ruleCounterId: string, variable: readonly boolean[], 
   return counterKeyOf(ruleCounterId, values);
 }
 
-/** The key from fingerprints already computed (joined by '.'). The braces are a Redis Cluster hash tag:
- * one client's counters live in one slot. */
+/** The key from fingerprints already computed (joined by '.'). The braces are a Redis Cluster hash tag, so
+ * all windows of one descriptor share a slot: one client's counters hash by its fingerprints, a rule without
+ * varying values (one shared counter) by the rule itself. */
 export function counterKeyOf(ruleCounterId: string, fingerprints: string): string {
-  return `${ruleCounterId}:{${fingerprints}}`;
+  return fingerprints === '' ? `{${ruleCounterId}}` : `${ruleCounterId}:{${fingerprints}}`;
 }
 
 function overrideKey(domain: string, rule: Rule | undefined, entries: readonly EntryLike[]): string {

@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
@@ -22,7 +22,7 @@ export interface RedisStoreOptions {
   clock?: Clock;
 }
 
-type CheckCommand = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
+type CheckCommand = (...keysThenArgs: (string | number)[]) => Promise<number[]>;
 
 /** Redis counts as not answering (the connection may look fine: a frozen or stuck server) after this many
  * timeouts in a row with no reply at all for SILENCE_TO_DEGRADE timeouts' time; calls then fail at once
@@ -43,7 +43,6 @@ export class RedisStore implements Store {
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
-    this.client.defineCommand('tollgateCheck', { lua: CHECK_SCRIPT });
     this.client.on('ready', () => this.recovered());
     this.client.on('close', () => this.degrade('connection closed'));
     // ioredis also emits 'error' for every failed reconnect; state changes are logged by degrade() once.
@@ -71,13 +70,41 @@ export class RedisStore implements Store {
 
   async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
     if (this.degradedReason) throw new StoreUnavailableError(`redis unavailable: ${this.degradedReason}`);
+    const slots = this.client instanceof Cluster ? bySlotTag(checks) : undefined;
+    if (!slots || slots.length === 1) return this.run('count', checks);
+    return this.acrossSlots(checks, slots);
+  }
+
+  /** A request whose descriptors belong to different clients has counters in different Cluster slots, which
+   * one script call cannot reach. Every slot is first asked without writing ('peek'); only when the request
+   * fits everywhere is each slot counted, atomically within the slot. A request that loses a race between
+   * the two phases can be counted in one slot yet rejected by another: the one inexactness, and only for
+   * such requests. */
+  private async acrossSlots(checks: readonly CounterCheck[], slots: number[][]): Promise<CheckResult> {
+    const part = (mode: 'peek' | 'count') => Promise.all(slots.map((idx) => this.run(mode, idx.map((i) => checks[i]!))));
+    const peeked = merge(checks.length, slots, await part('peek'));
+    if (!peeked.admitted) return peeked;
+    return merge(checks.length, slots, await part('count'));
+  }
+
+  /** One command per key count (the script is the same): with the count fixed, the first argument is a key,
+   * which is what ioredis groups auto-pipelined commands by in Cluster mode. With a leading key count, it
+   * would batch commands for different nodes together and Redis would refuse the batch. */
+  private command(keys: number): CheckCommand {
+    const name = `tollgateCheck${keys}`;
+    const client = this.client as unknown as Record<string, CheckCommand | undefined>;
+    if (!client[name]) this.client.defineCommand(name, { lua: CHECK_SCRIPT, numberOfKeys: keys });
+    return client[name]!.bind(this.client);
+  }
+
+  private async run(mode: 'peek' | 'count', checks: readonly CounterCheck[]): Promise<CheckResult> {
     const args: (string | number)[] = [];
     for (const c of checks) args.push(this.opts.keyPrefix + c.key);
-    args.push(this.opts.clock ? this.opts.clock.now() : 0);
+    args.push(mode, this.opts.clock ? this.opts.clock.now() : 0);
     for (const c of checks) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.group, c.shadow ? 1 : 0);
     let reply: number[];
     try {
-      reply = await withTimeout((this.client as unknown as { tollgateCheck: CheckCommand }).tollgateCheck(checks.length, ...args), this.opts.timeoutMs);
+      reply = await withTimeout(this.command(checks.length)(...args), this.opts.timeoutMs);
     } catch (err) {
       throw this.failed(err as Error);
     }
@@ -145,6 +172,33 @@ export class RedisStore implements Store {
     this.degradedReason = undefined;
     this.opts.logger.info({ was }, 'redis store recovered');
   }
+}
+
+/** Indexes of the checks by Redis Cluster hash tag (the text inside the key's first {…}); all windows of
+ * a descriptor share one. */
+function bySlotTag(checks: readonly CounterCheck[]): number[][] {
+  const byTag = new Map<string, number[]>();
+  checks.forEach((c, i) => {
+    const open = c.key.indexOf('{');
+    const tag = c.key.slice(open + 1, c.key.indexOf('}', open + 1));
+    const list = byTag.get(tag);
+    if (list) list.push(i);
+    else byTag.set(tag, [i]);
+  });
+  return [...byTag.values()];
+}
+
+/** The answers of several slots as one: admitted only if every slot admitted. */
+function merge(n: number, slots: number[][], parts: CheckResult[]): CheckResult {
+  const out: CheckResult = { nowMs: parts[0]!.nowMs, admitted: parts.every((p) => p.admitted), curr: new Array(n), prev: new Array(n), over: new Array(n) };
+  slots.forEach((idx, s) => {
+    idx.forEach((i, j) => {
+      out.curr[i] = parts[s]!.curr[j]!;
+      out.prev[i] = parts[s]!.prev[j]!;
+      out.over[i] = parts[s]!.over[j]!;
+    });
+  });
+  return out;
 }
 
 function parseReply(reply: number[], n: number): CheckResult {

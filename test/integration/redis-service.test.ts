@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { startRedis, startRedisCluster, startSentinel, type RedisCluster, type RedisServer } from '../helpers/redis.js';
 import { metric, scrape } from '../helpers/metrics.js';
-import { header, property, repeat, startTestService, type TestService } from '../helpers/service.js';
+import { header, property, repeat, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 /** Waits until just after a second boundary, so a burst lands in one window. */
 async function startOfSecond(): Promise<void> {
@@ -113,6 +113,33 @@ describe('Redis Cluster', () => {
     await startOfSecond();
     const codes = await burst(instances, `Bearer cluster-${Math.random()}`, 200);
     expect(codes.filter((c) => c === 'OK')).toHaveLength(10);
+  });
+
+  it('answers concurrent requests of many clients (auto-pipelined per node)', async () => {
+    const rs = await Promise.all(Array.from({ length: 150 }, (_, i) => instances[i % 3]!.rls.call(property('write', `Bearer many-${i % 50}-${Math.random()}`))));
+    expect(rs.map((r) => r.overall_code)).toEqual(Array(150).fill('OK'));
+  });
+
+  it('a shared counter (no token) keeps its windows in one slot', async () => {
+    await startOfSecond();
+    const rs = await repeat(instances[1]!.rls, property('reports'), 3);
+    expect(rs.map((r) => r.overall_code)).toEqual(['OK', 'OK', 'OVER_LIMIT']);
+  });
+
+  it('descriptors of two clients in one request (two slots): all-or-nothing still holds', async () => {
+    const reader = `Bearer reader-${Math.random()}`;
+    const writer = `Bearer writer-${Math.random()}`;
+    const both: RlsRequest = {
+      domain: 'property-api',
+      descriptors: [property('read', reader).descriptors[0]!, property('write', writer).descriptors[0]!],
+    };
+    await startOfSecond();
+    const rs = await repeat(instances[0]!.rls, both, 7);
+    expect(rs.map((r) => r.overall_code)).toEqual([...Array(5).fill('OK'), 'OVER_LIMIT', 'OVER_LIMIT']);
+    expect(rs[5]!.statuses.map((x) => x.code)).toEqual(['OK', 'OVER_LIMIT']);
+    // The rejected requests took nothing from the reader: 5 of its 10 per second are used.
+    const peek = await instances[2]!.rls.call({ domain: 'property-api', descriptors: [{ ...property('read', reader).descriptors[0]!, hits_addend: { value: 0 } }] });
+    expect(peek.statuses[0]!.limit_remaining).toBe(5);
   });
 
   it("spreads tokens over the masters, keeping each token's counters in one slot", async () => {

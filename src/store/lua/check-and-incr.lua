@@ -6,8 +6,10 @@
              w  start of the window it counts (ms since the epoch, aligned to the epoch)
              c  count in window w
              p  count in the window before w (sliding windows only)
-  ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
-  ARGV[2 + (i-1)*6 ...] for window i, six values:
+  ARGV[1]  "count", or "peek" to decide without writing anything (the first phase of a request whose
+           counters live in several Redis Cluster slots)
+  ARGV[2]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
+  ARGV[3 + (i-1)*6 ...] for window i, six values:
              window_ms, limit, hits (0 = check only), sliding (0|1), group (descriptor index), shadow (0|1)
 
   Returns  { now_ms, admitted (0|1), curr_1, prev_1, over_1, ..., curr_n, prev_n, over_n }
@@ -22,7 +24,8 @@
   Each hash expires one second after the last window that can still read it.
 ]]
 
-local now = tonumber(ARGV[1])
+local count = ARGV[1] == 'count'
+local now = tonumber(ARGV[2])
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -34,7 +37,7 @@ local group_over = {}
 local admitted = 1
 
 for i = 1, n do
-  local a = 1 + (i - 1) * 6
+  local a = 2 + (i - 1) * 6
   local window = tonumber(ARGV[a + 1])
   local limit = tonumber(ARGV[a + 2])
   local hits = tonumber(ARGV[a + 3])
@@ -65,9 +68,9 @@ for i = 1, n do
   end
 end
 
-if admitted == 1 then
+if admitted == 1 and count then
   for i = 1, n do
-    local a = 1 + (i - 1) * 6
+    local a = 2 + (i - 1) * 6
     local hits = tonumber(ARGV[a + 3])
     if hits > 0 and not group_over[ARGV[a + 5]] then
       local window = tonumber(ARGV[a + 1])
