@@ -1,6 +1,8 @@
 --[[
   check-and-incr: checks every window of one request, and counts them only if the request is admitted.
   One call per decision; atomic, so replicas sharing this Redis can never admit more than a limit together.
+  Registered by src/store/redis-store.ts once per key count, as tollgateCheck<N> (keys first, so ioredis can
+  route and auto-pipeline it by key in Redis Cluster).
 
   KEYS[i]  the counter of window i: a hash with fields
              w  start of the window it counts (ms since the epoch, aligned to the epoch)
