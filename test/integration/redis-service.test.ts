@@ -9,9 +9,18 @@ async function startOfSecond(): Promise<void> {
   await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5));
 }
 
-async function burst(instances: TestService[], token: string, n: number): Promise<string[]> {
-  const req = property('read', token);
-  return Promise.all(Array.from({ length: n }, (_, i) => instances[i % instances.length]!.rls.call(req).then((r) => r.overall_code)));
+/** `n` concurrent reads for one new token, spread over the instances, all sent and answered within one
+ * second (Redis's clock and this one agree here). A burst that straddles a second boundary on a slow
+ * moment did not test what it meant to, so it is run again with a new token, at most twice. */
+async function burst(instances: TestService[], n: number): Promise<string[]> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    await startOfSecond();
+    const started = Date.now();
+    const req = property('read', `Bearer burst-${Math.random()}`);
+    const codes = await Promise.all(Array.from({ length: n }, (_, i) => instances[i % instances.length]!.rls.call(req).then((r) => r.overall_code)));
+    if (Math.floor(started / 1000) === Math.floor(Date.now() / 1000)) return codes;
+  }
+  throw new Error(`could not fit ${n} requests into one second`);
 }
 
 async function evalCalls(cli: (...args: string[]) => Promise<string>): Promise<number> {
@@ -34,8 +43,7 @@ describe('redis store behind the service', () => {
   });
 
   it('three instances on one Redis admit exactly the limit of 200 concurrent requests', async () => {
-    await startOfSecond();
-    const codes = await burst(instances, `Bearer exact-${Math.random()}`, 200);
+    const codes = await burst(instances, 200);
     expect(codes.filter((c) => c === 'OK')).toHaveLength(10);
     expect(codes.filter((c) => c === 'OVER_LIMIT')).toHaveLength(190);
   });
@@ -110,8 +118,7 @@ describe('Redis Cluster', () => {
   });
 
   it('three instances admit exactly the limit of 200 concurrent requests', async () => {
-    await startOfSecond();
-    const codes = await burst(instances, `Bearer cluster-${Math.random()}`, 200);
+    const codes = await burst(instances, 200);
     expect(codes.filter((c) => c === 'OK')).toHaveLength(10);
   });
 
