@@ -42,7 +42,7 @@ export const SERVE_OPTIONS = {
   'grpc-host': { env: 'GRPC_HOST', default: '0.0.0.0', help: 'address the gRPC server binds' },
   'grpc-port': { env: 'GRPC_PORT', default: '8081', help: 'gRPC port (RateLimitService, grpc.health.v1)' },
   'http-host': { env: 'HOST', default: '0.0.0.0', help: 'address the HTTP server binds' },
-  'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /json)' },
+  'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /metrics, /json, /explain, /admin)' },
   store: { env: 'BACKEND_TYPE', default: 'memory', help: 'counter store: memory | redis' },
   'redis-url': { env: 'REDIS_URL', default: 'redis://127.0.0.1:6379', help: 'redis[s]://[user:password@]host:port[,host:port…][/db|/master]' },
   'redis-type': { env: 'REDIS_TYPE', default: 'single', help: 'single | sentinel | cluster' },

@@ -1,7 +1,7 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { counterKeyOf } from '../limiter/limiter.js';
-import { slidingUsed, windowStartMs } from '../limiter/window.js';
-import type { CounterCheck, CounterWindow, Store } from '../store/store.js';
+import { limitsFor, peekWindows, windowKey } from '../limiter/peek.js';
+import type { CounterWindow, Store } from '../store/store.js';
 import type { TierSource } from './tier-store.js';
 
 export interface CounterView {
@@ -32,42 +32,28 @@ function tokenRules(config: CompiledConfig, tiers: TierSource, fingerprint: stri
     for (const rule of domain.rules) {
       const at = rule.keys.indexOf(domain.tokenKey);
       if (at === -1 || rule.unlimited || !rule.variable.every((v, i) => v === (i === at))) continue;
-      const limits = (tier !== undefined && rule.tierLimits.get(tier)) || rule.limits;
-      out.push({ domain, rule, limits, key: counterKeyOf(rule.counterId, fingerprint) });
+      out.push({ domain, rule, limits: limitsFor(rule, tier), key: counterKeyOf(rule.counterId, fingerprint) });
     }
   }
   return out;
 }
 
 export function tokenWindows(config: CompiledConfig, tiers: TierSource, fingerprint: string): CounterWindow[] {
-  return tokenRules(config, tiers, fingerprint).flatMap((t) => t.limits.map((l) => ({ key: `${t.key}:${l.unit}`, windowMs: l.windowSeconds * 1000 })));
+  return tokenRules(config, tiers, fingerprint).flatMap((t) => t.limits.map((l) => ({ key: windowKey(t.key, l), windowMs: l.windowSeconds * 1000 })));
 }
 
 /** Current use of every window of a client, read with check-only calls (nothing is counted). */
 export async function inspectToken(config: CompiledConfig, tiers: TierSource, store: Store, fingerprint: string): Promise<CounterView[]> {
-  const rules = tokenRules(config, tiers, fingerprint);
-  const checks: CounterCheck[] = [];
-  const owners: { t: TokenRule; l: CompiledLimit }[] = [];
-  rules.forEach((t, group) => {
-    for (const l of t.limits) {
-      checks.push({ key: `${t.key}:${l.unit}`, windowMs: l.windowSeconds * 1000, limit: l.requestsPerUnit, hits: 0, sliding: t.rule.algorithm === 'sliding_window', group, shadow: true });
-      owners.push({ t, l });
-    }
-  });
-  if (checks.length === 0) return [];
-  const r = await store.check(checks);
-  return checks.map((c, i) => {
-    const { t, l } = owners[i]!;
-    const used = c.sliding ? slidingUsed(r.prev[i]!, r.curr[i]!, r.nowMs, c.windowMs) : r.curr[i]!;
-    return {
-      domain: t.domain.name,
-      rule: t.rule.id,
-      category: t.rule.category,
-      window: l.unit,
-      limit: l.requestsPerUnit,
-      used: Math.round(used * 100) / 100,
-      remaining: Math.max(0, Math.floor(l.requestsPerUnit - used)),
-      resetAt: Math.ceil((windowStartMs(r.nowMs, c.windowMs) + c.windowMs) / 1000),
-    };
-  });
+  const windows = tokenRules(config, tiers, fingerprint).flatMap((t) => t.limits.map((limit) => ({ t, limit })));
+  const use = await peekWindows(store, windows.map(({ t, limit }) => ({ key: t.key, limit, sliding: t.rule.algorithm === 'sliding_window' })));
+  return windows.map(({ t, limit }, i) => ({
+    domain: t.domain.name,
+    rule: t.rule.id,
+    category: t.rule.category,
+    window: limit.unit,
+    limit: limit.requestsPerUnit,
+    used: use[i]!.used,
+    remaining: use[i]!.remaining,
+    resetAt: Math.ceil(use[i]!.resetAtMs / 1000),
+  }));
 }

@@ -6,6 +6,7 @@ import { cachedFingerprint } from '../fingerprint.js';
 import type { CheckResult, CounterCheck, Store } from '../store/store.js';
 import { noTiers, type TierSource } from '../control/tier-store.js';
 import { systemClock, type Clock } from './clock.js';
+import { limitsFor, windowKey } from './peek.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from './window.js';
 
 /** A validated request, in Tollgate's terms. */
@@ -106,7 +107,7 @@ export class Limiter {
     }
     if (!rule || rule.unlimited) return { rule, tier: undefined, limits: [], shadow, sliding, hits, key: '' };
     const tier = rule.tierLimits.size > 0 ? this.tierFor(domain, d.entries) : undefined;
-    const limits = (tier !== undefined && rule.tierLimits.get(tier)) || rule.limits;
+    const limits = limitsFor(rule, tier);
     return { rule, tier, limits, shadow, sliding, hits, key: counterKey(rule.counterId, rule.variable, d.entries) };
   }
 
@@ -136,7 +137,7 @@ function toChecks(plans: Plan[]): CounterCheck[] {
     const p = plans[group]!;
     for (const l of p.limits) {
       checks.push({
-        key: `${p.key}:${l.unit}`,
+        key: windowKey(p.key, l),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
         hits: p.hits,

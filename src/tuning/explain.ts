@@ -3,8 +3,8 @@ import { matchKind, step, type EntryLike, type MatchKind } from '../config/match
 import type { TierSource } from '../control/tier-store.js';
 import { cachedFingerprint } from '../fingerprint.js';
 import { counterKey } from '../limiter/limiter.js';
-import { hasRoom, slidingUsed } from '../limiter/window.js';
-import type { CounterCheck, Store } from '../store/store.js';
+import { limitsFor, peekWindows } from '../limiter/peek.js';
+import type { Store } from '../store/store.js';
 
 /** Why a request gets the limits it gets: for each descriptor, how each entry matched (exact value, wildcard,
  * the key's default), the rule reached, the tier, the limits and which of them a request would hit. */
@@ -94,7 +94,7 @@ function explainOne(domain: CompiledDomain, tiers: TierSource, entries: EntryLik
   if (!rule) return { out: { ...unmatched(entries, 'the descriptor matches, but its last node sets no limits'), steps }, entries, limits: [] };
   const token = entries.find((e) => e.key === domain.tokenKey);
   const tier = token && rule.tierLimits.size > 0 ? (tiers.tierOf(cachedFingerprint(token.value)) ?? null) : null;
-  const limits = rule.unlimited ? [] : (tier !== null && rule.tierLimits.get(tier)) || rule.limits;
+  const limits = rule.unlimited ? [] : limitsFor(rule, tier);
   const out: DescriptorExplanation = {
     steps,
     rule: { id: rule.id, source: rule.source, algorithm: rule.algorithm, shadow: rule.shadow, unlimited: rule.unlimited },
@@ -130,23 +130,17 @@ function markReplaced(works: Work[]): void {
 
 /** Live counts, read with check-only calls (nothing is counted). */
 async function addCounters(works: Work[], store: Store): Promise<void> {
-  const checks: CounterCheck[] = [];
-  const targets: LimitExplanation[] = [];
-  works.forEach((w, group) => {
-    if (!w.rule) return;
+  const targets: { out: LimitExplanation; key: string; limit: CompiledLimit; sliding: boolean }[] = [];
+  for (const w of works) {
+    if (!w.rule) continue;
     const key = counterKey(w.rule.counterId, w.rule.variable, w.entries);
-    w.limits.forEach((l, i) => {
-      checks.push({ key: `${key}:${l.unit}`, windowMs: l.windowSeconds * 1000, limit: l.requestsPerUnit, hits: 0, sliding: w.rule!.algorithm === 'sliding_window', group, shadow: true });
-      targets.push(w.out.limits[i]!);
-    });
-  });
-  if (checks.length === 0) return;
-  const r = await store.check(checks);
-  checks.forEach((c, i) => {
-    const used = c.sliding ? slidingUsed(r.prev[i]!, r.curr[i]!, r.nowMs, c.windowMs) : r.curr[i]!;
-    const t = targets[i]!;
-    t.used = Math.round(used * 100) / 100;
-    t.remaining = Math.max(0, Math.floor(c.limit - used));
-    t.wouldReject = !hasRoom(used, 1, c.limit);
+    const sliding = w.rule.algorithm === 'sliding_window';
+    w.limits.forEach((limit, i) => targets.push({ out: w.out.limits[i]!, key, limit, sliding }));
+  }
+  const use = await peekWindows(store, targets);
+  targets.forEach((t, i) => {
+    t.out.used = use[i]!.used;
+    t.out.remaining = use[i]!.remaining;
+    t.out.wouldReject = use[i]!.full;
   });
 }
