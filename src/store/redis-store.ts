@@ -40,6 +40,8 @@ export class RedisStore implements Store {
   private lastReplyAt = performance.now();
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The script's command per key count, defined on first use. */
+  private readonly commands: (CheckCommand | undefined)[] = [];
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
@@ -91,10 +93,14 @@ export class RedisStore implements Store {
    * which is what ioredis groups auto-pipelined commands by in Cluster mode. With a leading key count, it
    * would batch commands for different nodes together and Redis would refuse the batch. */
   private command(keys: number): CheckCommand {
-    const name = `tollgateCheck${keys}`;
-    const client = this.client as unknown as Record<string, CheckCommand | undefined>;
-    if (!client[name]) this.client.defineCommand(name, { lua: CHECK_SCRIPT, numberOfKeys: keys });
-    return client[name]!.bind(this.client);
+    let command = this.commands[keys];
+    if (!command) {
+      const name = `tollgateCheck${keys}`;
+      this.client.defineCommand(name, { lua: CHECK_SCRIPT, numberOfKeys: keys });
+      const client = this.client as unknown as Record<string, CheckCommand>;
+      command = this.commands[keys] = client[name]!.bind(this.client);
+    }
+    return command;
   }
 
   private async run(mode: 'peek' | 'count', checks: readonly CounterCheck[]): Promise<CheckResult> {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { runCli } from '../helpers/process.js';
+import { startOfSecond, within } from '../helpers/time.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
 import { capturingLogger, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
@@ -8,8 +9,6 @@ const ADMIN = 'admin-credential-for-tests';
 const TOKEN = `Bearer big-customer-${Math.random().toString(36).slice(2)}`;
 const FP = fingerprint(TOKEN);
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const startOfSecond = (): Promise<void> => sleep(1000 - (Date.now() % 1000) + 5);
 
 /** The per-second limit an instance applies to a token now, read with a check-only request. */
 async function perSecond(t: TestService, category: string, token: string): Promise<number | undefined> {
@@ -22,16 +21,6 @@ async function admitted(t: TestService, category: string, token: string, n: numb
   await startOfSecond();
   const rs = await Promise.all(Array.from({ length: n }, () => t.rls.call(property(category, token))));
   return rs.filter((r) => r.overall_code === 'OK').length;
-}
-
-/** Milliseconds until `cond` holds (polling), failing past `ms`. */
-async function within(ms: number, cond: () => Promise<boolean>): Promise<number> {
-  const start = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`);
-    await sleep(50);
-  }
-  return Date.now() - start;
 }
 
 describe('tiers at run time, shared by replicas through Redis', () => {

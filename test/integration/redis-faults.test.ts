@@ -1,6 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { sleep, startOfSecond, within } from '../helpers/time.js';
 import { header, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 // Redis crashes and freezes under load. Every call must get an answer before the client's deadline (no
@@ -44,20 +45,6 @@ function load(t: TestService): { stop: () => Promise<Outcome[]> } {
   };
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await sleep(20);
-  }
-}
-
-async function startOfSecond(): Promise<void> {
-  await sleep(1000 - (Date.now() % 1000) + 5);
-}
-
 async function sequence(t: TestService, token: string, n: number): Promise<{ outcome: Outcome; retryAfter?: string }[]> {
   const out = [];
   for (let i = 0; i < n; i++) out.push(await call(t, property('read', token)));
@@ -94,7 +81,7 @@ describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', 
     const traffic = load(s.t);
     await sleep(100);
     s.redis.signal('SIGKILL');
-    await until(() => s.t.service.store.health().degraded);
+    await within(10_000, () => s.t.service.store.health().degraded);
     const ready = await fetch(`http://127.0.0.1:${s.t.service.httpPort}/readyz`);
     expect(ready.status).toBe(policy === 'deny' ? 503 : 200);
     expect((await ready.json()).reason).toMatch(new RegExp(`store degraded .*policy ${policy}`));
@@ -112,7 +99,7 @@ describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', 
     if (policy === 'local') expect(during.map((d) => d.outcome)).toEqual([...Array(10).fill('OK'), 'OVER_LIMIT', 'OVER_LIMIT']);
 
     await s.redis.restart();
-    await until(() => !s.t.service.store.health().degraded);
+    await within(10_000, () => !s.t.service.store.health().degraded);
     expect((await fetch(`http://127.0.0.1:${s.t.service.httpPort}/readyz`)).status).toBe(200);
     expect((await call(s.t, property('read', 'Bearer after'))).outcome).toBe('OK');
     expect(await s.redis.cli('--scan', '--pattern', 'tollgate:*')).not.toBe('');
@@ -135,7 +122,7 @@ describe.each(['allow', 'local'])('Redis frozen (SIGSTOP), policy %s', (policy) 
     expect(background.filter((o) => !allowedDuringOutage[policy]!.includes(o))).toEqual([]);
 
     s.redis.signal('SIGCONT');
-    await until(() => !s.t.service.store.health().degraded);
+    await within(10_000, () => !s.t.service.store.health().degraded);
     const token = `Bearer thawed-${policy}`;
     expect((await call(s.t, property('read', token))).outcome).toBe('OK');
     const keys = await s.redis.cli('--scan', '--pattern', 'tollgate:property-api:category_read.token:*');

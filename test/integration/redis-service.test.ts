@@ -2,12 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { startRedis, startRedisCluster, startSentinel, type RedisCluster, type RedisServer } from '../helpers/redis.js';
 import { metric, scrape } from '../helpers/metrics.js';
+import { startOfSecond } from '../helpers/time.js';
 import { header, property, repeat, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
-
-/** Waits until just after a second boundary, so a burst lands in one window. */
-async function startOfSecond(): Promise<void> {
-  await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5));
-}
 
 /** `n` concurrent reads for one new token, spread over the instances, all sent and answered within one
  * second (Redis's clock and this one agree here). A burst that straddles a second boundary on a slow

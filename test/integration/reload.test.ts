@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
+import { within } from '../helpers/time.js';
 import { capturingLogger, repeat, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 const domain = (perMinute: number): string => `
@@ -15,14 +16,6 @@ descriptors:
 const req = (client: string): RlsRequest => ({ domain: 'reload', descriptors: [{ entries: [{ key: 'client', value: client }] }] });
 const admitted = async (t: TestService, client: string, n: number): Promise<number> =>
   (await repeat(t.rls, req(client), n)).filter((r) => r.overall_code === 'OK').length;
-
-async function eventually(check: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('not within the time allowed');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const limitNow = async (t: TestService): Promise<number | undefined> =>
   (await t.rls.call({ ...req('probe'), descriptors: [{ entries: [{ key: 'client', value: 'probe' }], hits_addend: { value: 0 } }] }))
@@ -40,7 +33,7 @@ describe('hot reload of the config directory', () => {
     expect(await admitted(t, 'kept', 2)).toBe(2);
 
     writeFileSync(join(dir, 'reload.yaml'), domain(4));
-    await eventually(async () => (await limitNow(t!)) === 4);
+    await within(5000, async () => (await limitNow(t!)) === 4);
     // 2 were counted before the change: 2 more fit under the new limit, not 4.
     expect(await admitted(t, 'kept', 5)).toBe(2);
     const line = log.lines().find((l) => l.msg === 'config reloaded');
@@ -55,7 +48,7 @@ describe('hot reload of the config directory', () => {
     const log = capturingLogger();
     t = await startTestService({ configDir: dir, args: ['--config-poll-ms', '100'], logger: log.logger });
     writeFileSync(join(dir, 'reload.yaml'), domain(9).replace('minute', 'fortnight'));
-    await eventually(async () => log.lines().some((l) => l.msg === 'config reload rejected: keeping the last good config'));
+    await within(5000, async () => log.lines().some((l) => l.msg === 'config reload rejected: keeping the last good config'));
     const line = log.lines().find((l) => l.msg === 'config reload rejected: keeping the last good config')!;
     expect(line.problems).toEqual([expect.stringContaining(`${join(dir, 'reload.yaml')}:5:24: descriptors[0].rate_limit.unit: unknown unit "fortnight"`)]);
     expect(line.level).toBe(50);
@@ -68,7 +61,7 @@ describe('hot reload of the config directory', () => {
     expect(metric(series, 'tollgate_config_reloads_total', { result: 'failure' })).toBe(1);
     // Fixing the file is picked up.
     writeFileSync(join(dir, 'reload.yaml'), domain(6));
-    await eventually(async () => (await limitNow(t!)) === 6);
+    await within(5000, async () => (await limitNow(t!)) === 6);
   });
 
   it("picks up a Kubernetes ConfigMap update (the ..data symlink swap)", async () => {
@@ -87,6 +80,6 @@ describe('hot reload of the config directory', () => {
     version('..2026_11_21_10_05_00.000000002', 7);
     symlinkSync('..2026_11_21_10_05_00.000000002', join(dir, '..data_tmp'));
     renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
-    await eventually(async () => (await limitNow(t!)) === 7);
+    await within(5000, async () => (await limitNow(t!)) === 7);
   });
 });
