@@ -76,11 +76,15 @@ export function createClient(conn: RedisConnection, opts: ClientOptions): Redis 
     connectTimeout: Math.max(1000, opts.commandTimeoutMs * 20),
     maxRetriesPerRequest: 0,
   };
-  const common: RedisOptions = { ...perNode, enableAutoPipelining: true, enableOfflineQueue: false, retryStrategy };
+  // The store batches its script calls itself; auto-pipelining EVALSHA would group Cluster commands by their
+  // first argument (the script's hash), not by key, and send commands for several nodes as one batch.
+  const autoPipeliningIgnoredCommands = ['evalsha', 'eval'];
+  const common: RedisOptions = { ...perNode, enableAutoPipelining: true, autoPipeliningIgnoredCommands, enableOfflineQueue: false, retryStrategy };
   if (conn.type === 'cluster') {
     const clusterOpts: ClusterOptions = {
       enableOfflineQueue: false,
       enableAutoPipelining: true,
+      autoPipeliningIgnoredCommands,
       clusterRetryStrategy: retryStrategy,
       slotsRefreshTimeout: Math.max(1000, opts.commandTimeoutMs * 20),
       redisOptions: perNode,

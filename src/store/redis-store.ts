@@ -1,4 +1,5 @@
 import { Cluster, type Redis } from 'ioredis';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
@@ -9,6 +10,7 @@ import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } fro
 import { TimeoutError, withTimeout } from './timeout.js';
 
 const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
+const CHECK_SHA = createHash('sha1').update(CHECK_SCRIPT).digest('hex');
 
 export interface RedisStoreOptions {
   connection: RedisConnection;
@@ -22,7 +24,16 @@ export interface RedisStoreOptions {
   clock?: Clock;
 }
 
-type CheckCommand = (...keysThenArgs: (string | number)[]) => Promise<number[]>;
+/** A request waiting for the next batch: its windows, and how to answer it. */
+interface Pending {
+  mode: 'peek' | 'count';
+  checks: readonly CounterCheck[];
+  resolve: (r: CheckResult) => void;
+  reject: (e: Error) => void;
+}
+
+/** Most keys in one script call; a larger batch is split (a single request is never split). */
+const MAX_BATCH_KEYS = 512;
 
 /** Redis counts as not answering (the connection may look fine: a frozen or stuck server) after this many
  * timeouts in a row with no reply at all for SILENCE_TO_DEGRADE timeouts' time; calls then fail at once
@@ -31,7 +42,9 @@ const TIMEOUTS_TO_DEGRADE = 3;
 const SILENCE_TO_DEGRADE = 4;
 const PROBE_INTERVAL_MS = 250;
 
-/** Counters in Redis, shared by every replica: one Lua call per decision, windows on Redis's clock. */
+/** Counters in Redis, shared by every replica, windows on Redis's clock. Decisions that arrive in the same
+ * event-loop turn go to Redis as one script call (per Cluster slot) that decides each of them in turn: under a
+ * burst, Redis runs one script instead of hundreds and this process waits for one reply. */
 export class RedisStore implements Store {
   readonly kind = 'redis';
   readonly client: Redis | Cluster;
@@ -40,12 +53,18 @@ export class RedisStore implements Store {
   private lastReplyAt = performance.now();
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
-  /** The script's command per key count, defined on first use. */
-  private readonly commands: (CheckCommand | undefined)[] = [];
+  /** Requests waiting for the next flush, by Cluster hash tag ('' outside Cluster). */
+  private queues = new Map<string, Pending[]>();
+  private flushing = false;
+  /** The script loaded on every master (and, in Cluster, a connection to each), after each 'ready'. */
+  private preloaded: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
-    this.client.on('ready', () => this.recovered());
+    this.client.on('ready', () => {
+      this.preloaded = this.preload();
+      this.recovered();
+    });
     this.client.on('close', () => this.degrade('connection closed'));
     // ioredis also emits 'error' for every failed reconnect; state changes are logged by degrade() once.
     this.client.on('error', (err: Error) => opts.logger.debug({ err: err.message }, 'redis client error'));
@@ -55,9 +74,19 @@ export class RedisStore implements Store {
     return { degraded: this.degradedReason !== undefined, reason: this.degradedReason };
   }
 
-  /** Resolves when Redis is ready, or after `ms` (the service starts either way; the policy covers it). */
-  waitReady(ms: number): Promise<boolean> {
-    if (!this.degradedReason) return Promise.resolve(true);
+  /** Resolves when Redis is ready and has the script, or after `ms` (the service starts either way; the
+   * policy covers it). */
+  async waitReady(ms: number): Promise<boolean> {
+    const until = performance.now() + ms;
+    if (this.degradedReason && !(await this.onceReady(ms))) return false;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, until - performance.now()))));
+    await Promise.race([this.preloaded, late]);
+    clearTimeout(timer);
+    return true;
+  }
+
+  private onceReady(ms: number): Promise<boolean> {
     return new Promise((resolve) => {
       const done = (ok: boolean): void => {
         clearTimeout(timer);
@@ -70,10 +99,19 @@ export class RedisStore implements Store {
     });
   }
 
-  async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
-    if (this.degradedReason) throw new StoreUnavailableError(`redis unavailable: ${this.degradedReason}`);
-    const slots = this.client instanceof Cluster ? bySlotTag(checks) : undefined;
-    if (!slots || slots.length === 1) return this.run('count', checks);
+  /** Loads the script on every master before the first decision needs it: a cold Cluster node would
+   * otherwise cost the first requests a connection and a NOSCRIPT round trip, past their deadline. */
+  private async preload(): Promise<void> {
+    const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
+    const load = (n: Redis): Promise<unknown> => withTimeout(n.script('LOAD', CHECK_SCRIPT), this.opts.timeoutMs * 40).catch(() => undefined);
+    await Promise.all(nodes.map(load));
+  }
+
+  check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+    if (this.degradedReason) return Promise.reject(new StoreUnavailableError(`redis unavailable: ${this.degradedReason}`));
+    if (!(this.client instanceof Cluster)) return this.enqueue('count', checks, '');
+    const slots = bySlotTag(checks);
+    if (slots.length === 1) return this.enqueue('count', checks, slotTag(checks[0]!.key));
     return this.acrossSlots(checks, slots);
   }
 
@@ -83,40 +121,82 @@ export class RedisStore implements Store {
    * the two phases can be counted in one slot yet rejected by another: the one inexactness, and only for
    * such requests. */
   private async acrossSlots(checks: readonly CounterCheck[], slots: number[][]): Promise<CheckResult> {
-    const part = (mode: 'peek' | 'count') => Promise.all(slots.map((idx) => this.run(mode, idx.map((i) => checks[i]!))));
+    const part = (mode: 'peek' | 'count') =>
+      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => checks[i]!), slotTag(checks[idx[0]!]!.key))));
     const peeked = merge(checks.length, slots, await part('peek'));
     if (!peeked.admitted) return peeked;
     return merge(checks.length, slots, await part('count'));
   }
 
-  /** One command per key count (the script is the same): with the count fixed, the first argument is a key,
-   * which is what ioredis groups auto-pipelined commands by in Cluster mode. With a leading key count, it
-   * would batch commands for different nodes together and Redis would refuse the batch. */
-  private command(keys: number): CheckCommand {
-    let command = this.commands[keys];
-    if (!command) {
-      const name = `tollgateCheck${keys}`;
-      this.client.defineCommand(name, { lua: CHECK_SCRIPT, numberOfKeys: keys });
-      const client = this.client as unknown as Record<string, CheckCommand>;
-      command = this.commands[keys] = client[name]!.bind(this.client);
-    }
-    return command;
+  /** Queues a request for the flush at the end of this event-loop turn (setImmediate runs after the poll
+   * phase, so every request read from the sockets in this turn joins). */
+  private enqueue(mode: Pending['mode'], checks: readonly CounterCheck[], tag: string): Promise<CheckResult> {
+    return new Promise((resolve, reject) => {
+      const queue = this.queues.get(tag);
+      if (queue) queue.push({ mode, checks, resolve, reject });
+      else this.queues.set(tag, [{ mode, checks, resolve, reject }]);
+      if (!this.flushing) {
+        this.flushing = true;
+        setImmediate(this.flush);
+      }
+    });
   }
 
-  private async run(mode: 'peek' | 'count', checks: readonly CounterCheck[]): Promise<CheckResult> {
-    const args: (string | number)[] = [];
-    for (const c of checks) args.push(this.opts.keyPrefix + c.key);
-    args.push(mode, this.opts.clock ? this.opts.clock.now() : 0);
-    for (const c of checks) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.group, c.shadow ? 1 : 0);
-    let reply: number[];
-    try {
-      reply = await withTimeout(this.command(checks.length)(...args), this.opts.timeoutMs);
-    } catch (err) {
-      throw this.failed(err as Error);
+  private readonly flush = (): void => {
+    this.flushing = false;
+    const queues = this.queues;
+    this.queues = new Map();
+    for (const queue of queues.values()) {
+      let from = 0;
+      let keys = 0;
+      for (let i = 0; i < queue.length; i++) {
+        const n = queue[i]!.checks.length;
+        if (keys > 0 && keys + n > MAX_BATCH_KEYS) {
+          this.send(queue.slice(from, i));
+          from = i;
+          keys = 0;
+        }
+        keys += n;
+      }
+      this.send(from === 0 ? queue : queue.slice(from));
     }
-    this.timeouts = 0;
-    this.lastReplyAt = performance.now();
-    return parseReply(reply, checks.length);
+  };
+
+  /** One script call for a batch. Its deadline runs from here, when the command is written, not from when
+   * each request arrived: time this process spent reading a burst is not Redis's delay. Time the process
+   * could not run extends it, up to twice the timeout in all (see withTimeout): with the defaults, 50 ms,
+   * Envoy's filter timeout in the shipped envoy.yaml. */
+  private send(batch: Pending[]): void {
+    const keys: string[] = [];
+    const args: (string | number)[] = [this.opts.clock ? this.opts.clock.now() : 0];
+    for (const p of batch) {
+      args.push(p.mode, p.checks.length);
+      for (const c of p.checks) {
+        keys.push(this.opts.keyPrefix + c.key);
+        args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.group, c.shadow ? 1 : 0);
+      }
+    }
+    withTimeout(this.evalScript(keys, args), this.opts.timeoutMs, this.opts.timeoutMs).then(
+      (reply) => {
+        this.timeouts = 0;
+        this.lastReplyAt = performance.now();
+        answerBatch(batch, reply);
+      },
+      (err: unknown) => {
+        const failure = this.failed(err as Error);
+        for (const p of batch) p.reject(failure);
+      },
+    );
+  }
+
+  /** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). */
+  private async evalScript(keys: string[], args: (string | number)[]): Promise<number[]> {
+    try {
+      return (await this.client.evalsha(CHECK_SHA, keys.length, ...keys, ...args)) as number[];
+    } catch (err) {
+      if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
+      return (await this.client.eval(CHECK_SCRIPT, keys.length, ...keys, ...args)) as number[];
+    }
   }
 
   async reset(windows: readonly CounterWindow[]): Promise<number> {
@@ -176,17 +256,22 @@ export class RedisStore implements Store {
     if (!this.degradedReason) return;
     const was = this.degradedReason;
     this.degradedReason = undefined;
-    this.opts.logger.info({ was }, 'redis store recovered');
+    if (was !== 'connecting') this.opts.logger.info({ was }, 'redis store recovered');
+    else this.opts.logger.debug('redis store connected');
   }
 }
 
-/** Indexes of the checks by Redis Cluster hash tag (the text inside the key's first {…}); all windows of
- * a descriptor share one. */
+/** The Redis Cluster hash tag of a key: the text inside its first {…}; all windows of a descriptor share one. */
+function slotTag(key: string): string {
+  const open = key.indexOf('{');
+  return key.slice(open + 1, key.indexOf('}', open + 1));
+}
+
+/** Indexes of the checks by hash tag. */
 function bySlotTag(checks: readonly CounterCheck[]): number[][] {
   const byTag = new Map<string, number[]>();
   checks.forEach((c, i) => {
-    const open = c.key.indexOf('{');
-    const tag = c.key.slice(open + 1, c.key.indexOf('}', open + 1));
+    const tag = slotTag(c.key);
     const list = byTag.get(tag);
     if (list) list.push(i);
     else byTag.set(tag, [i]);
@@ -207,14 +292,21 @@ function merge(n: number, slots: number[][], parts: CheckResult[]): CheckResult 
   return out;
 }
 
-function parseReply(reply: number[], n: number): CheckResult {
-  const curr = new Array<number>(n);
-  const prev = new Array<number>(n);
-  const over = new Array<boolean>(n);
-  for (let i = 0; i < n; i++) {
-    curr[i] = reply[2 + i * 3]!;
-    prev[i] = reply[3 + i * 3]!;
-    over[i] = reply[4 + i * 3] === 1;
+/** Splits a batch's reply into each request's answer (layout in check-and-incr.lua). */
+function answerBatch(batch: Pending[], reply: number[]): void {
+  const nowMs = reply[0]!;
+  let at = 1;
+  for (const p of batch) {
+    const n = p.checks.length;
+    const curr = new Array<number>(n);
+    const prev = new Array<number>(n);
+    const over = new Array<boolean>(n);
+    const admitted = reply[at++] === 1;
+    for (let i = 0; i < n; i++, at += 3) {
+      curr[i] = reply[at]!;
+      prev[i] = reply[at + 1]!;
+      over[i] = reply[at + 2] === 1;
+    }
+    p.resolve({ nowMs, admitted, curr, prev, over });
   }
-  return { nowMs: reply[0]!, admitted: reply[1] === 1, curr, prev, over };
 }

@@ -13,19 +13,31 @@ export class TimeoutError extends Error {
  *
  * When the timer fires, the verdict waits for the end of the current event-loop turn (setImmediate runs after
  * the poll phase): Node runs due timers before it reads sockets, so under load a reply that already arrived
- * would otherwise be declared late. */
-export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+ * would otherwise be declared late.
+ *
+ * `graceMs`: a timer that fires late shows this process (or the whole machine) was not running; the time it
+ * could not use to read a reply is added to the wait, up to `graceMs` in all. A server that is really silent
+ * still fails after `ms` when this process is idle. */
+export function withTimeout<T>(p: Promise<T>, ms: number, graceMs = 0): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
-    const due = performance.now() + ms;
-    const timer = setTimeout(() => {
-      const lateMs = performance.now() - due;
+    const start = performance.now();
+    let due = start + ms;
+    const onTimer = (): void => {
+      const now = performance.now();
+      const extra = Math.min(now - due, start + ms + graceMs - now);
+      if (extra >= 1) {
+        due = now + extra;
+        timer = setTimeout(onTimer, extra);
+        return;
+      }
       setImmediate(() => {
         if (settled) return;
         settled = true;
-        reject(new TimeoutError(ms, lateMs));
+        reject(new TimeoutError(ms, now - start - ms));
       });
-    }, ms);
+    };
+    let timer = setTimeout(onTimer, ms);
     p.then(
       (v) => {
         if (settled) return;

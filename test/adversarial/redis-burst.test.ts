@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, startCli, type Daemon } from '../helpers/process.js';
+import { startRedis, startRedisCluster, type RedisCluster, type RedisServer } from '../helpers/redis.js';
+import { startOfSecond } from '../helpers/time.js';
+import { RlsClient, property, type RlsRequest } from '../helpers/service.js';
+
+/** Tollgate as users run it: its own process, default timeouts, the bundled config. */
+interface Replica {
+  daemon: Daemon;
+  rls: RlsClient;
+}
+
+async function startReplica(redisUrl: string, redisType = 'single'): Promise<Replica> {
+  const grpcPort = await freePort();
+  const httpPort = await freePort();
+  const daemon = await startCli(
+    ['serve', '--store', 'redis', '--redis-url', redisUrl, '--redis-type', redisType, '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort)],
+    /tollgate serving/,
+  );
+  return { daemon, rls: new RlsClient(grpcPort) };
+}
+
+async function stopReplica(r: Replica): Promise<void> {
+  r.rls.close();
+  if (r.daemon.child.exitCode === null) {
+    r.daemon.child.kill('SIGTERM');
+    await r.daemon.exited;
+  }
+}
+
+/** A request with `n` descriptors, each for its own token (so in Cluster mode they span slots). */
+function withDescriptors(n: number, tag: string): RlsRequest {
+  const categories = ['read', 'write', 'reports', 'read'];
+  return {
+    domain: 'property-api',
+    descriptors: Array.from({ length: n }, (_, i) => ({ entries: [{ key: 'category', value: categories[i]! }, { key: 'token', value: `${tag}-${i}` }] })),
+  };
+}
+
+/** 40 concurrent requests with 1, 2, 3 and 4 descriptors, on a process that has sent none before: each key
+ * count is met for the first time while other commands are in flight. */
+async function coldMix(r: Replica): Promise<string[]> {
+  const tag = `cold-${Math.random()}`;
+  const calls = Array.from({ length: 40 }, (_, i) => r.rls.call(withDescriptors((i % 4) + 1, `${tag}-${i % 7}`)).then((res) => res.overall_code));
+  return Promise.all(calls);
+}
+
+describe.each(['single', 'cluster'] as const)('redis (%s): no request crashes the process', (mode) => {
+  let redis: RedisServer | undefined;
+  let cluster: RedisCluster | undefined;
+  let replica: Replica;
+  beforeAll(async () => {
+    if (mode === 'single') redis = await startRedis();
+    else cluster = await startRedisCluster();
+    replica = await startReplica(redis?.url ?? cluster!.url, mode);
+  });
+  afterAll(async () => {
+    await stopReplica(replica);
+    await redis?.stop();
+    await cluster?.stop();
+  });
+
+  it('answers 40 concurrent requests of 1 to 4 descriptors from a cold start, and stays up', async () => {
+    const codes = await coldMix(replica);
+    expect(codes.every((c) => c === 'OK' || c === 'OVER_LIMIT')).toBe(true);
+    expect(replica.daemon.child.exitCode).toBeNull();
+    // Still answering afterwards.
+    expect((await replica.rls.call(property('read', `after-${Math.random()}`))).overall_code).toBe('OK');
+  });
+});
+
+describe('a burst with the default Redis timeout', () => {
+  let redis: RedisServer;
+  let replicas: Replica[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+    replicas = await Promise.all([0, 1, 2].map(() => startReplica(redis.url)));
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map(stopReplica));
+    await redis?.stop();
+  });
+
+  /** 300 concurrent calls for one new token spread over 3 replicas, sent within one second. */
+  async function burst(): Promise<string[]> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      await startOfSecond();
+      const started = Date.now();
+      const req = property('read', `Bearer burst-${Math.random()}`);
+      const codes = await Promise.all(
+        Array.from({ length: 300 }, (_, i) =>
+          replicas[i % 3]!.rls.call(req).then(
+            (r) => r.overall_code,
+            (err: { code?: number; details?: string }) => `error ${err.code} ${err.details}`,
+          ),
+        ),
+      );
+      if (Math.floor(started / 1000) === Math.floor(Date.now() / 1000)) return codes;
+    }
+    throw new Error('could not fit 300 requests into one second');
+  }
+
+  it('admits exactly 10, rejects 290 and fails none, round after round', async () => {
+    for (let round = 0; round < 5; round++) {
+      const codes = await burst();
+      const tally = (code: string): number => codes.filter((c) => c === code).length;
+      expect({ round, ok: tally('OK'), over: tally('OVER_LIMIT'), errors: codes.length - tally('OK') - tally('OVER_LIMIT') }).toEqual({ round, ok: 10, over: 290, errors: 0 });
+    }
+  });
+});
