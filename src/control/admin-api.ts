@@ -34,7 +34,8 @@ export function adminApi(deps: AdminDeps): (req: IncomingMessage, res: ServerRes
     } catch (err) {
       if (err instanceof InvalidRequestError) send(res, 400, { error: err.message });
       else {
-        deps.logger.error({ err: (err as Error).message, path: redactPath(path) }, 'admin request failed');
+        // The path is the client's text (it may be a token pasted by mistake): only the method is logged.
+        deps.logger.error({ err: (err as Error).message, method: req.method }, 'admin request failed');
         send(res, 503, { error: `store unavailable: ${(err as Error).message}` });
       }
     }
@@ -88,6 +89,9 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
 }
 
 async function assignTier(deps: AdminDeps, who: string, req: IncomingMessage, res: ServerResponse, fp: string): Promise<void> {
+  if ((req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== 'application/json') {
+    return send(res, 415, { error: 'send the body as content-type: application/json' });
+  }
   const body = (await readJson(req)) as { tier?: unknown } | null;
   const tier = body?.tier;
   if (typeof tier !== 'string' || tier === '') throw new InvalidRequestError('body must be {"tier": "<tier name>"}');
@@ -101,12 +105,17 @@ async function assignTier(deps: AdminDeps, who: string, req: IncomingMessage, re
 
 /** Fingerprints in keys and tiers are 32 hex characters; the full SHA-256 (64) is accepted too. */
 function normalizeFingerprint(text: string): string {
-  const fp = asFingerprint(decodeURIComponent(text));
+  const fp = asFingerprint(decodeSegment(text));
   if (!fp) throw new InvalidRequestError(`not a fingerprint: expected ${FINGERPRINT_LENGTH} hex characters (tollgate fingerprint TOKEN prints it)`);
   return fp;
 }
 
-/** A path may hold a raw token pasted by mistake: log only its shape. */
-function redactPath(path: string): string {
-  return path.replace(/[^/]{40,}/g, '…');
+/** A path segment without its percent-escapes; a malformed escape is the client's mistake (400), not a
+ * failure of the service. */
+function decodeSegment(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw new InvalidRequestError('the path has a malformed percent-escape');
+  }
 }

@@ -1,10 +1,11 @@
+import { isUtf8 } from 'node:buffer';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Code } from '../response/wire.js';
 import { requestFromJson, responseToJson } from './json.js';
 import { decideWire, failure, type HandlerDeps } from './ratelimit-handler.js';
 import { toDecisionInput } from './request.js';
 import type { DecisionInput } from '../limiter/limiter.js';
-import { readJson, send } from './http-util.js';
+import { send } from './http-util.js';
 import { httpStatusOf } from './status.js';
 
 export interface HttpDeps {
@@ -48,13 +49,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
   }
   if (path === '/explain' && deps.explain) {
     if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
-    try {
-      const input = toDecisionInput(requestFromJson(await readJson(req)), deps.handler.bounds);
-      return send(res, 200, await deps.explain(input));
-    } catch (err) {
-      const s = failure(deps.handler, err);
-      return send(res, httpStatusOf(s.code), { error: s.details });
-    }
+    return explainRequest(deps, deps.explain, req, res);
   }
   if (path === '/json') {
     if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
@@ -63,13 +58,83 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
   send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /metrics', 'POST /json', 'POST /explain'] });
 }
 
-async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function explainRequest(deps: HttpDeps, explain: NonNullable<HttpDeps['explain']>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const body = await readBody(req, res);
+  if (body === undefined) return;
   try {
-    const body = await readJson(req);
+    const input = toDecisionInput(requestFromJson(body), deps.handler.bounds);
+    send(res, 200, await explain(input));
+  } catch (err) {
+    const s = failure(deps.handler, err);
+    send(res, httpStatusOf(s.code), { error: s.details });
+  }
+}
+
+async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const body = await readBody(req, res);
+  if (body === undefined) return;
+  try {
     const response = await decideWire(deps.handler, requestFromJson(body));
     send(res, response.overall_code === Code.OVER_LIMIT ? 429 : 200, responseToJson(response));
   } catch (err) {
     const s = failure(deps.handler, err);
     send(res, httpStatusOf(s.code), { error: s.details });
   }
+}
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/** The parsed JSON body, or undefined after answering 415 (not application/json), 413 (over the bound)
+ * or 400 (not UTF-8, not JSON). Bytes are checked for UTF-8 before decoding: decoding would replace bad
+ * bytes with U+FFFD, and distinct invalid tokens would share one counter. */
+async function readBody(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+  if (!isJsonType(req.headers['content-type'])) {
+    send(res, 415, { error: 'send the body as content-type: application/json' });
+    return undefined;
+  }
+  const declared = Number(req.headers['content-length'] ?? 0);
+  const bytes = declared > MAX_BODY_BYTES ? 'too large' : await collect(req, MAX_BODY_BYTES);
+  if (bytes === 'aborted') return undefined;
+  if (bytes === 'too large') {
+    send(res, 413, { error: `body is larger than ${MAX_BODY_BYTES} bytes` }, { connection: 'close' });
+    // Stop reading what is left, but give the answer time to reach the client first.
+    setTimeout(() => req.destroy(), 1000).unref();
+    return undefined;
+  }
+  if (!isUtf8(bytes)) {
+    send(res, 400, { error: 'body is not valid UTF-8' });
+    return undefined;
+  }
+  try {
+    return JSON.parse(bytes.toString('utf8')) as unknown;
+  } catch {
+    send(res, 400, { error: 'body is not valid JSON' });
+    return undefined;
+  }
+}
+
+/** application/json, in any case, with or without parameters such as charset. */
+function isJsonType(header: string | undefined): boolean {
+  return (header ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+}
+
+/** The body; 'too large' as soon as it grows past `max` (the rest is left unread); 'aborted' when the
+ * client goes away first. */
+function collect(req: IncomingMessage, max: number): Promise<Buffer | 'too large' | 'aborted'> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size <= max) return void chunks.push(chunk);
+      req.off('data', onData);
+      req.pause();
+      resolve('too large');
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    // After 'end' these change nothing: a promise settles once.
+    req.once('error', () => resolve('aborted'));
+    req.once('close', () => resolve('aborted'));
+  });
 }

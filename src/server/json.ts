@@ -13,53 +13,67 @@ function field(o: Json, snake: string): unknown {
 }
 
 export function requestFromJson(body: unknown): WireRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidRequestError('body must be a JSON object');
-  const o = body as Json;
-  const descriptors = field(o, 'descriptors') ?? [];
+  if (!isObject(body)) throw new InvalidRequestError('body must be a JSON object');
+  const descriptors = field(body, 'descriptors') ?? [];
   if (!Array.isArray(descriptors)) throw new InvalidRequestError('descriptors must be a list');
   return {
-    domain: asString(field(o, 'domain'), 'domain'),
-    hits_addend: asCount(field(o, 'hits_addend') ?? 0, 'hits_addend'),
+    domain: asString(field(body, 'domain'), 'domain'),
+    hits_addend: asUint32(field(body, 'hits_addend') ?? 0, 'hits_addend'),
     descriptors: descriptors.map((d: unknown, i) => descriptorFromJson(d, `descriptors[${i}]`)),
   };
 }
 
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 function descriptorFromJson(d: unknown, at: string): WireDescriptor {
-  if (typeof d !== 'object' || d === null) throw new InvalidRequestError(`${at} must be an object`);
-  const o = d as Json;
-  const entries = field(o, 'entries') ?? [];
+  if (!isObject(d)) throw new InvalidRequestError(`${at} must be an object`);
+  const entries = field(d, 'entries') ?? [];
   if (!Array.isArray(entries)) throw new InvalidRequestError(`${at}.entries must be a list`);
   const out: WireDescriptor = {
     entries: entries.map((e: unknown, j) => {
-      const eo = (e ?? {}) as Json;
-      return { key: asString(eo.key, `${at}.entries[${j}].key`), value: asString(eo.value, `${at}.entries[${j}].value`) };
+      if (!isObject(e)) throw new InvalidRequestError(`${at}.entries[${j}] must be an object`);
+      return { key: asString(e.key, `${at}.entries[${j}].key`), value: asString(e.value, `${at}.entries[${j}].value`) };
     }),
   };
-  const limit = field(o, 'limit') as Json | undefined;
-  if (limit) {
+  const limit = field(d, 'limit');
+  if (limit !== undefined && limit !== null) {
+    if (!isObject(limit)) throw new InvalidRequestError(`${at}.limit must be an object`);
     const unit = field(limit, 'unit');
     out.limit = {
-      requests_per_unit: asCount(field(limit, 'requests_per_unit') ?? 0, `${at}.limit.requests_per_unit`),
-      unit: typeof unit === 'string' ? overrideCodeOf(unit) : asCount(unit ?? 0, `${at}.limit.unit`),
+      requests_per_unit: asUint32(field(limit, 'requests_per_unit') ?? 0, `${at}.limit.requests_per_unit`),
+      unit: typeof unit === 'string' ? overrideCodeOf(unit) : asUint32(unit ?? 0, `${at}.limit.unit`),
     };
   }
-  const hits = field(o, 'hits_addend');
+  const hits = field(d, 'hits_addend');
   if (hits !== undefined && hits !== null) {
-    const value = typeof hits === 'object' ? (hits as Json).value : hits;
-    out.hits_addend = { value: asCount(value ?? 0, `${at}.hits_addend`) };
+    const value = isObject(hits) ? hits.value : hits;
+    out.hits_addend = { value: asUint32(value ?? 0, `${at}.hits_addend`) };
   }
   return out;
 }
 
+/** Lone UTF-16 surrogates: such a string has no UTF-8 form, and hashing it would replace them with U+FFFD,
+ * so distinct invalid tokens would share one counter. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 function asString(v: unknown, at: string): string {
   if (v === undefined || v === null) return '';
   if (typeof v !== 'string') throw new InvalidRequestError(`${at} must be a string`);
+  if (LONE_SURROGATE.test(v)) throw new InvalidRequestError(`${at} is not valid Unicode (a lone surrogate)`);
   return v;
 }
 
-function asCount(v: unknown, at: string): number {
-  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw new InvalidRequestError(`${at} must be a whole number`);
+const MAX_UINT32 = 0xffff_ffff;
+
+/** A uint32 as protobuf JSON writes it: a JSON number or a string of decimal digits, whole, from 0 to
+ * 4294967295. Anything else ("0x10", 1e300, 1.5, -1, " 7") is refused rather than reinterpreted. */
+function asUint32(v: unknown, at: string): number {
+  const n = typeof v === 'string' && /^(0|[1-9][0-9]{0,9})$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > MAX_UINT32) {
+    throw new InvalidRequestError(`${at} must be a whole number from 0 to ${MAX_UINT32}`);
+  }
   return n;
 }
 

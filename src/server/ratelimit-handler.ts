@@ -5,6 +5,8 @@ import type { Decision, Limiter } from '../limiter/limiter.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
+import { InvalidRequestError } from '../errors.js';
+import { UndecodableRequest } from './proto.js';
 import { toDecisionInput, type RequestBounds, type WireRequest } from './request.js';
 import { toStatus, type StatusError } from './status.js';
 
@@ -16,12 +18,13 @@ export interface HandlerDeps {
 }
 
 /** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response. */
-export async function decideWire(deps: HandlerDeps, req: WireRequest): Promise<WireResponse> {
+export async function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest): Promise<WireResponse> {
   const start = performance.now();
+  if (req instanceof UndecodableRequest) throw new InvalidRequestError(`not a valid RateLimitRequest: ${req.reason}`);
   const input = toDecisionInput(req, deps.bounds);
   const decision = await deps.limiter.decide(input);
   deps.metrics?.observe(input.domain, decision, (performance.now() - start) / 1000);
-  if (deps.logger.isLevelEnabled('debug')) deps.logger.debug(describe(input.domain, decision), 'decision');
+  if (deps.logger.isLevelEnabled('debug')) deps.logger.debug(describe(decision), 'decision');
   return toWireResponse(decision);
 }
 
@@ -34,7 +37,7 @@ export function failure(deps: HandlerDeps, err: unknown): StatusError {
 
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {
   return {
-    ShouldRateLimit: (call: ServerUnaryCall<WireRequest, WireResponse>, callback: sendUnaryData<WireResponse>) => {
+    ShouldRateLimit: (call: ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>, callback: sendUnaryData<WireResponse>) => {
       decideWire(deps, call.request).then(
         (response) => callback(null, response),
         (err: unknown) => {
@@ -46,10 +49,11 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
   };
 }
 
-/** A debug line per decision: rules and verdicts only, never descriptor values. */
-function describe(domain: string, d: Decision): Record<string, unknown> {
+/** A debug line per decision: rules and verdicts only, never descriptor values; the domain only when it is
+ * a configured one (an unknown domain is whatever the client sent). */
+function describe(d: Decision): Record<string, unknown> {
   return {
-    domain,
+    domain: d.domain?.name ?? '(unknown)',
     overLimit: d.overLimit,
     source: d.source,
     descriptors: d.descriptors.map((o) => ({ rule: o.rule?.id ?? null, over: o.over, shadow: o.shadow, tier: o.tier })),

@@ -57,7 +57,7 @@ function toDescriptor(d: WireDescriptor, at: string, bounds: RequestBounds, bad:
     if (tooLong(e.key, bounds.maxValueBytes)) bad(`${at}.entries[${j}]: key is longer than ${bounds.maxValueBytes} bytes`);
     if (tooLong(e.value ?? '', bounds.maxValueBytes)) {
       const size = Buffer.byteLength(e.value);
-      bad(`${at}.entries[${j}] (key "${e.key}"): value is ${size} bytes, more than the maximum of ${bounds.maxValueBytes}`);
+      bad(`${at}.entries[${j}]: value is ${size} bytes, more than the maximum of ${bounds.maxValueBytes}`);
     }
   });
   const out: DescriptorInput = { entries: entries.map((e) => ({ key: e.key, value: e.value ?? '' })) };

@@ -1,8 +1,12 @@
+import * as grpc from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+import { metric, scrape } from '../helpers/metrics.js';
+import { enc, varint } from '../helpers/protowire.js';
+import { capturingLogger, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 const SECRET = 'Bearer s3cr3t-token-value';
+const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
 describe('bad requests get INVALID_ARGUMENT naming the problem', () => {
   let t: TestService;
@@ -19,7 +23,7 @@ describe('bad requests get INVALID_ARGUMENT naming the problem', () => {
     ['an empty key', { domain: 'property-api', descriptors: [{ entries: [entry('category', 'read'), entry('', SECRET)] }] }, /descriptors\[0\]\.entries\[1\] has an empty key/],
     ['too many descriptors', { domain: 'property-api', descriptors: Array(4).fill({ entries: [entry('a', 'b')] }) }, /4 descriptors, more than the maximum of 3/],
     ['too many entries', { domain: 'property-api', descriptors: [{ entries: Array(5).fill(entry('a', 'b')) }] }, /5 entries, more than the maximum of 4/],
-    ['a value over the maximum length', { domain: 'property-api', descriptors: [{ entries: [entry('token', `${SECRET}${'x'.repeat(100)}`)] }] }, /entries\[0\] \(key "token"\): value is 125 bytes, more than the maximum of 64/],
+    ['a value over the maximum length', { domain: 'property-api', descriptors: [{ entries: [entry('token', `${SECRET}${'x'.repeat(100)}`)] }] }, /entries\[0\]: value is 125 bytes, more than the maximum of 64/],
     ['a key over the maximum length', { domain: 'property-api', descriptors: [{ entries: [entry('k'.repeat(65), 'v')] }] }, /key is longer than 64 bytes/],
     ['a WEEK override, which RateLimitUnit lacks', { domain: 'property-api', descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit: 1, unit: 7 } }] }, /limit\.unit must be SECOND/],
   ];
@@ -34,8 +38,77 @@ describe('bad requests get INVALID_ARGUMENT naming the problem', () => {
     expect(err?.details).not.toContain('s3cr3t');
   });
 
+  it('never names the key of an over-long value: a client can send a token as a key', async () => {
+    const err = await t.rls.call({ domain: 'property-api', descriptors: [{ entries: [entry('s3cr3t-as-key', 'v'.repeat(65))] }] }).catch((e: grpc.ServiceError) => e);
+    expect((err as grpc.ServiceError).code).toBe(status.INVALID_ARGUMENT);
+    expect((err as grpc.ServiceError).details).toMatch(/entries\[0\]: value is 65 bytes/);
+    expect((err as grpc.ServiceError).details).not.toContain('s3cr3t');
+  });
+
   it('keeps serving after bad input', async () => {
     const ok = await t.rls.call({ domain: 'property-api', descriptors: [{ entries: [entry('category', 'read'), entry('token', SECRET)] }] });
     expect(ok.overall_code).toBe('OK');
+  });
+});
+
+/** Sends bytes as they are, past any serializer, and returns the status. */
+function callRaw(port: number, bytes: Buffer): Promise<grpc.StatusObject & { details: string }> {
+  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  return new Promise((resolve) => {
+    const identity = (b: Buffer): Buffer => b;
+    client.makeUnaryRequest(METHOD, identity, identity, bytes, { deadline: Date.now() + 5000 }, (err) => {
+      client.close();
+      resolve(err ? (err as unknown as grpc.StatusObject) : { code: status.OK, details: '', metadata: new grpc.Metadata() });
+    });
+  });
+}
+
+describe('bytes that are not a valid RateLimitRequest are the client\'s fault', () => {
+  let t: TestService;
+  const log = capturingLogger('trace');
+  beforeAll(async () => {
+    t = await startTestService({ logger: log.logger });
+  });
+  afterAll(async () => t.close());
+
+  const entryMsg = (key: number[], value: number[]) => enc.message(2, enc.message(1, enc.bytes(1, key), enc.bytes(2, value)));
+  const ascii = (s: string) => [...Buffer.from(s)];
+  const undecodable: [string, number[], RegExp][] = [
+    ['a length beyond the message', [...enc.string(1, 'property-api'), 0x12, ...varint(1000), 1, 2, 3], /descriptors\[0\]: declared length 1000/],
+    ['a domain sent as a number', [...enc.varint(1, 5), ...entryMsg(ascii('category'), ascii('read'))], /domain: wire type 0, expected 2/],
+    ['nested groups, which protobufjs recursed into without bound', [...enc.string(1, 'property-api'), ...Array<number>(200_000).fill(0x7b)], /field 15: unsupported wire type 3/],
+    ['a varint of 11 bytes', [...enc.string(1, 'property-api'), 0x18, ...Array(10).fill(0xff), 0x01], /hits_addend: malformed varint/],
+  ];
+
+  it.each(undecodable)('%s: INVALID_ARGUMENT, counted', async (_name, bytes, message) => {
+    const before = metric((await scrape(t.service.httpPort)).series, 'tollgate_grpc_errors_total', { code: 'INVALID_ARGUMENT' }) ?? 0;
+    const s = await callRaw(t.service.grpcPort, Buffer.from(bytes));
+    expect(s.code).toBe(status.INVALID_ARGUMENT);
+    expect(s.details).toMatch(message);
+    const after = metric((await scrape(t.service.httpPort)).series, 'tollgate_grpc_errors_total', { code: 'INVALID_ARGUMENT' });
+    expect(after).toBe(before + 1);
+  });
+
+  it('invalid UTF-8 in a token is refused, so distinct invalid tokens cannot share one counter', async () => {
+    // Both decode to the same string with U+FFFD in place of the bad byte.
+    for (const bad of [0xff, 0xfe]) {
+      const bytes = [...enc.string(1, 'property-api'), ...enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), enc.message(1, enc.string(1, 'token'), enc.bytes(2, [...ascii('s3cr3t'), bad])))];
+      const s = await callRaw(t.service.grpcPort, Buffer.from(bytes));
+      expect(s.code).toBe(status.INVALID_ARGUMENT);
+      expect(s.details).toBe('not a valid RateLimitRequest: descriptors[0].entries[1].value: not valid UTF-8');
+    }
+  });
+
+  it('a well-formed request sent the same way is decided', async () => {
+    const bytes = [...enc.string(1, 'property-api'), ...entryMsg(ascii('category'), ascii('read'))];
+    expect((await callRaw(t.service.grpcPort, Buffer.from(bytes))).code).toBe(status.OK);
+  });
+
+  it('no log line at any level holds a request value, the domain of an unknown one included', async () => {
+    await t.rls.call({ domain: 's3cr3t-domain', descriptors: [{ entries: [{ key: 's3cr3t-key', value: SECRET }] }] });
+    await t.rls.call({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 's3cr3t-category' }, { key: 'token', value: SECRET }] }] });
+    const text = JSON.stringify(log.lines());
+    expect(text).toContain('"msg":"decision"');
+    expect(text).not.toContain('s3cr3t');
   });
 });

@@ -1,5 +1,8 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { capturingLogger, startTestService, type TestService } from '../helpers/service.js';
+
+const JSON_TYPE = { 'content-type': 'application/json' };
 
 describe('HTTP port', () => {
   let t: TestService;
@@ -10,8 +13,8 @@ describe('HTTP port', () => {
   });
   afterAll(async () => t.close());
 
-  const post = (body: unknown) =>
-    fetch(`${base}/json`, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const post = (body: unknown, headers: Record<string, string> = JSON_TYPE) =>
+    fetch(`${base}/json`, { method: 'POST', headers, body: typeof body === 'string' || body instanceof Blob ? body : JSON.stringify(body) });
 
   it('answers /healthz and /readyz', async () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
@@ -47,5 +50,79 @@ describe('HTTP port', () => {
     expect(notJson.status).toBe(400);
     expect((await notJson.json()).error).toMatch(/not valid JSON/);
     expect((await fetch(`${base}/json`)).status).toBe(405);
+  });
+
+  const entries = [{ key: 'category', value: 'write' }, { key: 'token', value: 'Bearer numbers' }];
+  const numbers: [string, Record<string, unknown>, RegExp][] = [
+    ['hits_addend past uint32', { hits_addend: 4294967296 }, /^hits_addend must be a whole number from 0 to 4294967295$/],
+    ['requestsPerUnit 1e300', { descriptors: [{ entries, limit: { requestsPerUnit: 1e300, unit: 'SECOND' } }] }, /descriptors\[0\]\.limit\.requests_per_unit must be a whole number/],
+    ['a hex string', { hitsAddend: '0x10' }, /hits_addend must be a whole number/],
+    ['a fraction', { hitsAddend: 1.5 }, /hits_addend must be a whole number/],
+    ['a negative number', { descriptors: [{ entries, hitsAddend: -1 }] }, /descriptors\[0\]\.hits_addend must be a whole number/],
+    ['a padded string', { hitsAddend: ' 7' }, /hits_addend must be a whole number/],
+  ];
+
+  it.each(numbers)('numbers outside uint32 or not plain integers are a 400: %s', async (_name, fields, message) => {
+    const res = await post({ domain: 'property-api', descriptors: [{ entries }], ...fields });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatch(message);
+  });
+
+  it('a decimal string is a number, as protobuf JSON allows', async () => {
+    const res = await post({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }] }], hitsAddend: '2' });
+    expect(res.status).toBe(200);
+  });
+
+  it('only application/json bodies are read: anything else is a 415', async () => {
+    const req = JSON.stringify({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }] }] });
+    expect((await post(req, { 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await post(req, { 'content-type': 'application/x-www-form-urlencoded' })).status).toBe(415);
+    expect((await post(req, { 'content-type': 'application/jsonp' })).status).toBe(415);
+    expect((await post(req, { 'content-type': 'Application/JSON; charset=utf-8' })).status).toBe(200);
+    const explain = await fetch(`${base}/explain`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: req });
+    expect(explain.status).toBe(415);
+  });
+
+  it('a body that is not UTF-8, or holds a lone surrogate, is a 400', async () => {
+    const bytes = Buffer.concat([Buffer.from('{"domain":"property-api","descriptors":[{"entries":[{"key":"token","value":"s3cr3t'), Buffer.from([0xff]), Buffer.from('"}]}]}')]);
+    const bad = await post(new Blob([new Uint8Array(bytes)]));
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error).toBe('body is not valid UTF-8');
+    const lone = await post('{"domain":"property-api","descriptors":[{"entries":[{"key":"token","value":"s3cr3t\\ud800"}]}]}');
+    expect(lone.status).toBe(400);
+    expect((await lone.json()).error).toMatch(/descriptors\[0\]\.entries\[0\]\.value is not valid Unicode/);
+  });
+
+  it('a body over 1 MiB is a 413, answered before the whole body is read', async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(`${base}/json`, { method: 'POST', headers: { ...JSON_TYPE, 'transfer-encoding': 'chunked' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.write(Buffer.alloc(2 * 1024 * 1024, 0x20));
+      // No end(): the server answers without waiting for it.
+    });
+    expect(status).toBe(413);
+  });
+});
+
+describe('admin API paths', () => {
+  let t: TestService;
+  const log = capturingLogger('trace');
+  const ADMIN = 'admin-http-test';
+  beforeAll(async () => {
+    t = await startTestService({ env: { TOLLGATE_ADMIN_TOKEN: ADMIN }, logger: log.logger });
+  });
+  afterAll(async () => t.close());
+
+  it('a malformed percent-escape is a 400, and the path is not logged', async () => {
+    const res = await fetch(`http://127.0.0.1:${t.service.httpPort}/admin/tiers/s3cr3t%E0%A4%A`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatch(/malformed percent-escape/);
+    expect(JSON.stringify(log.lines())).not.toContain('s3cr3t');
   });
 });

@@ -129,7 +129,7 @@ descriptors:
     expect(run.stdout).toContain(fingerprint('secret-value'));
     expect(run.stdout).not.toContain('secret-value');
     const none = await runCli(['explain', 'property-api', 'category=admin']);
-    expect(none.stdout).toContain('no descriptor matches category=admin');
+    expect(none.stdout).toContain(`no descriptor matches category=fingerprint:${fingerprint('admin')}`);
   });
 
   it('POST /explain adds live counters and says which window would reject', async () => {
@@ -138,6 +138,7 @@ descriptors:
       await repeat(t.rls, property('reports', 'Bearer live'), 2);
       const res = await fetch(`http://127.0.0.1:${t.service.httpPort}/explain`, {
         method: 'POST',
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ domain: 'property-api', descriptors: [{ entries: property('reports', 'Bearer live').descriptors[0]!.entries }] }),
       });
       expect(res.status).toBe(200);
@@ -148,6 +149,49 @@ descriptors:
         { name: 'reports-per-hour', requestsPerUnit: 200, unit: 'hour', used: 2, remaining: 198, wouldReject: false },
       ]);
       expect(JSON.stringify(body)).not.toContain('Bearer live');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('shows a value only when the config holds it: wildcard and default matches by fingerprint', async () => {
+    const wildcard = await why('/admin/s3cr3t');
+    expect(wildcard.steps[0]).toMatchObject({ entry: 0, key: 'path', value: `fingerprint:${fingerprint('/admin/s3cr3t')}`, valueBytes: 13, matched: 'wildcard' });
+    expect((await why('/admin/exact')).steps[0]!.value).toBe('/admin/exact');
+    expect(JSON.stringify(await why('/s3cr3t'))).not.toContain('s3cr3t');
+  });
+
+  it('POST /explain shows no request text: unknown domain, unknown keys, tokens under any key', async () => {
+    const t = await startTestService();
+    const SECRET = 'Bearer s3cr3t-anywhere';
+    const ask = async (body: unknown) => {
+      const res = await fetch(`http://127.0.0.1:${t.service.httpPort}/explain`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).not.toContain('s3cr3t');
+      return JSON.parse(text);
+    };
+    try {
+      const unknown = await ask({ domain: 's3cr3t-domain', descriptors: [{ entries: [{ key: 's3cr3t-key', value: SECRET }, { key: 'token', value: SECRET }] }] });
+      expect(unknown).toMatchObject({ domain: `fingerprint:${fingerprint('s3cr3t-domain')}`, domainBytes: 13, known: false });
+      expect(unknown.descriptors[0].steps[0]).toMatchObject({ entry: 0, key: `fingerprint:${fingerprint('s3cr3t-key')}`, keyBytes: 10, valueBytes: SECRET.length });
+      const elsewhere = await ask({
+        domain: 'property-api',
+        descriptors: [
+          { entries: [{ key: 'category', value: SECRET }] },
+          { entries: [{ key: 'category', value: 'read' }, { key: 's3cr3t-key', value: SECRET }] },
+          { entries: [{ key: 'category', value: 'read' }, { key: 'token', value: 'Bearer x' }, { key: 'extra', value: SECRET }] },
+        ],
+      });
+      expect(elsewhere.descriptors[0].steps[0]).toMatchObject({ key: 'category', value: `fingerprint:${fingerprint(SECRET)}`, matched: 'none' });
+      expect(elsewhere.descriptors[0].reason).toContain(`no descriptor matches category=fingerprint:${fingerprint(SECRET)}`);
+      expect(elsewhere.descriptors[1].steps[0]).toMatchObject({ key: 'category', value: 'read', matched: 'exact' });
+      expect(elsewhere.descriptors[1].reason).toMatch(/^entry 1: no descriptor for its key \(fingerprint:[0-9a-f]{32}\) at this level/);
+      expect(elsewhere.descriptors[2].steps[2]).toMatchObject({ entry: 2, matched: 'none' });
     } finally {
       await t.close();
     }
