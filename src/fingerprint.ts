@@ -11,19 +11,36 @@ export function fingerprint(token: string): string {
   return createHash('sha256').update(token.replace(BEARER, '')).digest('hex').slice(0, FINGERPRINT_LENGTH);
 }
 
-const CACHE_MAX = 50_000;
+/** The memo's bounds: entries, and characters of the tokens it holds (a token is at most 2 bytes a character
+ * in V8), so 8 KB tokens from a hostile client cannot make it hold 400 MB. Longer tokens are hashed each time
+ * (about a microsecond per kilobyte) and never kept. */
+export const MEMO_MAX_ENTRIES = 50_000;
+export const MEMO_MAX_CHARS = 2_000_000;
+export const MEMO_MAX_TOKEN_CHARS = 256;
+
 const cache = new Map<string, string>();
+let cachedChars = 0;
 
 /** fingerprint() with a bounded memo: the same tokens arrive over and over, and hashing dominates
  * otherwise. Cleared whole when full, which is cheaper than tracking recency. */
 export function cachedFingerprint(token: string): string {
+  if (token.length > MEMO_MAX_TOKEN_CHARS) return fingerprint(token);
   let fp = cache.get(token);
   if (fp === undefined) {
-    if (cache.size >= CACHE_MAX) cache.clear();
+    if (cache.size >= MEMO_MAX_ENTRIES || cachedChars + token.length > MEMO_MAX_CHARS) {
+      cache.clear();
+      cachedChars = 0;
+    }
     fp = fingerprint(token);
     cache.set(token, fp);
+    cachedChars += token.length;
   }
   return fp;
+}
+
+/** What the memo holds now, for tests and the memory bound in README. */
+export function memoSize(): { entries: number; chars: number } {
+  return { entries: cache.size, chars: cachedChars };
 }
 
 /** A fingerprint as Tollgate writes it (32 hex characters) from one given in full (64) or as written;

@@ -213,7 +213,8 @@ export function counterKeyOf(ruleCounterId: string, fingerprints: string): strin
 function overrideKey(domain: string, rule: Rule | undefined, entries: readonly EntryLike[]): string {
   // With a matching rule the override shares its counters; without one, every value is part of the identity.
   if (rule) return counterKey(rule.counterId, rule.variable, entries);
-  const id = counterId(domain, `~override.${entries.map((e) => e.key).join('.')}`);
+  // The entry keys come from the request: only their fingerprint reaches the key, so its length is bounded.
+  const id = counterId(domain, `~override.${cachedFingerprint(JSON.stringify(entries.map((e) => e.key)))}`);
   return counterKey(id, entries.map(() => true), entries);
 }
 

@@ -36,8 +36,9 @@ export class MemoryStore implements Store {
   readonly kind = 'memory';
   private readonly series = new Map<string, Series>();
   /** Keys by expiry second: windows end on shared boundaries, so there are few buckets and reclaiming is
-   * proportional to what expired, not to the number of counters. */
-  private readonly expiries = new Map<number, string[]>();
+   * proportional to what expired, not to the number of counters. A key is in exactly one bucket, its series'
+   * `e`, and leaves it when the series moves, expires, is evicted or reset: nothing outlives its counter. */
+  private readonly expiries = new Map<number, Set<string>>();
   private readonly clock: Clock;
   private readonly maxCounters: number;
   /** A whole second at creation; series times count seconds from it. */
@@ -54,6 +55,13 @@ export class MemoryStore implements Store {
 
   get size(): number {
     return this.series.size;
+  }
+
+  /** Keys in the expiry index: always `size`, which is what bounds the store's memory by maxCounters. */
+  get indexedKeys(): number {
+    let n = 0;
+    for (const bucket of this.expiries.values()) n += bucket.size;
+    return n;
   }
 
   check(checks: readonly CounterCheck[]): Promise<CheckResult> {
@@ -90,7 +98,12 @@ export class MemoryStore implements Store {
 
   reset(windows: readonly CounterWindow[]): Promise<number> {
     let removed = 0;
-    for (const w of windows) if (this.series.delete(w.key)) removed++;
+    for (const w of windows) {
+      const s = this.series.get(w.key);
+      if (s === undefined) continue;
+      this.drop(s);
+      removed++;
+    }
     return Promise.resolve(removed);
   }
 
@@ -126,11 +139,20 @@ export class MemoryStore implements Store {
     s.c = curr + c.hits;
     s.p = prev;
     if (s.e !== expires) {
+      this.expiries.get(s.e)?.delete(s.k);
       s.e = expires;
       const bucket = this.expiries.get(expires);
-      if (bucket) bucket.push(s.k);
-      else this.expiries.set(expires, [s.k]);
+      if (bucket) bucket.add(s.k);
+      else this.expiries.set(expires, new Set([s.k]));
     }
+  }
+
+  /** Removes a series and its entry in the expiry index. */
+  private drop(s: Series): void {
+    this.series.delete(s.k);
+    const bucket = this.expiries.get(s.e);
+    bucket?.delete(s.k);
+    if (bucket?.size === 0) this.expiries.delete(s.e);
   }
 
   private sweep(nowMs: number): void {
@@ -138,11 +160,7 @@ export class MemoryStore implements Store {
     const now = this.seconds(nowMs);
     for (const [expires, keys] of this.expiries) {
       if (expires > now) continue;
-      for (const k of keys) {
-        // A series written again since has moved to a later bucket: only drop it if this is still its end.
-        const s = this.series.get(k);
-        if (s !== undefined && s.e <= now) this.series.delete(k);
-      }
+      for (const k of keys) this.series.delete(k);
       this.expiries.delete(expires);
     }
   }
@@ -151,8 +169,7 @@ export class MemoryStore implements Store {
     this.sweep(nowMs);
     if (this.series.size < this.maxCounters) return;
     // Map iteration order is insertion order: the first key is the oldest counter.
-    const oldest = this.series.keys().next().value as string;
-    this.series.delete(oldest);
+    this.drop(this.series.values().next().value as Series);
     this.evictions++;
     if (nowMs - this.lastEvictionLogMs >= 60_000) {
       this.lastEvictionLogMs = nowMs;

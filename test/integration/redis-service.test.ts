@@ -60,6 +60,18 @@ describe('redis store behind the service', () => {
     expect(keys.filter((k) => k.includes(secret) || k.includes('Bearer'))).toEqual([]);
     expect(keys).toContain(`tollgate:property-api:category_reports.token:{${fingerprint(secret)}}:hour`);
   });
+
+  it('keys of an Envoy limit override hold no request-supplied entry key either', async () => {
+    const secret = `raw-key-${Math.random().toString(36).slice(2)}`;
+    const res = await instances[0]!.rls.call({
+      domain: 'property-api',
+      descriptors: [{ entries: [{ key: secret, value: 'v' }], limit: { requests_per_unit: 3, unit: 'MINUTE' } }],
+    });
+    expect(res.overall_code).toBe('OK');
+    const keys = (await redis.cli('--scan', '--pattern', 'tollgate:*override*')).split('\n').filter(Boolean);
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.filter((k) => k.includes(secret))).toEqual([]);
+  });
 });
 
 describe('local over-limit cache', () => {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { toFingerprint } from '../../src/control/admin-client.js';
-import { asFingerprint, cachedFingerprint, fingerprint } from '../../src/fingerprint.js';
+import { asFingerprint, cachedFingerprint, fingerprint, MEMO_MAX_CHARS, MEMO_MAX_ENTRIES, memoSize } from '../../src/fingerprint.js';
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -23,5 +23,18 @@ describe('fingerprints', () => {
   it('the CLI hashes a token and keeps a fingerprint', () => {
     expect(toFingerprint('Bearer abc')).toBe(fingerprint('abc'));
     expect(toFingerprint(fingerprint('abc'))).toBe(fingerprint('abc'));
+  });
+
+  it('memo stays within its bounds, by entries and by characters, whatever the tokens', () => {
+    for (let i = 0; i < 3000; i++) {
+      const big = `${i}-${'x'.repeat(8 * 1024)}`;
+      expect(cachedFingerprint(big)).toBe(fingerprint(big));
+    }
+    for (let i = 0; i < 30_000; i++) cachedFingerprint(`${i}-${'y'.repeat(200)}`);
+    for (let i = 0; i < 60_000; i++) cachedFingerprint(`t${i}`);
+    const { entries, chars } = memoSize();
+    expect(entries).toBeLessThanOrEqual(MEMO_MAX_ENTRIES);
+    expect(chars).toBeLessThanOrEqual(MEMO_MAX_CHARS);
+    expect(entries).toBeGreaterThan(0);
   });
 });

@@ -88,6 +88,14 @@ describe('memory store', () => {
     expect(warnings).toHaveLength(1);
   });
 
+  it('keeps no trace of an evicted or reset counter (hour-long windows, far past maxCounters)', async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 100 });
+    for (let i = 0; i < 5000; i++) await store.check([check({ key: `k${i}`, windowMs: 3_600_000 })]);
+    await store.reset([{ key: 'k4999', windowMs: 3_600_000 }]);
+    expect(store.size).toBe(99);
+    expect(store.indexedKeys).toBe(99);
+  });
+
   it('is exact under concurrent checks', async () => {
     const store = new MemoryStore({ clock: new ManualClock(T0) });
     const results = await Promise.all(Array.from({ length: 200 }, () => store.check([check({ limit: 37 })])));
