@@ -176,15 +176,17 @@ async function stopAll(p: {
   p.health.set(false);
   p.health.endWatches();
   const drained = new Promise<void>((resolve) => p.grpcServer.tryShutdown(() => resolve()));
+  const httpClosed = new Promise<void>((resolve) => p.http.close(() => resolve()));
+  p.http.closeIdleConnections();
+  // The timeout bounds the whole shutdown: calls still open then, gRPC or HTTP (a client trickling a body
+  // in), are cut; closing the store gets as long again.
   const timer = setTimeout(() => {
     p.logger.warn({ timeoutMs: p.timeoutMs }, 'in-flight calls did not finish in time: cutting them');
     p.grpcServer.forceShutdown();
+    p.http.closeAllConnections();
   }, p.timeoutMs);
-  const httpClosed = new Promise<void>((resolve) => p.http.close(() => resolve()));
-  p.http.closeIdleConnections();
-  await drained;
+  await Promise.all([drained, httpClosed]);
   clearTimeout(timer);
-  await httpClosed;
-  await p.store.close();
+  await Promise.race([p.store.close(), new Promise((resolve) => setTimeout(resolve, p.timeoutMs).unref())]);
   p.logger.info('tollgate stopped');
 }

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startCli } from '../helpers/process.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
@@ -47,6 +48,33 @@ describe('graceful shutdown', () => {
     } finally {
       rls.close();
       health.close();
+      daemon.child.kill('SIGKILL');
+    }
+  });
+
+  it('on SIGTERM: a client trickling a request body in does not hold the process past the timeout', async () => {
+    const [grpcPort, httpPort] = [await freePort(), await freePort()];
+    const daemon = await startCli(
+      ['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--shutdown-timeout-ms', '1000'],
+      /tollgate serving/,
+    );
+    const sock = connect(httpPort, '127.0.0.1');
+    sock.on('error', () => undefined);
+    let trickle: NodeJS.Timeout | undefined;
+    try {
+      await new Promise((r) => sock.once('connect', r));
+      sock.write('POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
+      trickle = setInterval(() => sock.write(' '), 50);
+      // The server has the request once it answers nothing and keeps the socket: then ask it to stop.
+      await new Promise((r) => setTimeout(r, 200));
+      daemon.child.kill('SIGTERM');
+      const closed = new Promise((r) => sock.once('close', r));
+      expect(await daemon.exited).toBe(0);
+      await closed;
+      expect(daemon.output()).toMatch(/did not finish in time[\s\S]*tollgate stopped/);
+    } finally {
+      clearInterval(trickle);
+      sock.destroy();
       daemon.child.kill('SIGKILL');
     }
   });
