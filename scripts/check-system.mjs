@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+// Checks that the system programs in scripts/system-programs.json are on PATH before the tests (or the
+// benchmark) start them, so a missing one is one clear line instead of a spawn ENOENT deep inside a test.
+//   node scripts/check-system.mjs [--for test|bench] [--no-install]
+// Missing programs are installed with apt-get when running as root where apt-get exists (one line says so),
+// unless --no-install (or TOLLGATE_NO_INSTALL=1); otherwise the check exits 1 naming them and the command.
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({ options: { for: { type: 'string', default: 'test' }, 'no-install': { type: 'boolean', default: false } } });
+const list = JSON.parse(readFileSync(new URL('./system-programs.json', import.meta.url), 'utf8')).programs;
+
+/** Whether `name` is an executable file in one of PATH's directories. */
+function onPath(name) {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    try {
+      accessSync(join(dir, name), constants.X_OK);
+      return true;
+    } catch {
+      // not in this directory
+    }
+  }
+  return false;
+}
+
+const missing = list.filter((p) => p.for.includes(values.for) && !onPath(p.program));
+if (missing.length === 0) process.exit(0);
+
+const programs = missing.map((p) => p.program).join(', ');
+const packages = [...new Set(missing.map((p) => p.package))];
+const install = `apt-get install -y --no-install-recommends ${packages.join(' ')}`;
+const mayInstall = !values['no-install'] && process.env.TOLLGATE_NO_INSTALL !== '1' && process.getuid?.() === 0 && onPath('apt-get');
+
+if (!mayInstall) {
+  console.error(`npm ${values.for === 'bench' ? 'run bench' : 'test'} needs ${programs}, not found on PATH; install with: sudo apt-get update && sudo ${install}`);
+  process.exit(1);
+}
+console.error(`installing ${packages.join(' ')} (for ${programs}): the ${values.for === 'bench' ? 'benchmark starts' : 'tests start'} real processes on loopback`);
+const quiet = { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
+try {
+  execFileSync('apt-get', ['update', '-qq'], quiet);
+  execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], quiet);
+} catch {
+  console.error(`could not install ${packages.join(' ')}; install with: ${install}`);
+  process.exit(1);
+}
+const still = missing.filter((p) => !onPath(p.program));
+if (still.length > 0) {
+  console.error(`still not on PATH after installing: ${still.map((p) => p.program).join(', ')}`);
+  process.exit(1);
+}

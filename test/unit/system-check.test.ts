@@ -1,0 +1,41 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const list = (JSON.parse(readFileSync('scripts/system-programs.json', 'utf8')) as { programs: { program: string; package: string; for: string[] }[] }).programs;
+
+/** Where a program is on this machine's PATH. */
+function locate(name: string): string {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    const r = spawnSync('test', ['-x', join(dir, name)]);
+    if (dir && r.status === 0) return join(dir, name);
+  }
+  throw new Error(`${name} is not on PATH (npm test's pretest should have installed it)`);
+}
+
+/** Runs the check with a PATH holding only links to these programs. */
+function checkWith(programs: string[]): { status: number | null; stderr: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-path-'));
+  for (const p of programs) symlinkSync(locate(p), join(dir, p));
+  const r = spawnSync(process.execPath, ['scripts/check-system.mjs', '--for', 'test', '--no-install'], { env: { PATH: dir }, encoding: 'utf8' });
+  return { status: r.status, stderr: r.stderr };
+}
+
+describe('the system-program check before npm test', () => {
+  const needed = list.filter((p) => p.for.includes('test'));
+
+  it('passes when every program the tests start is on PATH', () => {
+    expect(checkWith(needed.map((p) => p.program))).toEqual({ status: 0, stderr: '' });
+  });
+
+  it.each(needed.map((p) => [p.program, p.package]))('names a missing %s and the command that installs it, in one line', (program, pkg) => {
+    const { status, stderr } = checkWith(needed.map((p) => p.program).filter((p) => p !== program));
+    expect(status).toBe(1);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr).toContain(`needs ${program},`);
+    expect(stderr).toContain(`apt-get install -y --no-install-recommends ${pkg}`);
+    expect(stderr).not.toMatch(/\n\s+at /);
+  });
+});
