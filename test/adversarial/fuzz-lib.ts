@@ -85,10 +85,20 @@ export interface Finding {
   problem: string;
 }
 
+/** Findings of one sort: all counted, the first few kept (a soak against a broken build must not hoard). */
+export class Findings {
+  count = 0;
+  readonly first: Finding[] = [];
+  add(f: Finding): void {
+    this.count++;
+    if (this.first.length < 50) this.first.push(f);
+  }
+}
+
 /** Looks for the marker, in any letter case, in text that leaves the service. Streams are scanned with an
  * overlap, so a marker split across two chunks is still found. */
 export class LeakScanner {
-  readonly leaks: Finding[] = [];
+  readonly leaks = new Findings();
   private readonly needle: string;
   constructor(readonly marker: string) {
     this.needle = marker.toLowerCase();
@@ -99,7 +109,7 @@ export class LeakScanner {
     const at = text.toLowerCase().indexOf(this.needle);
     if (at === -1) return false;
     const excerpt = text.slice(Math.max(0, at - 120), at + this.needle.length + 60).replace(/\n/g, '⏎');
-    this.leaks.push({ index, kind: where, problem: `marker in ${where}: …${excerpt}…` });
+    this.leaks.add({ index, kind: where, problem: `marker in ${where}: …${excerpt}…` });
     return true;
   }
 
@@ -270,8 +280,8 @@ export function budgetFromEnv(cases: number, ms: number, concurrency: number): {
 export interface Tally {
   sent: number;
   crashes: number;
-  wrong: Finding[];
-  hangs: Finding[];
+  wrong: Findings;
+  hangs: Findings;
   kinds: Map<string, number>;
 }
 
@@ -281,10 +291,10 @@ export async function runCases<C extends { kind: string }>(
   seed: number,
   budget: Budget,
   generate: (r: Rng, index: number) => C,
-  exec: (c: C, index: number) => Promise<'ok' | 'hang' | { wrong: string }>,
+  exec: (c: C, index: number) => Promise<Outcome>,
   alive: () => boolean,
 ): Promise<Tally> {
-  const tally: Tally = { sent: 0, crashes: 0, wrong: [], hangs: [], kinds: new Map() };
+  const tally: Tally = { sent: 0, crashes: 0, wrong: new Findings(), hangs: new Findings(), kinds: new Map() };
   const deadline = Date.now() + budget.ms;
   let next = budget.only ?? 0;
   const last = budget.only !== undefined ? budget.only + 1 : budget.cases;
@@ -295,13 +305,18 @@ export async function runCases<C extends { kind: string }>(
       tally.sent++;
       tally.kinds.set(c.kind, (tally.kinds.get(c.kind) ?? 0) + 1);
       const outcome = await exec(c, index);
-      if (outcome === 'hang') tally.hangs.push({ index, kind: c.kind, problem: 'no answer within the deadline' });
-      else if (outcome !== 'ok') tally.wrong.push({ index, kind: c.kind, problem: outcome.wrong });
+      if (outcome === 'hang') tally.hangs.add({ index, kind: c.kind, problem: 'no answer within the deadline' });
+      else if (outcome !== 'ok') tally.wrong.add({ index, kind: c.kind, problem: outcome.wrong });
     }
   };
   await Promise.all(Array.from({ length: budget.concurrency }, worker));
   if (!alive()) tally.crashes++;
   return tally;
+}
+
+/** Everything wrong in a run: a crash, wrong answers, missed deadlines, leaks. */
+export function problemCount(tally: Tally, scanner: LeakScanner): number {
+  return tally.crashes + tally.wrong.count + tally.hangs.count + scanner.leaks.count;
 }
 
 /** Everything that must not be found after a run: the marker in /metrics and in Redis keys. */
@@ -337,9 +352,9 @@ export function summarize(suite: string, target: string, seed: number, startedAt
     seconds: Math.round((Date.now() - startedAt) / 100) / 10,
     sent: tally.sent,
     crashes: tally.crashes,
-    wrongAnswers: tally.wrong.length,
-    hangs: tally.hangs.length,
-    leaks: scanner.leaks.length,
+    wrongAnswers: tally.wrong.count,
+    hangs: tally.hangs.count,
+    leaks: scanner.leaks.count,
     kinds: Object.fromEntries([...tally.kinds].sort()),
   };
 }
@@ -351,10 +366,41 @@ export function report(summary: Summary): void {
   if (process.env.FUZZ_REPORT) appendFileSync(process.env.FUZZ_REPORT, `${JSON.stringify(summary)}\n`);
 }
 
+export type Outcome = 'ok' | 'hang' | { wrong: string };
+
+/** A fuzzer armed against one running target: it makes case `index` and sends it. */
+export interface Attack<C extends { kind: string }> {
+  generate(r: Rng, index: number): C;
+  exec(c: C, index: number): Promise<Outcome>;
+  close(): void;
+}
+
+/** A whole run: start the target (its logs into the scanner), attack it within the budget, scan /metrics and
+ * Redis keys, report. The failure message names the seed and the first findings. */
+export async function fuzzRun<C extends { kind: string }>(
+  suite: string, store: 'memory' | 'redis', env: { budget: Budget; mode: Mode }, arm: (target: Target, scanner: LeakScanner) => Attack<C>,
+): Promise<{ problems: number; message: string; sent: number }> {
+  const seed = fuzzSeed();
+  const scanner = new LeakScanner(makeMarker(seed));
+  const target = await startTarget(store, env.mode, scanner);
+  const startedAt = Date.now();
+  const attack = arm(target, scanner);
+  try {
+    const tally = await runCases(seed, env.budget, attack.generate, attack.exec, target.alive);
+    if (target.alive()) await scanAfterRun(target, scanner);
+    else tally.crashes = 1;
+    report(summarize(suite, target.name, seed, startedAt, tally, scanner));
+    return { problems: problemCount(tally, scanner), message: explainFailures(`${suite} fuzz, ${target.name}`, seed, tally, scanner), sent: tally.sent };
+  } finally {
+    attack.close();
+    await target.close();
+  }
+}
+
 /** The failure message: the seed, how to replay, and the first findings of each sort. */
 export function explainFailures(suite: string, seed: number, tally: Tally, scanner: LeakScanner): string {
-  const show = (title: string, list: Finding[]): string[] =>
-    list.length === 0 ? [] : [`${title} (${list.length}):`, ...list.slice(0, 8).map((f) => `  case ${f.index} [${f.kind}]: ${f.problem.slice(0, 400)}`)];
+  const show = (title: string, list: Findings): string[] =>
+    list.count === 0 ? [] : [`${title} (${list.count}):`, ...list.first.slice(0, 8).map((f) => `  case ${f.index} [${f.kind}]: ${f.problem.slice(0, 400)}`)];
   return [
     `${suite}: seed ${seed}; replay with FUZZ_SEED=${seed} (one case: FUZZ_SEED=${seed} FUZZ_ONLY=<case>)`,
     ...(tally.crashes ? ['the service process exited'] : []),

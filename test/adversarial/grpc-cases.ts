@@ -8,7 +8,7 @@ import type { RequestBounds } from '../../src/server/request.js';
 import { RLS_SERVICE, clientConstructor } from '../../src/server/proto.js';
 import { enc, varint } from '../helpers/protowire.js';
 import type { RlsRequest } from '../helpers/service.js';
-import type { LeakScanner, Rng } from './fuzz-lib.js';
+import type { LeakScanner, Outcome, Rng } from './fuzz-lib.js';
 import { MAX_UINT32, contractAccepts, invalidRequest, validRequest } from './request-cases.js';
 
 const { status } = grpc;
@@ -209,7 +209,6 @@ function framing(r: Rng, message: Buffer, marker: string): GrpcCase {
 
 // ---------------------------------------------------------------- executors
 
-type Outcome = 'ok' | 'hang' | { wrong: string };
 
 function judge(got: Answer, allowed: Answer[], detail: string): Outcome {
   return allowed.includes(got) ? 'ok' : { wrong: `answered ${String(got)}${detail ? ` (${detail})` : ''}, expected one of ${allowed.join(', ')}` };

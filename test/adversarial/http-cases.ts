@@ -5,7 +5,7 @@ import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
 import type { RequestBounds } from '../../src/server/request.js';
 import type { RlsRequest } from '../helpers/service.js';
-import { ADMIN_TOKEN, KNOWN_TIERS, type LeakScanner, type Rng } from './fuzz-lib.js';
+import { ADMIN_TOKEN, KNOWN_TIERS, type LeakScanner, type Outcome, type Rng } from './fuzz-lib.js';
 import { contractAccepts, invalidRequest, markerText, validRequest } from './request-cases.js';
 
 const DEADLINE_MS = 10_000;
@@ -222,7 +222,6 @@ function rawCase(r: Rng, marker: string): HttpCase {
 
 // ---------------------------------------------------------------- executors
 
-type Outcome = 'ok' | 'hang' | { wrong: string };
 
 export const httpAgent = (): Agent => new Agent({ keepAlive: true, maxSockets: 16 });
 
