@@ -1,154 +1,113 @@
-// npm run bench [-- --seconds 10 --rate 5000 --json FILE]
-// Measures Tollgate against the floor of its own stack, side by side in one run on this machine:
-//   noop     a gRPC server on the same stack that answers OK with three fixed headers (bench/noop-rls.mjs)
-//   memory   tollgate serve --store memory
-//   redis    tollgate serve --store redis (a redis-server of its own)
-// Each is driven by bench/load.mjs in a separate process: at full speed (closed loop), then at a fixed rate.
-// Then the memory store's footprint with 1,000,000 distinct tokens (bench/memory.mjs).
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+// npm run bench [-- --seconds 6 --rounds 3 --rate half|N --json FILE --profile --skip-memory --only a,b]
+// Tollgate against the floors of its own stack, side by side in one run on this machine:
+//   raw-noop  node:http2 answering every call with a response framed once (the limit of Node itself)
+//   noop      a grpc-js server with the same protos that decides nothing (the floor of Tollgate's stack)
+//   memory    tollgate serve --store memory
+//   redis     tollgate serve --store redis (a redis-server of its own)
+// Per target and round: a saturation run driven by h2load (nghttp2's C load generator: 4 connections × 32
+// streams, every call admitted and counted), a fixed-rate run (default: half the grpc-js floor's saturation
+// rate in the same round) and the property API's traffic mix, both driven
+// by bench/h2-driver.mjs (node:http2, frames encoded once). CPU of every process from /proc. Rounds alternate
+// the targets; figures are medians over rounds. Then the memory store's footprint (bench/memory.mjs).
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { cpuSeconds, driver, freePort, h2load, peakRssMiB, redisScriptCalls, start, stop } from './bench-lib.mjs';
 
 const { values } = parseArgs({
   options: {
     seconds: { type: 'string', default: '6' },
     rounds: { type: 'string', default: '3' },
-    rate: { type: 'string', default: '5000' },
+    rate: { type: 'string', default: 'half' },
     json: { type: 'string' },
     profile: { type: 'boolean', default: false },
     'skip-memory': { type: 'boolean', default: false },
+    only: { type: 'string' },
   },
 });
+const seconds = Number(values.seconds);
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-
-function start(command, args, ready) {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const onData = (d) => {
-      out += d;
-      if (ready.test(out)) resolve(child);
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${command} exited ${code}: ${out}`)));
-  });
-}
-
-function stop(child) {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once('exit', resolve);
-    child.kill('SIGTERM');
-    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
-  });
-}
-
-function run(args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bench/load.mjs', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop())) : reject(new Error(`load exited ${code}`))));
-  });
-}
-
-/** Tollgate's own time per decision (from decoded request to response object), from its histogram. */
-async function ownTime(httpPort) {
-  const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
-  const read = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
-  return (read('tollgate_should_rate_limit_duration_seconds_sum') / read('tollgate_should_rate_limit_duration_seconds_count')) * 1e6;
-}
-
-/** Peak resident memory of a process, in MiB. */
-function peakRssMiB(pid) {
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-
-/** Commands Tollgate sent to Redis. Commands run inside a script show in commandstats too, so they are left
- * out: a script call counts once, as the one round trip it is. */
-const IN_SCRIPT = new Set(['hmget', 'hset', 'pexpire', 'time']);
-const BENCH_OWN = new Set(['info', 'config|resetstat', 'flushall']);
-function redisCalls(port) {
-  const stats = execFileSync('redis-cli', ['-p', String(port), 'INFO', 'commandstats']).toString();
-  let calls = 0;
-  for (const m of stats.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) if (!IN_SCRIPT.has(m[1]) && !BENCH_OWN.has(m[1])) calls += Number(m[2]);
-  return calls;
+/** The bundled config plus the benchmark's own domain (one token under a limit no run reaches). */
+function configDir() {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-config-'));
+  for (const f of readdirSync('config')) if (/\.ya?ml$/.test(f)) copyFileSync(join('config', f), join(dir, f));
+  copyFileSync('bench/bench-domain.yaml', join(dir, 'bench.yaml'));
+  return dir;
 }
 
 async function main() {
   const redisPort = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
-  const redis = await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], /Ready to accept/);
+  const redis = await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-bench-'))], /Ready to accept/);
+  const config = configDir();
   const tollgate = (port, http, ...extra) => [
     process.execPath,
-    [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), 'dist/cli.js', 'serve', '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--config-poll-ms', '0', ...extra],
+    [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), 'dist/cli.js', 'serve', '--config', config, '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--config-poll-ms', '0', ...extra],
     /tollgate serving/,
   ];
   const targets = {
+    'raw-noop': (port) => [process.execPath, ['bench/raw-noop.mjs', String(port)], /raw noop serving/],
     noop: (port) => [process.execPath, ['bench/noop-rls.mjs', String(port)], /noop serving/],
     memory: (port, http) => tollgate(port, http),
     redis: (port, http) => tollgate(port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`),
   };
-
-  // Rounds alternate the targets, so a slow spell of this (shared, virtual) machine hits all of them alike;
-  // each figure is the median over the rounds.
-  const runs = { noop: [], memory: [], redis: [] };
+  const names = values.only ? values.only.split(',') : Object.keys(targets);
+  const runs = Object.fromEntries(names.map((n) => [n, []]));
   for (let round = 1; round <= Number(values.rounds); round++) {
-    for (const [name, make] of Object.entries(targets)) {
-      runs[name].push(await measure(name, make, redisPort));
-      console.error(`round ${round} ${name}: ${Math.round(runs[name].at(-1).perSecond)} decisions/s`);
+    let rate = values.rate === 'half' ? 5000 : Number(values.rate);
+    for (const name of names) {
+      const r = await measure(name, targets[name], redis, redisPort, rate);
+      if (name === 'noop' && values.rate === 'half') rate = Math.round(r.sat.perSecond / 2);
+      runs[name].push(r);
+      console.error(`round ${round} ${name}: ${Math.round(r.sat.perSecond)}/s, ${r.sat.serviceUs.toFixed(1)} µs/decision, h2load CPU ${(r.sat.driverShare * 100).toFixed(0)}%`);
     }
   }
-  const results = Object.fromEntries(Object.entries(runs).map(([name, rs]) => [name, summarize(rs)]));
   await stop(redis);
+  const results = Object.fromEntries(names.map((n) => [n, summarize(runs[n])]));
   if (!values['skip-memory']) {
     const out = execFileSync(process.execPath, ['--expose-gc', 'bench/memory.mjs', '1000000']).toString();
     results.memoryStore = JSON.parse(out.trim().split('\n').pop());
   }
   print(results);
-  if (values.json) {
-    writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds: Number(values.seconds), rounds: Number(values.rounds), results }, null, 2)}\n`);
-  }
+  if (values.json) writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds, rounds: Number(values.rounds), rate: values.rate, results }, null, 2)}\n`);
 }
 
-async function measure(name, make, redisPort) {
+/** One target, one round: saturation under h2load, then the fixed rate, then the traffic mix. */
+async function measure(name, make, redis, redisPort, rate) {
   execFileSync('redis-cli', ['-p', String(redisPort), 'FLUSHALL']);
-  const port = await freePort();
-  const http = await freePort();
+  const [port, http] = [await freePort(), await freePort()];
   const [cmd, args, ready] = make(port, http);
   const server = await start(cmd, args, ready);
-  execFileSync('redis-cli', ['-p', String(redisPort), 'CONFIG', 'RESETSTAT']);
-  const max = await run(['--target', `127.0.0.1:${port}`, '--seconds', values.seconds]);
-  const calls = redisCalls(redisPort);
-  const steady = await run(['--target', `127.0.0.1:${port}`, '--seconds', values.seconds, '--rate', values.rate]);
+  const target = `127.0.0.1:${port}`;
+  await h2load(target, { requests: 20_000 }); // warm-up: JIT, connections, Redis script cache
+  const sat = await withCpu([server, redis], () => h2load(target, { seconds }), redisPort);
+  const steady = await withCpu([server, redis], () => driver(target, ['--rate', String(rate), '--seconds', String(seconds), '--mix', 'bench']), redisPort);
+  const mix = await driver(target, ['--seconds', String(seconds), '--mix', 'property']);
   const rss = peakRssMiB(server.pid);
-  const own = name === 'noop' ? undefined : await ownTime(http);
   await stop(server);
+  const per = (run, i) => (run.cpu[i] / run.result.total) * 1e6;
   return {
-    perSecond: max.perSecond,
-    p50: max.p50,
-    p99: max.p99,
-    p999: max.p999,
-    errors: max.errors + steady.errors,
-    // Over every call of the run, warm-up included, as the counters are.
-    redisCommandsPerDecision: name === 'redis' ? calls / max.total : 0,
+    sat: {
+      perSecond: sat.result.perSecond,
+      errors: sat.result.errors,
+      serviceUs: per(sat, 0),
+      redisUs: name === 'redis' ? per(sat, 1) : undefined,
+      redisCallsPerDecision: name === 'redis' ? sat.scripts / sat.result.total : undefined,
+      driverShare: sat.result.driverShare,
+    },
+    steady: { rate, achieved: steady.result.perSecond, driverShare: steady.result.driverCpuShare, p50: steady.result.p50, p99: steady.result.p99, p999: steady.result.p999, errors: steady.result.errors, serviceUs: per(steady, 0), redisUs: name === 'redis' ? per(steady, 1) : undefined },
+    mix: { perSecond: mix.perSecond, errors: mix.errors, driverShare: mix.driverCpuShare },
     rssMiB: rss,
-    ownMicrosPerDecision: own,
-    steady: { rate: Number(values.rate), achieved: steady.perSecond, p50: steady.p50, p99: steady.p99, p999: steady.p999 },
   };
+}
+
+/** Runs `fn` and reports the CPU seconds each process used meanwhile, and Redis script calls. */
+async function withCpu(processes, fn, redisPort) {
+  const before = processes.map((p) => cpuSeconds(p.pid));
+  const scriptsBefore = redisScriptCalls(redisPort);
+  const result = await fn();
+  return { result, cpu: processes.map((p, i) => cpuSeconds(p.pid) - before[i]), scripts: redisScriptCalls(redisPort) - scriptsBefore };
 }
 
 function median(xs) {
@@ -158,43 +117,27 @@ function median(xs) {
 
 function summarize(rs) {
   const pick = (f) => median(rs.map(f));
-  return {
-    perSecond: pick((r) => r.perSecond),
-    perSecondRuns: rs.map((r) => Math.round(r.perSecond)),
-    p50: pick((r) => r.p50),
-    p99: pick((r) => r.p99),
-    p999: pick((r) => r.p999),
-    errors: rs.reduce((n, r) => n + r.errors, 0),
-    redisCommandsPerDecision: pick((r) => r.redisCommandsPerDecision),
-    rssMiB: Math.max(...rs.map((r) => r.rssMiB)),
-    ownMicrosPerDecision: pick((r) => r.ownMicrosPerDecision),
-    steady: {
-      rate: rs[0].steady.rate,
-      achieved: pick((r) => r.steady.achieved),
-      p50: pick((r) => r.steady.p50),
-      p99: pick((r) => r.steady.p99),
-      p999: pick((r) => r.steady.p999),
-    },
-  };
+  const fields = (part) => Object.fromEntries(Object.keys(rs[0][part]).map((k) => [k, k === 'errors' ? rs.reduce((n, r) => n + r[part][k], 0) : pick((r) => r[part][k])]));
+  return { sat: fields('sat'), steady: fields('steady'), mix: fields('mix'), rssMiB: Math.max(...rs.map((r) => r.rssMiB)), satRuns: rs.map((r) => Math.round(r.sat.perSecond)) };
 }
 
 function machine() {
-  const cpus = readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.+)$/m)?.[1];
-  return { node: process.version, cores: readFileSync('/proc/cpuinfo', 'utf8').match(/^processor/gm).length, cpu: cpus };
+  const info = execFileSync('cat', ['/proc/cpuinfo']).toString();
+  return { node: process.version, cores: info.match(/^processor/gm).length, cpu: info.match(/^model name\s*:\s*(.+)$/m)?.[1] };
 }
 
 function print(r) {
-  const floor = r.noop;
+  const floor = r.noop?.sat.perSecond;
   const f = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '-');
-  const ratio = (a, b) => (b ? `${(a / b).toFixed(2)}×` : '-');
-  const rows = [
-    ['', 'decisions/s', 'vs floor', 'p50 ms', 'p99 ms', 'p99.9 ms', 'own µs/decision', 'redis cmds/decision', 'peak RSS MiB', `p50 / p99 / p99.9 ms at ${values.rate}/s`, 'errors'],
-  ];
-  for (const name of ['noop', 'memory', 'redis']) {
-    const x = r[name];
+  const ratio = (a) => (floor ? `${(a / floor).toFixed(2)}×` : '-');
+  const rows = [['target', 'decisions/s', 'vs grpc floor', 'CPU µs/decision', 'redis µs/decision', 'redis calls/decision', 'h2load CPU', 'fixed rate/s', 'µs/decision at it', 'p50 / p99 / p99.9 ms', 'mix decisions/s', 'errors', 'peak RSS MiB']];
+  for (const [name, x] of Object.entries(r)) {
+    if (name === 'memoryStore') continue;
+    const driverNote = x.sat.driverShare > 0.9 ? ' (driver-bound!)' : '';
     rows.push([
-      name, f(x.perSecond), ratio(x.perSecond, floor.perSecond), f(x.p50, 2), f(x.p99, 2), f(x.p999, 2), f(x.ownMicrosPerDecision, 1),
-      f(x.redisCommandsPerDecision, 2), f(x.rssMiB, 0), `${f(x.steady.p50, 2)} / ${f(x.steady.p99, 2)} / ${f(x.steady.p999, 2)}`, String(x.errors),
+      name, f(x.sat.perSecond), ratio(x.sat.perSecond), f(x.sat.serviceUs, 1), f(x.sat.redisUs, 1), f(x.sat.redisCallsPerDecision, 3),
+      `${f(x.sat.driverShare * 100)}%${driverNote}`, f(x.steady.rate), f(x.steady.serviceUs, 1), `${f(x.steady.p50, 2)} / ${f(x.steady.p99, 2)} / ${f(x.steady.p999, 2)}`,
+      f(x.mix.perSecond), String(x.sat.errors + x.steady.errors + x.mix.errors), f(x.rssMiB),
     ]);
   }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));

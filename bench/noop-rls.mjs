@@ -2,18 +2,10 @@
 // options) that decides nothing: every call gets OK and three fixed headers.
 import * as grpc from '@grpc/grpc-js';
 import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
+import { NOOP_RESPONSE } from './noop-response.mjs';
 
 const port = Number(process.argv[2] ?? 0);
-const response = {
-  overall_code: 1,
-  statuses: [{ code: 1, limit_remaining: 0 }],
-  response_headers_to_add: [
-    { key: 'X-RateLimit-Limit', value: '1000' },
-    { key: 'X-RateLimit-Remaining', value: '999' },
-    { key: 'X-RateLimit-Reset', value: '1800000000' },
-  ],
-  request_headers_to_add: [],
-};
+const response = NOOP_RESPONSE;
 
 const server = new grpc.Server();
 server.addService(serviceDefinition(RLS_SERVICE), { ShouldRateLimit: (_call, callback) => callback(null, response) });

@@ -1,0 +1,113 @@
+// Pieces of the benchmark: processes, /proc readings, and the two load drivers.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
+
+export const freePort = () =>
+  new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+
+/** Starts a process and resolves once its output matches `ready`. */
+export function start(command, args, ready) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const onData = (d) => {
+      out += d;
+      if (ready.test(out)) resolve(child);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${command} exited ${code}: ${out}`)));
+  });
+}
+
+export function stop(child) {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once('exit', resolve);
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
+  });
+}
+
+const TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+
+/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat. */
+export function cpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / TICKS;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Peak resident memory of a process, in MiB. */
+export function peakRssMiB(pid) {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** Script calls Redis ran (EVALSHA and EVAL): the round trips that decide. */
+export function redisScriptCalls(port) {
+  const stats = execFileSync('redis-cli', ['-p', String(port), 'INFO', 'commandstats']).toString();
+  let calls = 0;
+  for (const m of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
+  return calls;
+}
+
+/** The request every saturation call sends: the bench domain's one token, as one gRPC frame. */
+function benchFrame() {
+  const body = serviceDefinition(RLS_SERVICE).ShouldRateLimit.requestSerialize({ domain: 'bench', descriptors: [{ entries: [{ key: 'token', value: 'Bearer bench' }] }] });
+  const out = Buffer.alloc(5 + body.length);
+  out.writeUInt32BE(body.length, 1);
+  body.copy(out, 5);
+  return out;
+}
+
+/** h2load at full speed: 4 connections × 32 streams, for `seconds` or `requests`. Samples its own CPU from
+ * /proc while it runs, so a run where the driver, not the target, was saturated can be flagged. */
+export async function h2load(target, { seconds, requests }) {
+  const body = join(mkdtempSync(join(tmpdir(), 'tollgate-h2load-')), 'request.bin');
+  writeFileSync(body, benchFrame());
+  const path = serviceDefinition(RLS_SERVICE).ShouldRateLimit.path;
+  const args = ['-c', '4', '-m', '32', '-t', '1', '-d', body, '-H', 'content-type: application/grpc', '-H', 'te: trailers', ...(seconds ? ['-D', String(seconds)] : ['-n', String(requests)]), `http://${target}${path}`];
+  const child = spawn('h2load', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  let cpu = 0;
+  const sampler = setInterval(() => {
+    const c = cpuSeconds(child.pid);
+    if (Number.isFinite(c)) cpu = c;
+  }, 50);
+  const started = process.hrtime.bigint();
+  const code = await new Promise((resolve) => child.once('exit', resolve));
+  clearInterval(sampler);
+  const wall = Number(process.hrtime.bigint() - started) / 1e9;
+  if (code !== 0) throw new Error(`h2load exited ${code}: ${out}`);
+  const num = (re) => Number(re.exec(out)?.[1] ?? NaN);
+  const done = num(/requests: \d+ total, \d+ started, (\d+) done/);
+  const ok = num(/(\d+) succeeded/);
+  return { total: done, errors: done - ok, perSecond: num(/finished in [\d.]+s, ([\d.]+) req\/s/), driverShare: cpu / wall };
+}
+
+/** bench/h2-driver.mjs in its own process; resolves with its JSON line. */
+export function driver(target, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['bench/h2-driver.mjs', '--target', target, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop())) : reject(new Error(`driver exited ${code}`))));
+  });
+}

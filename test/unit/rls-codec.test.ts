@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { decodeRateLimitRequest, encodeRateLimitResponse, UndecodableRequest } from '../../src/server/rls-codec.js';
+import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
+import type { WireResponse } from '../../src/response/wire.js';
+
+/** protobufjs, through @grpc/proto-loader with Tollgate's options: the reference both directions must match. */
+const reference = clientConstructor(RLS_SERVICE).service.ShouldRateLimit!;
+const SEED = Number(process.env.CODEC_SEED ?? 20261122);
+
+function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+function generators(random: () => number) {
+  const int = (max: number): number => Math.floor(random() * max);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
+  const ALPHABET = ['a', 'Z', '0', '-', ' ', 'é', '€', '😀', 'Bearer ', '/', '\u0000', 'x'.repeat(130)];
+  const text = (): string => Array.from({ length: int(6) }, () => pick(ALPHABET)).join('');
+  const number = (): number => pick([0, 1, 127, 128, 300, 16_383, 16_384, 2 ** 31 - 1, 2 ** 32 - 1, int(1e6)]);
+  return { int, pick, text, number };
+}
+
+function randomRequest(random: () => number): Record<string, unknown> {
+  const { int, text, number } = generators(random);
+  const req: Record<string, unknown> = { domain: text(), descriptors: [] as unknown[] };
+  if (random() < 0.5) req.hits_addend = number();
+  for (let i = int(4); i > 0; i--) {
+    const d: Record<string, unknown> = { entries: Array.from({ length: int(4) }, () => ({ key: text(), value: text() })) };
+    if (random() < 0.3) d.limit = { requests_per_unit: number(), unit: int(8) };
+    if (random() < 0.3) d.hits_addend = { value: random() < 0.5 ? number() : 2 ** 40 + int(1e6) };
+    (req.descriptors as unknown[]).push(d);
+  }
+  return req;
+}
+
+function randomResponse(random: () => number): WireResponse {
+  const { int, text, number } = generators(random);
+  const headers = () => Array.from({ length: int(4) }, () => ({ key: text(), value: text() }));
+  const res: WireResponse = {
+    overall_code: int(3),
+    statuses: Array.from({ length: int(4) }, () => ({
+      code: int(3),
+      limit_remaining: number(),
+      ...(random() < 0.7 ? { current_limit: { name: text(), requests_per_unit: number(), unit: int(8) } } : {}),
+      ...(random() < 0.7 ? { duration_until_reset: { seconds: number(), nanos: int(1e9) } } : {}),
+    })),
+    response_headers_to_add: headers(),
+    request_headers_to_add: headers(),
+  };
+  if (random() < 0.3) res.raw_body = Buffer.from(text());
+  return res;
+}
+
+/** Flips, truncates, inserts or duplicates bytes. */
+function mutate(bytes: Buffer, random: () => number): Buffer {
+  const { int } = generators(random);
+  const b = Buffer.from(bytes);
+  const kind = int(4);
+  if (kind === 0 && b.length) b[int(b.length)] = int(256);
+  if (kind === 1) return b.subarray(0, int(b.length + 1));
+  if (kind === 2) {
+    const at = int(b.length + 1);
+    return Buffer.concat([b.subarray(0, at), Buffer.from([int(256), int(256)]), b.subarray(at)]);
+  }
+  if (kind === 3) return Buffer.concat([b, b.subarray(int(b.length + 1))]);
+  return b;
+}
+
+describe(`RLS codec against protobufjs (seed ${SEED})`, () => {
+  it('decodes 3,000 random requests exactly as protobufjs does', () => {
+    const random = prng(SEED);
+    for (let i = 0; i < 3000; i++) {
+      const bytes = reference.requestSerialize(randomRequest(random));
+      expect(decodeRateLimitRequest(bytes)).toEqual(reference.requestDeserialize(bytes));
+    }
+  });
+
+  it('reads every mutated request it accepts exactly as protobufjs, and rejects what protobufjs cannot read', () => {
+    const random = prng(SEED + 1);
+    let rejected = 0;
+    for (let i = 0; i < 5000; i++) {
+      const bytes = mutate(reference.requestSerialize(randomRequest(random)), random);
+      const mine = decodeRateLimitRequest(bytes);
+      let theirs: unknown;
+      try {
+        theirs = reference.requestDeserialize(bytes);
+      } catch {
+        theirs = undefined;
+      }
+      if (mine instanceof UndecodableRequest) {
+        rejected++;
+        continue;
+      }
+      expect(theirs, `case ${i}`).toBeDefined();
+      expect(mine, `case ${i}`).toEqual(theirs);
+    }
+    expect(rejected).toBeGreaterThan(100);
+  });
+
+  it('rejects invalid UTF-8, wrong wire types, groups and bad tags, naming the field', () => {
+    const entry = Buffer.from([0x0a, 0x02, 0xc3, 0x28]); // key: an invalid 2-byte sequence
+    const descriptor = Buffer.concat([Buffer.from([0x0a, entry.length]), entry]);
+    const bad = Buffer.concat([Buffer.from([0x0a, 0x01, 0x64, 0x12, descriptor.length]), descriptor]);
+    expect(decodeRateLimitRequest(bad)).toEqual(new UndecodableRequest('descriptors[0].entries[0].key: not valid UTF-8'));
+    expect(decodeRateLimitRequest(Buffer.from([0x08, 0x01]))).toEqual(new UndecodableRequest('domain: wire type 0, expected 2'));
+    expect(decodeRateLimitRequest(Buffer.from([0x0b, 0x0c]))).toBeInstanceOf(UndecodableRequest);
+    expect(decodeRateLimitRequest(Buffer.from([0x00, 0x01]))).toBeInstanceOf(UndecodableRequest);
+    expect(decodeRateLimitRequest(Buffer.from([0x12, 0xff, 0xff, 0xff, 0xff, 0x0f]))).toBeInstanceOf(UndecodableRequest);
+  });
+
+  it('encodes 3,000 random responses byte for byte as protobufjs does', () => {
+    const random = prng(SEED + 2);
+    for (let i = 0; i < 3000; i++) {
+      const res = randomResponse(random);
+      expect(encodeRateLimitResponse(res).equals(reference.responseSerialize(res)), `case ${i}`).toBe(true);
+    }
+  });
+});
