@@ -1,5 +1,6 @@
 // A stand-in for the property API behind Envoy in the docker-compose demo: answers the three categories'
-// endpoints with small JSON bodies. Not part of Tollgate.
+// endpoints with small JSON bodies, with the methods envoy/envoy.yaml counts (GET and HEAD read, POST, PUT,
+// PATCH and DELETE write, OPTIONS for CORS preflight). Not part of Tollgate.
 import { createServer } from 'node:http';
 
 const port = Number(process.env.PORT ?? 3000);
@@ -15,12 +16,19 @@ createServer((req, res) => {
   const path = (req.url ?? '/').split('?')[0];
   let status = 200;
   let body;
-  if (req.method === 'GET') {
+  if (req.method === 'OPTIONS') {
+    req.resume();
+    res.writeHead(204, { allow: 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS' });
+    res.end();
+    return;
+  }
+  // HEAD answers as GET does; Node's server leaves the body out.
+  if (req.method === 'GET' || req.method === 'HEAD') {
     const hit = routes.find(([re]) => re.test(path));
     body = hit ? hit[1](path) : { error: 'not found' };
     if (!hit) status = path === '/healthz' ? 200 : 404;
     if (path === '/healthz') body = { status: 'ok' };
-  } else if (['POST', 'PUT', 'DELETE'].includes(req.method ?? '')) {
+  } else if (['POST', 'PUT', 'PATCH', 'DELETE'].includes(req.method ?? '')) {
     status = req.method === 'POST' ? 201 : 200;
     body = { ok: true, method: req.method, path };
   } else {

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
 import { matchRule } from '../../src/config/match.js';
-import { descriptorsFor, loadEnvoyConfig, possibleDescriptors } from '../../src/envoy/routes.js';
+import { descriptorsFor, loadEnvoyConfig, PINNED_ENVOY_VERSION, possibleDescriptors } from '../../src/envoy/routes.js';
 import { SERVE_OPTIONS } from '../../src/settings.js';
 
 // No Envoy, Docker or Kubernetes here: the files are parsed and cross-checked against Tollgate's own config,
@@ -20,6 +20,12 @@ describe('envoy/envoy.yaml', () => {
     expect(config.domains.has(envoy.domain)).toBe(true);
     expect(envoy.rls).toEqual({ cluster: 'tollgate', address: '127.0.0.1', port: Number(SERVE_OPTIONS['grpc-port'].default), http2: true });
     expect(envoy.transportApiVersion).toBe('V3');
+  });
+
+  it('limits internal and external requests alike, and lets no header decide which a request is', () => {
+    expect(envoy.requestType).toBe('both');
+    expect(envoy.connectionManager).toMatchObject({ useRemoteAddress: true, xffNumTrustedHops: 0, internalAddresses: ['127.0.0.1/32', '::1/128'] });
+    expect(envoy.connectionManager).toMatchObject({ normalizePath: true, mergeSlashes: true, escapedSlashes: 'UNESCAPE_AND_REDIRECT' });
   });
 
   it('fails open, leaves the X-RateLimit headers to Tollgate, and waits longer than Tollgate waits for Redis', () => {
@@ -41,17 +47,21 @@ describe('envoy/envoy.yaml', () => {
     }
   });
 
+  // The full table, every spelling and forged header, is test/envoy/route-model.test.ts; these are the shapes.
   it.each([
     ['GET', '/modules', 'read'],
     ['GET', '/invoices/INV-1?expand=lines', 'read'],
+    ['HEAD', '/invoices', 'read'],
+    ['GET', '/INVOICES', 'read'],
     ['GET', '/reports/monthly', 'reports'],
+    ['GET', '/reports', 'reports'],
     ['POST', '/invoices', 'write'],
     ['PUT', '/modules/3', 'write'],
+    ['PATCH', '/invoices/1', 'write'],
     ['DELETE', '/anything', 'write'],
-    ['GET', '/reports', undefined],
-    ['GET', '/modulesx', undefined],
+    ['TRACE', '/healthz', 'write'],
     ['GET', '/healthz', undefined],
-    ['PATCH', '/invoices/1', undefined],
+    ['OPTIONS', '/invoices', undefined],
   ])('%s %s → %s', (method, path, category) => {
     const ds = descriptorsFor(envoy, { method, path, headers: { authorization: 'Bearer abc' } });
     if (!category) {
@@ -86,7 +96,7 @@ describe('deploy/kubernetes', () => {
 
   it('every file parses and every resource file exists', () => {
     for (const f of [...kustomization.resources, 'podmonitor.yaml']) expect(existsSync(`${dir}/${f}`)).toBe(true);
-    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'Secret', 'Service']);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'NetworkPolicy', 'Secret', 'Service']);
   });
 
   it('ships the same envoy.yaml and descriptor config as the repository', () => {
@@ -123,7 +133,11 @@ describe('deploy/kubernetes', () => {
     expect(env(tollgate, 'BACKEND_TYPE')?.value).toBe('redis');
     const grpcPort = Number(env(tollgate, 'GRPC_PORT')!.value);
     expect(grpcPort).toBe(envoy.rls.port);
-    expect(tollgate.readinessProbe.grpc.port).toBe(grpcPort);
+    // gRPC on loopback: Envoy (127.0.0.1, same pod) is its only caller; readiness over HTTP, which the kubelet reaches.
+    expect(env(tollgate, 'GRPC_HOST')?.value).toBe(envoy.rls.address);
+    expect(tollgate.ports.map((p: Obj) => p.containerPort)).not.toContain(grpcPort);
+    expect(tollgate.readinessProbe.grpc).toBeUndefined();
+    expect(tollgate.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
     const metrics = tollgate.ports.find((p: Obj) => p.name === 'metrics').containerPort;
     expect(Number(env(tollgate, 'PORT')!.value)).toBe(metrics);
     expect(Number(deployment.spec.template.metadata.annotations['prometheus.io/port'])).toBe(metrics);
@@ -140,6 +154,28 @@ describe('deploy/kubernetes', () => {
       expect(c.securityContext.allowPrivilegeEscalation, c.name).toBe(false);
     }
     expect(container('envoy').readinessProbe.httpGet.path).toBe('/ready');
+  });
+
+  it('the NetworkPolicy admits the API from anywhere, stats and metrics only from the monitoring namespace, nothing else', () => {
+    const policy = docs.find((d) => d.kind === 'NetworkPolicy')!;
+    expect(policy.spec.podSelector.matchLabels).toEqual(deployment.spec.template.metadata.labels);
+    expect(policy.spec.policyTypes).toEqual(['Ingress']);
+    const rules = policy.spec.ingress as Obj[];
+    const open = rules.filter((r) => r.from === undefined).flatMap((r) => r.ports.map((p: Obj) => p.port));
+    expect(open).toEqual([container('envoy').ports.find((p: Obj) => p.name === 'envoy-http').containerPort]);
+    const scraped = rules.filter((r) => r.from !== undefined);
+    expect(scraped.flatMap((r) => r.from)).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }]);
+    // Every other port the pod declares is for the scraper (and the kubelet, which comes from the node).
+    const declared = pod.containers.flatMap((c: Obj) => (c.ports ?? []).map((p: Obj) => p.containerPort)).filter((p: number) => !open.includes(p));
+    expect(scraped.flatMap((r) => r.ports.map((p: Obj) => p.port)).sort()).toEqual(declared.sort());
+    for (const r of rules) for (const p of r.ports) expect(p.protocol).toBe('TCP');
+  });
+
+  it(`pins Envoy ${PINNED_ENVOY_VERSION}, the release the route model follows, here and in docker-compose.yml`, () => {
+    const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as Obj;
+    expect(container('envoy').image).toBe(`envoyproxy/envoy:v${PINNED_ENVOY_VERSION}`);
+    expect(compose.services.envoy.image).toBe(`envoyproxy/envoy:v${PINNED_ENVOY_VERSION}`);
+    expect(readFileSync('envoy/envoy.yaml', 'utf8')).toContain(`envoyproxy/envoy:v${PINNED_ENVOY_VERSION}`);
   });
 });
 
@@ -160,7 +196,12 @@ describe('Dockerfile and docker-compose.yml', () => {
     for (const service of Object.values(compose.services) as Obj[]) {
       for (const volume of (service.volumes ?? []) as string[]) expect(existsSync(volume.split(':')[0]!), volume).toBe(true);
     }
-    expect(compose.services.pod.ports).toContain('10000:10000');
+    expect(compose.services.pod.ports).toEqual(['127.0.0.1:10000:10000']);
+    // Nothing is published beyond this machine, and Tollgate's gRPC stays inside the pod's namespace.
+    for (const service of Object.values(compose.services) as Obj[]) {
+      for (const port of (service.ports ?? []) as string[]) expect(port).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+    }
+    expect(compose.services.tollgate.environment.GRPC_HOST).toBe('127.0.0.1');
   });
 
   it('the Prometheus config passes promtool, and Grafana provisions the datasource the dashboard uses', () => {
