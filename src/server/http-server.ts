@@ -90,15 +90,15 @@ const MAX_BODY_BYTES = 1024 * 1024;
 async function readBody(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
   if (!isJsonType(req.headers['content-type'])) {
     send(res, 415, { error: 'send the body as content-type: application/json' });
+    drain(req);
     return undefined;
   }
   const declared = Number(req.headers['content-length'] ?? 0);
   const bytes = declared > MAX_BODY_BYTES ? 'too large' : await collect(req, MAX_BODY_BYTES);
   if (bytes === 'aborted') return undefined;
   if (bytes === 'too large') {
-    send(res, 413, { error: `body is larger than ${MAX_BODY_BYTES} bytes` }, { connection: 'close' });
-    // Stop reading what is left, but give the answer time to reach the client first.
-    setTimeout(() => req.destroy(), 1000).unref();
+    send(res, 413, { error: `body is larger than ${MAX_BODY_BYTES} bytes` });
+    drain(req);
     return undefined;
   }
   if (!isUtf8(bytes)) {
@@ -113,13 +113,27 @@ async function readBody(req: IncomingMessage, res: ServerResponse): Promise<unkn
   }
 }
 
+/** Reads and drops the rest of a refused body: closing with bytes unread would reset the connection, and a
+ * client still writing could lose the answer. Bounded: past 16 MiB or 5 seconds the connection is cut. */
+function drain(req: IncomingMessage): void {
+  if (req.readableEnded) return;
+  let dropped = 0;
+  const timer = setTimeout(() => req.destroy(), 5000).unref();
+  req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > 16 * 1024 * 1024) req.destroy();
+  });
+  req.once('end', () => clearTimeout(timer));
+  req.once('close', () => clearTimeout(timer));
+}
+
 /** application/json, in any case, with or without parameters such as charset. */
 function isJsonType(header: string | undefined): boolean {
   return (header ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
 }
 
-/** The body; 'too large' as soon as it grows past `max` (the rest is left unread); 'aborted' when the
- * client goes away first. */
+/** The body; 'too large' as soon as it grows past `max` (the rest is left to drain()); 'aborted' when
+ * the client goes away first. */
 function collect(req: IncomingMessage, max: number): Promise<Buffer | 'too large' | 'aborted'> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];

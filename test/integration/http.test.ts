@@ -1,4 +1,4 @@
-import { request } from 'node:http';
+import { Agent, request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capturingLogger, startTestService, type TestService } from '../helpers/service.js';
 
@@ -105,6 +105,36 @@ describe('HTTP port', () => {
     });
     expect(status).toBe(413);
   });
+
+  it('a refused body is read to its end: the client may finish sending it, and the connection stays usable', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const total = 2 * 1024 * 1024;
+    const first = Buffer.alloc(1024 * 1024 + 100, 0x20);
+    try {
+      // Half the body, then the answer, then the rest: a server that closed after answering resets this.
+      const refused = await new Promise<{ status: number; sent: Promise<void> }>((resolve, reject) => {
+        const req = request(`${base}/json`, { method: 'POST', agent, headers: { ...JSON_TYPE, 'content-length': total } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, sent: new Promise((done, fail) => req.end(Buffer.alloc(total - first.length, 0x20), () => done())) }));
+        });
+        req.on('error', reject);
+        req.write(first);
+      });
+      expect(refused.status).toBe(413);
+      await refused.sent;
+      const next = await new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+        const req = request(`${base}/json`, { method: 'POST', agent, headers: JSON_TYPE }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
+        });
+        req.on('error', reject);
+        req.end('{"domain":"property-api","descriptors":[{"entries":[{"key":"category","value":"read"}]}]}');
+      });
+      expect(next).toEqual({ status: 200, reused: true });
+    } finally {
+      agent.destroy();
+    }
+  }, 5000);
 });
 
 describe('admin API paths', () => {
