@@ -5,10 +5,19 @@ export const FINGERPRINT_LENGTH = 32;
 
 const BEARER = /^bearer\s+/i;
 
+/** A byte no UTF-8 text contains: it separates the hashes of the two kinds of string below. */
+const ILL_FORMED = Buffer.from([0xff]);
+
 /** Identifies a token without revealing it: SHA-256 hex of the token with any `Bearer ` scheme stripped,
- * so `Bearer abc` and `abc` share counters and tiers. */
+ * so `Bearer abc` and `abc` share counters and tiers. A string with lone surrogates (the request decoder's
+ * form of bytes that are not UTF-8, see rls-codec.ts) is hashed as 0xFF and its UTF-16: hashing it as UTF-8
+ * would turn every lone surrogate into U+FFFD and let distinct byte strings share one counter. */
 export function fingerprint(token: string): string {
-  return createHash('sha256').update(token.replace(BEARER, '')).digest('hex').slice(0, FINGERPRINT_LENGTH);
+  const bare = token.replace(BEARER, '');
+  const hash = createHash('sha256');
+  if (bare.isWellFormed()) hash.update(bare);
+  else hash.update(ILL_FORMED).update(bare, 'utf16le');
+  return hash.digest('hex').slice(0, FINGERPRINT_LENGTH);
 }
 
 /** The memo's bounds: entries, and characters of the tokens it holds (a token is at most 2 bytes a character

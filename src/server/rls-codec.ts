@@ -77,8 +77,8 @@ class Reader {
     this.pos = end;
     for (let i = start; i < end; i++) {
       if (this.buf[i]! < 0x80) continue;
-      if (!isUtf8(this.buf.subarray(start, end))) this.fail('not valid UTF-8');
-      return this.buf.toString('utf8', start, end);
+      const bytes = this.buf.subarray(start, end);
+      return isUtf8(bytes) ? this.buf.toString('utf8', start, end) : escapeBytes(bytes);
     }
     return this.buf.toString('latin1', start, end);
   }
@@ -130,6 +130,17 @@ class Reader {
     if (Number.isNaN(v)) return 0;
     return v <= 0xffff_ffff ? v : Number(BigInt.asUintN(32, BigInt(v)));
   }
+}
+
+/** A string field that is not UTF-8, kept distinct: ASCII bytes as themselves, every other byte as a lone
+ * surrogate U+DC80…U+DCFF. Decoding UTF-8 never yields a lone surrogate, so no two byte strings share a
+ * result, and no such value can equal a configured one. Rejecting the request instead would let it through
+ * (Envoy's failure_mode_deny: false): a client could send an Authorization header that is not UTF-8 to skip
+ * every limit. fingerprint() hashes these strings apart from all well-formed ones. */
+function escapeBytes(bytes: Buffer): string {
+  let out = '';
+  for (const b of bytes) out += String.fromCharCode(b < 0x80 ? b : 0xdc00 + b);
+  return out;
 }
 
 /** Decodes a RateLimitRequest with proto3 defaults (keepCase names, numbers for enums and longs), or says why

@@ -38,3 +38,15 @@ describe('fingerprints', () => {
     expect(entries).toBeGreaterThan(0);
   });
 });
+
+describe('fingerprints of values that were not UTF-8', () => {
+  it('keep distinct byte strings apart, and apart from every well-formed string', () => {
+    // What the request decoder makes of the bytes FF and FE (lone surrogates), and the text U+FFFD that
+    // hashing them as UTF-8 would have turned both into.
+    const ff = '\uDCFF';
+    const fe = '\uDCFE';
+    expect(fingerprint(ff)).not.toBe(fingerprint(fe));
+    expect(fingerprint(ff)).not.toBe(fingerprint('\uFFFD'));
+    expect(fingerprint(`Bearer ${ff}`)).toBe(fingerprint(ff));
+  });
+});
