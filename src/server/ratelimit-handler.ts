@@ -6,7 +6,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
 import { InvalidRequestError } from '../errors.js';
-import { UndecodableRequest } from './proto.js';
+import { UndecodableRequest } from './rls-codec.js';
 import { toDecisionInput, type RequestBounds, type WireRequest } from './request.js';
 import { toStatus, type StatusError } from './status.js';
 

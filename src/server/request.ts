@@ -25,7 +25,9 @@ export interface RequestBounds {
 export const defaultBounds: RequestBounds = {
   maxDescriptors: 64,
   maxEntries: 32,
-  maxValueBytes: 8 * 1024,
+  // Above Envoy's default (and the shipped envoy.yaml's) max_request_headers_kb of 60: no header value Envoy
+  // forwards can be refused for its length, since a refusal lets the request through (failure_mode_deny: false).
+  maxValueBytes: 64 * 1024,
 };
 
 const MAX_HITS = 0xffff_ffff;

@@ -333,20 +333,47 @@ class Writer {
   }
 }
 
+/** Fields of RateLimitResponse that Tollgate never sets: a response with any of them goes to protobufjs. */
+interface RarelySet {
+  quota?: unknown;
+  dynamic_metadata?: unknown;
+  statuses?: { quota?: unknown }[];
+  response_headers_to_add?: { raw_value?: unknown }[];
+  request_headers_to_add?: { raw_value?: unknown }[];
+}
+
+/** Whether encodeRateLimitResponse writes every field `m` has. */
+export function encodable(m: WireResponse): boolean {
+  const r = m as RarelySet;
+  if (r.quota != null || r.dynamic_metadata != null) return false;
+  for (const s of r.statuses ?? []) if (s.quota != null) return false;
+  for (const h of r.response_headers_to_add ?? []) if (h.raw_value != null) return false;
+  for (const h of r.request_headers_to_add ?? []) if (h.raw_value != null) return false;
+  return true;
+}
+
+const NONE: never[] = [];
+
 /** Encodes a RateLimitResponse as protobufjs does for the same object: fields in number order, a scalar
- * present in the object written even when zero, empty repeated fields left out. */
+ * present in the object written even when zero, empty repeated fields left out. Only the fields Tollgate
+ * sets (see encodable). */
 export function encodeRateLimitResponse(m: WireResponse): Buffer {
-  let size = 1 + varintSize(m.overall_code);
-  for (const s of m.statuses) size += 1 + lenSize(statusSize(s));
-  for (const h of m.response_headers_to_add) size += 1 + lenSize(headerSize(h));
-  for (const h of m.request_headers_to_add) size += 1 + lenSize(headerSize(h));
+  const statuses = m.statuses ?? NONE;
+  const response = m.response_headers_to_add ?? NONE;
+  const request = m.request_headers_to_add ?? NONE;
+  let size = m.overall_code != null ? 1 + varintSize(m.overall_code) : 0;
+  for (const s of statuses) size += 1 + lenSize(statusSize(s));
+  for (const h of response) size += 1 + lenSize(headerSize(h));
+  for (const h of request) size += 1 + lenSize(headerSize(h));
   if (m.raw_body != null) size += 1 + lenSize(m.raw_body.length);
   const w = new Writer(Buffer.allocUnsafe(size));
-  w.buf[w.pos++] = (1 << 3) | VARINT;
-  w.varint(m.overall_code);
-  for (const s of m.statuses) w.status(s);
-  for (const h of m.response_headers_to_add) w.header(3, h);
-  for (const h of m.request_headers_to_add) w.header(4, h);
+  if (m.overall_code != null) {
+    w.buf[w.pos++] = (1 << 3) | VARINT;
+    w.varint(m.overall_code);
+  }
+  for (const s of statuses) w.status(s);
+  for (const h of response) w.header(3, h);
+  for (const h of request) w.header(4, h);
   if (m.raw_body != null) {
     w.buf[w.pos++] = (5 << 3) | LEN;
     w.varint(m.raw_body.length);

@@ -92,7 +92,8 @@ function mutate(r: Rng, base: number[], baseAnswer: Answer, marker: string): { k
       b.splice(r.int(b.length + 1), 0, ...r.bytes(r.between(1, 16)));
       return { kind: 'random bytes spliced in', bytes: b, allowed: DECIDED_OR_INVALID };
     case 3:
-      return { kind: 'invalid UTF-8', bytes: badUtf8Request(r, marker), allowed: [status.INVALID_ARGUMENT] };
+      // Decided, never refused: a refusal would let the request through Envoy (failure_mode_deny: false).
+      return { kind: 'invalid UTF-8', bytes: badUtf8Request(r, marker), allowed: ['decided'] };
     case 4: {
       const wrong = r.pick([enc.varint(1, 7), enc.varint(2, 1), enc.bytes(3, [1, 2]), [0x0d, 1, 2, 3, 4], [0x11, ...r.bytes(8)]]);
       return { kind: 'wrong wire type', bytes: [...wrong, ...b], allowed: [status.INVALID_ARGUMENT] };

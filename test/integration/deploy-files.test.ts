@@ -35,6 +35,12 @@ describe('envoy/envoy.yaml', () => {
     expect(envoy.timeoutMs).toBeLessThanOrEqual(100);
   });
 
+  it('forwards no header value Tollgate would refuse for its length (a refusal passes the request)', () => {
+    const doc = parse(readFileSync('envoy/envoy.yaml', 'utf8')) as Obj;
+    const hcm = doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+    expect(hcm.max_request_headers_kb * 1024).toBeLessThanOrEqual(Number(SERVE_OPTIONS['max-value-bytes'].default));
+  });
+
   it('every descriptor its routes can produce matches a limiting rule of the bundled config', () => {
     const domain = config.domains.get('property-api')!;
     const shapes = possibleDescriptors(envoy);
