@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { CompiledDomain, CompiledLimit } from './config/compiled.js';
 import { ConfigError } from './config/errors.js';
-import { loadConfigDir } from './config/load.js';
+import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
 import { AdminClient, toFingerprint } from './control/admin-client.js';
 import { fingerprint } from './fingerprint.js';
 import { EnvoyConfigError } from './envoy/routes.js';
@@ -10,7 +10,7 @@ import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './
 import { TrafficError } from './tuning/traffic.js';
 import { createLogger } from './logger.js';
 import { startService } from './service.js';
-import { parseServeArgs, serveHelp, SettingsError } from './settings.js';
+import { maxConfigBytesOf, parseServeArgs, serveHelp, SettingsError } from './settings.js';
 
 const USAGE = `Usage: tollgate <command> [options]
 
@@ -42,7 +42,7 @@ const HELP: Record<string, string> = {
   explain: EXPLAIN_HELP,
   tiers: `Usage: tollgate tiers assign TOKEN_OR_FINGERPRINT TIER\n       tollgate tiers remove TOKEN_OR_FINGERPRINT\n       tollgate tiers list\n\n${ADMIN_HELP}`,
   inspect: `Usage: tollgate inspect TOKEN_OR_FINGERPRINT [--reset]\n\nShows the client's tier and its counters; --reset deletes them.\n${ADMIN_HELP}`,
-  'check-config': `Usage: tollgate check-config DIR\n\nValidates every YAML file in DIR as a reload would, prints each domain's rules,\nand exits 1 with file:line:column: key: problem for each error.\n`,
+  'check-config': `Usage: tollgate check-config [--max-config-bytes N] DIR\n\nValidates every YAML file in DIR as serve would load it, prints each domain's rules,\nand exits 1 with file:line:column: key: problem for each error. A directory with no\n.yaml or .yml file passes with a warning, as serve starts on it (a reload that would\nempty a running config is refused). --max-config-bytes (env MAX_CONFIG_BYTES) as for serve.\n`,
   fingerprint: `Usage: tollgate fingerprint TOKEN\n\nPrints the SHA-256 fingerprint (first 32 hex characters) of TOKEN, with any\n"Bearer " scheme stripped. Use it wherever Tollgate names a client.\n`,
 };
 
@@ -113,18 +113,16 @@ async function serve(args: string[]): Promise<number> {
 }
 
 function checkConfig(args: string[]): number {
-  const { positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: {} });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: { 'max-config-bytes': { type: 'string' } } });
   const dir = positionals[0];
   if (positionals.length !== 1 || !dir) {
     process.stderr.write(HELP['check-config']!);
     return 2;
   }
   try {
-    const config = loadConfigDir(dir);
-    if (config.domains.size === 0) {
-      process.stderr.write(`${dir}: no .yaml or .yml files\n`);
-      return 1;
-    }
+    const config = loadConfigDir(dir, configLimits(maxConfigBytesOf(values['max-config-bytes'])));
+    // The same rule as serve, which starts on an empty directory with this warning.
+    if (config.domains.size === 0) process.stderr.write(`tollgate: warning: ${dir}: ${NO_CONFIG_WARNING}\n`);
     for (const domain of config.domains.values()) process.stdout.write(describeDomain(domain));
     process.stdout.write(`OK: ${config.domains.size} domain(s), config hash ${config.hash}\n`);
     return 0;

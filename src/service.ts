@@ -1,11 +1,12 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { relative } from 'node:path';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
-import { formatProblem } from './config/errors.js';
-import { loadConfigDir } from './config/load.js';
-import { ConfigWatcher, diffConfigs } from './config/watcher.js';
+import { formatProblem, type ConfigError } from './config/errors.js';
+import { configLimits, loadConfigDir, NO_CONFIG_WARNING, type ConfigLimits } from './config/load.js';
+import { ConfigWatcher, type ConfigDiff, type ReloadOutcome } from './config/watcher.js';
 import { systemClock, type Clock } from './limiter/clock.js';
 import { Limiter, type DecisionInput } from './limiter/limiter.js';
 import { explain, type Explanation } from './tuning/explain.js';
@@ -37,8 +38,8 @@ export interface RunningService {
   health: HealthService;
   metrics: Metrics;
   tiers: TierStore;
-  /** Re-reads the config directory now (the watcher does this by itself). */
-  reload: () => 'unchanged' | 'reloaded' | 'rejected';
+  /** Re-reads the config directory now (the watcher does this by itself); resolves once it is done. */
+  reload: () => Promise<ReloadOutcome>;
   /** Reports NOT_SERVING, stops accepting, lets in-flight calls finish (up to the timeout), closes the store. */
   stop(): Promise<void>;
 }
@@ -47,7 +48,8 @@ export interface RunningService {
 export async function startService(settings: Settings, opts: ServiceOptions): Promise<RunningService> {
   const { logger } = opts;
   const clock = opts.clock ?? systemClock;
-  let config = loadConfigDir(settings.configDir);
+  const limits = configLimits(settings.maxConfigBytes);
+  let config = loadConfigDir(settings.configDir, limits);
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
   const stack = createStore(settings, { logger, clock: opts.clock, metrics });
@@ -59,23 +61,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   tiers.onReset((keys) => stack.cache?.forget(keys));
   registerGauges(metrics, stack, tiers);
 
-  const watcher = new ConfigWatcher({
-    dir: settings.configDir,
-    pollMs: settings.configPollMs,
-    current: config,
-    logger,
-    onReload: (next, previous) => {
-      config = next;
-      stack.cache?.clear(); // limits may have changed under the cached "full until" times
-      metrics.configReloads.inc({ result: 'success' });
-      metrics.configLoaded(next.hash, clock.now());
-      logger.info({ hash: next.hash, previous: previous.hash, ...diffConfigs(previous, next) }, 'config reloaded');
-    },
-    onFailure: (err) => {
-      metrics.configReloads.inc({ result: 'failure' });
-      logger.error({ problems: err.problems.map(formatProblem), keeping: config.hash }, 'config reload rejected: keeping the last good config');
-    },
-  });
+  const watcher = watchConfig(settings, limits, config, { logger, metrics, clock, stack }, (next) => (config = next));
   const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, clock: opts.clock });
   const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics };
 
@@ -100,7 +86,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const httpPort = await listen(http, settings.httpHost, settings.httpPort);
   if (settings.configPollMs > 0) watcher.start();
   health.set(true);
-  if (config.domains.size === 0) logger.warn({ dir: settings.configDir }, 'no descriptor config found: every request will pass until one is added');
+  if (config.domains.size === 0) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   logger.info(
     { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
@@ -122,6 +108,52 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
       await stopAll({ grpcServer, http, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     },
   };
+}
+
+/** Reloads swap the config in through `swap`, and are counted and logged; rejections keep it. */
+function watchConfig(
+  settings: Settings, limits: ConfigLimits, initial: CompiledConfig,
+  deps: { logger: Logger; metrics: Metrics; clock: Clock; stack: StoreStack }, swap: (next: CompiledConfig) => void,
+): ConfigWatcher {
+  const { logger, metrics, clock, stack } = deps;
+  let current = initial;
+  return new ConfigWatcher({
+    dir: settings.configDir,
+    pollMs: settings.configPollMs,
+    limits,
+    current: initial,
+    logger,
+    onReload: (next, previous, diff) => {
+      current = next;
+      swap(next);
+      stack.cache?.clear(); // limits may have changed under the cached "full until" times
+      metrics.configReloads.inc({ result: 'success' });
+      metrics.configLoaded(next.hash, clock.now());
+      logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
+    },
+    onFailure: (err) => {
+      metrics.configReloads.inc({ result: 'failure' });
+      logger.error({ dir: settings.configDir, ...causes(settings.configDir, err), keeping: current.hash }, 'config reload rejected: keeping the last good config');
+    },
+  });
+}
+
+/** A reload of thousands of rules would otherwise log them all on one line: name the first few, count all. */
+function shortDiff(diff: ConfigDiff): Record<string, unknown> {
+  const MAX = 50;
+  const out: Record<string, unknown> = {};
+  for (const [k, list] of Object.entries(diff) as [keyof ConfigDiff, string[]][]) {
+    out[k] = list.slice(0, MAX);
+    if (list.length > MAX) out[`${k}Count`] = list.length;
+  }
+  return out;
+}
+
+/** The problems as lines, and for a file or directory that could not be read, its name within the config
+ * directory and the error code, to search logs by. */
+function causes(dir: string, err: ConfigError): { problems: string[]; causes?: { file: string; code: string }[] } {
+  const read = err.problems.filter((p) => p.code !== undefined).map((p) => ({ file: relative(dir, p.file) || '.', code: p.code! }));
+  return { problems: err.problems.map(formatProblem), ...(read.length > 0 ? { causes: read } : {}) };
 }
 
 async function createTierStore(settings: Settings, stack: StoreStack, logger: Logger): Promise<TierStore> {

@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
 import { defaultBounds, type RequestBounds } from './server/request.js';
 import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
 import { parseRedisUrl, RedisUrlError, type RedisConnection, type RedisType } from './store/redis-connection.js';
@@ -28,6 +29,8 @@ export interface Settings {
   shutdownTimeoutMs: number;
   /** How often the config directory is re-read (behind fs.watch); 0 turns reloading off. */
   configPollMs: number;
+  /** Largest descriptor config file read, in bytes; the directory may hold DIR_BYTES_FACTOR times this. */
+  maxConfigBytes: number;
   nearLimitRatio: number;
   /** Bearer token of the admin API; unset: the admin API is off. Environment only: flags show in `ps`. */
   adminToken: string | undefined;
@@ -59,6 +62,7 @@ export const SERVE_OPTIONS = {
   'log-level': { env: 'LOG_LEVEL', default: 'info', help: 'trace | debug | info | warn | error | fatal | silent' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },
   'config-poll-ms': { env: 'CONFIG_POLL_MS', default: '1000', help: 're-read the config directory this often (0: no hot reload)' },
+  'max-config-bytes': { env: 'MAX_CONFIG_BYTES', default: String(DEFAULT_MAX_CONFIG_BYTES), help: `largest config file read, in bytes (the directory: ${DIR_BYTES_FACTOR} times this)` },
   'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
   'tier-refresh-ms': { env: 'TIER_REFRESH_MS', default: '2000', help: 'redis store: re-read tier assignments this often (pub/sub is faster)' },
 } as const;
@@ -119,6 +123,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     logLevel: get('log-level'),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
     configPollMs: num('config-poll-ms', 'whole'),
+    maxConfigBytes: num('max-config-bytes', 'positive'),
     nearLimitRatio: num('near-limit-ratio', 'ratio'),
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
     tierRefreshMs: num('tier-refresh-ms', 'positive'),
@@ -132,6 +137,12 @@ const NUMBERS = {
   port: { ok: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, what: 'a port number 0-65535' },
   ratio: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0 and at most 1' },
 } as const;
+
+/** --max-config-bytes for commands other than serve (check-config), read as serve reads it. */
+export function maxConfigBytesOf(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): number {
+  const o = SERVE_OPTIONS['max-config-bytes'];
+  return numberOf(flag ?? env[o.env] ?? o.default, 'max-config-bytes', 'positive');
+}
 
 function numberOf(text: string, name: string, kind: keyof typeof NUMBERS): number {
   const n = text.trim() === '' ? NaN : Number(text);

@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import { mkdtempSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
 import { healthClient, property, RlsClient } from '../helpers/service.js';
@@ -69,6 +72,34 @@ describe('tollgate CLI', () => {
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('test/fixtures/config/bad-unit.yaml:5:13: descriptors[0].rate_limit.unit: unknown unit "fortnight"');
     expect(run.stderr).toMatch(/\d+ problem\(s\); nothing loaded/);
+  });
+
+  it('check-config: an empty directory passes with the warning serve logs for it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-empty-'));
+    const run = await runCli(['check-config', dir]);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe(`tollgate: warning: ${dir}: no descriptor config found: every request will pass until one is added\n`);
+    expect(run.stdout).toMatch(/^OK: 0 domain\(s\)/);
+  });
+
+  it('check-config: an unreadable entry is one line naming it and the cause, not a stack', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-loop-'));
+    symlinkSync('loop.yaml', join(dir, 'loop.yaml'));
+    const run = await runCli(['check-config', dir]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`${join(dir, 'loop.yaml')}: cannot read (ELOOP: too many symbolic links encountered)\n1 problem(s); nothing loaded.\n`);
+  });
+
+  it('check-config: --max-config-bytes (or MAX_CONFIG_BYTES) bounds a file as serve does', async () => {
+    const { size } = statSync('config/property-api.yaml');
+    const flag = await runCli(['check-config', '--max-config-bytes', '1000', 'config']);
+    expect(flag.code).toBe(1);
+    expect(flag.stderr).toContain(`config/property-api.yaml: ${size} bytes, more than the maximum of 1000 bytes per file (--max-config-bytes)`);
+    expect((await runCli(['check-config', 'config'], { MAX_CONFIG_BYTES: '1000' })).code).toBe(1);
+    expect((await runCli(['check-config', '--max-config-bytes', '4096', 'config'], { MAX_CONFIG_BYTES: '1000' })).code).toBe(0);
+    const bad = await runCli(['check-config', '--max-config-bytes', 'lots', 'config']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe('tollgate: --max-config-bytes must be a positive whole number (got "lots")\n');
   });
 
   it('fingerprint: SHA-256 of the token without its Bearer scheme', async () => {

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -82,4 +82,128 @@ describe('hot reload of the config directory', () => {
     renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
     await within(5000, async () => (await limitNow(t!)) === 7);
   });
+});
+
+/** Sends decisions one after another until stopped; the longest wait between two answers is how long the
+ * event loop was held (the service runs in this process). */
+function decisionFlow(t: TestService): { answered: () => number; stop: () => Promise<{ maxGapMs: number; answered: number; errors: number }> } {
+  let running = true;
+  let maxGapMs = 0;
+  let answered = 0;
+  let errors = 0;
+  const done = (async () => {
+    let last = performance.now();
+    while (running) {
+      try {
+        await t.rls.call(req('flow'));
+        answered++;
+      } catch {
+        errors++;
+      }
+      const now = performance.now();
+      if (now - last > 25) console.error(`GAP ${(now - last).toFixed(1)} ending at ${now.toFixed(0)}`);
+      maxGapMs = Math.max(maxGapMs, now - last);
+      last = now;
+    }
+  })();
+  return {
+    answered: () => answered,
+    stop: async () => {
+      running = false;
+      await done;
+      return { maxGapMs, answered, errors };
+    },
+  };
+}
+
+/** Writes `bytes` of valid descriptor YAML for domain `name` in 64 KiB writes (no 64 MB string). */
+function writeLargeConfig(path: string, name: string, bytes: number): void {
+  const fd = openSync(path, 'w');
+  let written = writeSync(fd, `domain: ${name}\ndescriptors:\n`);
+  for (let i = 0; written < bytes; ) {
+    const lines: string[] = [];
+    for (let size = 0; size < 65_536; i++) {
+      const line = `  - key: client\n    value: c${i}\n    rate_limit: {unit: minute, requests_per_unit: ${(i % 100) + 1}}\n`;
+      lines.push(line);
+      size += line.length;
+    }
+    written += writeSync(fd, lines.join(''));
+  }
+  closeSync(fd);
+}
+
+describe('reloading large config without stalling decisions', () => {
+  let t: TestService | undefined;
+  const dirs: string[] = [];
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+
+  // The flow's bound is 250 ms: the design bound is 50 ms, but this is a loaded 2-core machine.
+  const MAX_GAP_MS = 250;
+
+  async function setup(): Promise<{ dir: string; stage: string; log: ReturnType<typeof capturingLogger> }> {
+    const parent = mkdtempSync(join(tmpdir(), 'tollgate-large-'));
+    dirs.push(parent);
+    const dir = join(parent, 'config');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'reload.yaml'), domain(3));
+    const log = capturingLogger();
+    t = await startTestService({ configDir: dir, args: ['--config-poll-ms', '100'], logger: log.logger });
+    return { dir, stage: join(parent, 'stage.yaml'), log };
+  }
+
+  it('a 64 MB file dropped in: rejected for its size, never read; decisions keep flowing', async () => {
+    const { dir, stage, log } = await setup();
+    writeLargeConfig(stage, 'huge', 64 * 1024 * 1024);
+    const flow = decisionFlow(t!);
+    await within(5000, () => flow.answered() > 20);
+    renameSync(stage, join(dir, 'huge.yaml'));
+    await within(20_000, () => log.lines().some((l) => l.msg === 'config reload rejected: keeping the last good config'));
+    const gaps = await flow.stop();
+    const line = log.lines().find((l) => l.msg === 'config reload rejected: keeping the last good config')!;
+    const size = statSync(join(dir, 'huge.yaml')).size;
+    expect(line.problems).toEqual([`${join(dir, 'huge.yaml')}: ${size} bytes (64.0 MiB), more than the maximum of 4194304 bytes (4.0 MiB) per file (--max-config-bytes)`]);
+    expect(line.causes).toEqual([{ file: 'huge.yaml', code: 'TOO_LARGE' }]);
+    expect(gaps.errors).toBe(0);
+    expect(gaps.maxGapMs).toBeLessThan(MAX_GAP_MS);
+    expect(await limitNow(t!)).toBe(3);
+    const { series } = await scrape(t!.service.httpPort);
+    expect(metric(series, 'tollgate_config_reloads_total', { result: 'failure' })).toBe(1);
+    console.log(`64 MB file: ${gaps.answered} decisions, longest gap ${gaps.maxGapMs.toFixed(1)} ms`);
+  }, 60_000);
+
+  it('a ~3 MB valid file (under the bound) reloads while decisions keep flowing', async () => {
+    const { dir, stage, log } = await setup();
+    writeLargeConfig(stage, 'big', 3 * 1024 * 1024);
+    const flow = decisionFlow(t!);
+    await within(5000, () => flow.answered() > 20);
+    renameSync(stage, join(dir, 'big.yaml'));
+    const big = { domain: 'big', descriptors: [{ entries: [{ key: 'client', value: 'c1234' }], hits_addend: { value: 0 } }] };
+    await within(40_000, async () => (await t!.rls.call(big)).statuses[0]!.current_limit?.requests_per_unit === 35);
+    const gaps = await flow.stop();
+    expect(gaps.errors).toBe(0);
+    expect(gaps.maxGapMs).toBeLessThan(MAX_GAP_MS);
+    expect(await limitNow(t!)).toBe(3);
+    const line = log.lines().find((l) => l.msg === 'config reloaded')!;
+    expect((line.added as string[]).length).toBe(50); // thousands of rules: the first few named, all counted
+    expect(line.addedCount).toBeGreaterThan(25_000);
+    console.log(`3 MB file: ${gaps.answered} decisions, longest gap ${gaps.maxGapMs.toFixed(1)} ms`);
+  }, 60_000);
+
+  it('one reload at a time: a change made during one is loaded by one more run after it', async () => {
+    const { dir, stage } = await setup();
+    writeLargeConfig(stage, 'big', 1024 * 1024);
+    renameSync(stage, join(dir, 'big.yaml'));
+    const first = t!.service.reload();
+    writeFileSync(join(dir, 'reload.yaml'), domain(4));
+    const again = [t!.service.reload(), t!.service.reload(), t!.service.reload()];
+    expect(new Set(again).size).toBe(1);
+    expect(await first).toBe('reloaded');
+    await Promise.all(again);
+    expect(await limitNow(t!)).toBe(4);
+    expect(await t!.service.reload()).toBe('unchanged');
+  }, 60_000);
 });

@@ -1,9 +1,15 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, type ConfigProblem } from '../../src/config/errors.js';
-import { compileSources, loadConfigDir } from '../../src/config/load.js';
+import {
+  ConfigAssembler, configLimits, compileSources, compileSpecs, DEFAULT_MAX_CONFIG_BYTES, hashSources, loadConfigDir, readConfigSources,
+  sliceSpecs, validateSources, type ConfigSource,
+} from '../../src/config/load.js';
 import { matchRule } from '../../src/config/match.js';
+import { parseServeArgs, SettingsError } from '../../src/settings.js';
 
 const FIXTURES = 'test/fixtures/config';
 
@@ -92,5 +98,141 @@ describe('the bundled config', () => {
   it('limits requests without a token with a separate rule', () => {
     expect(matchRule(domain, [{ key: 'category', value: 'read' }])?.id).toBe('category_read');
     expect(matchRule(domain, [{ key: 'category', value: 'read' }, { key: 'token', value: 'x' }])?.id).toBe('category_read.token');
+  });
+});
+
+describe('compiling in slices (hot reload) gives the config compiling at once gives', () => {
+  const NESTED = `
+domain: nested
+tiers: {gold: {}}
+descriptors:
+  - key: tenant
+    value: acme*
+    rate_limit: {unit: minute, requests_per_unit: 100}
+    descriptors:
+      - key: user
+        rate_limits: [{unit: second, requests_per_unit: 2}, {unit: hour, requests_per_unit: 50}]
+        tier_limits: {gold: [{unit: second, requests_per_unit: 20}]}
+      - {key: path, value: /a*, rate_limit: {unit: second, requests_per_unit: 1}}
+      - {key: path, value: /ab*, rate_limit: {unit: second, requests_per_unit: 2}}
+      - {key: path, value: /abc, rate_limit: {unit: second, requests_per_unit: 3}}
+  - key: tenant
+    value: a*
+    descriptors:
+      - {key: user, value: root, rate_limit: {unlimited: true}}
+      - {key: user, shadow_mode: true, algorithm: sliding_window, rate_limit: {unit: day, requests_per_unit: 9}}
+  - key: tenant
+    rate_limit: {unit: hour, requests_per_unit: 7}
+  - key: region
+    value: eu
+    descriptors:
+      - key: tenant
+        descriptors:
+          - {key: user, value: u*, rate_limit: {unit: minute, requests_per_unit: 4}}
+          - {key: user, value: us*, rate_limit: {unit: minute, requests_per_unit: 5}}
+`;
+  const sources: ConfigSource[] = [
+    { file: 'config/property-api.yaml', text: readFileSync('config/property-api.yaml', 'utf8') },
+    { file: 'nested.yaml', text: NESTED },
+    { file: 'empty-domain.yaml', text: 'domain: nothing\ndescriptors: []\n' },
+  ];
+  const specs = validateSources(sources);
+  const whole = compileSpecs(specs, hashSources(sources));
+
+  it.each([1, 2, 3, 5, 1000])('slices of weight %i', (weight) => {
+    const slices = sliceSpecs(specs, weight);
+    if (weight === 1) expect(slices.length).toBe(20); // one per descriptor
+    const assembler = new ConfigAssembler();
+    const rules = slices.flatMap((s) => [...assembler.add(structuredClone(s))]);
+    const sliced = assembler.finish(whole.hash);
+    expect(sliced).toEqual(whole);
+    // Each rule is compiled in exactly one slice.
+    expect(rules.map((r) => `${r.domain}/${r.id}`)).toEqual([...whole.domains.values()].flatMap((d) => d.rules.map((r) => `${d.name}/${r.id}`)));
+    const nested = sliced.domains.get('nested')!;
+    const match = (...e: [string, string][]): string | undefined => matchRule(nested, e.map(([key, value]) => ({ key, value })))?.id;
+    expect(match(['tenant', 'acme-1'], ['path', '/abc'])).toBe('tenant_acme*.path_/abc');
+    expect(match(['tenant', 'acme-1'], ['path', '/abd'])).toBe('tenant_acme*.path_/ab*');
+    expect(match(['region', 'eu'], ['tenant', 'x'], ['user', 'usa'])).toBe('region_eu.tenant.user_us*');
+  });
+});
+
+describe('reading a config directory: only regular files, within the bounds, checked before reading', () => {
+  const dirWith = (files: Record<string, string> = {}): string => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-read-'));
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    return dir;
+  };
+  const GOOD = 'domain: good\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n';
+  const problems = (dir: string, limits = configLimits()): ConfigProblem[] => {
+    try {
+      readConfigSources(dir, limits);
+    } catch (err) {
+      if (err instanceof ConfigError) return err.problems;
+      throw err;
+    }
+    throw new Error('read without error');
+  };
+
+  it('bounds a file by its size before reading it: a sparse 64 MB file costs nothing', () => {
+    const dir = dirWith({ 'good.yaml': GOOD });
+    writeFileSync(join(dir, 'huge.yaml'), '');
+    truncateSync(join(dir, 'huge.yaml'), 64 * 1024 * 1024);
+    expect(problems(dir)).toEqual([{
+      file: join(dir, 'huge.yaml'), line: 0, column: 0, key: '', code: 'TOO_LARGE',
+      message: `67108864 bytes (64.0 MiB), more than the maximum of ${DEFAULT_MAX_CONFIG_BYTES} bytes (4.0 MiB) per file (--max-config-bytes)`,
+    }]);
+    expect(DEFAULT_MAX_CONFIG_BYTES).toBe(4 * 1024 * 1024);
+  });
+
+  it('bounds the directory at 4 times the file bound', () => {
+    const dir = dirWith(Object.fromEntries([0, 1, 2, 3, 4].map((i) => [`f${i}.yaml`, 'x'.repeat(900)])));
+    expect(problems(dir, configLimits(1000))).toEqual([expect.objectContaining({
+      file: dir, code: 'TOO_LARGE', message: expect.stringContaining('add up to 4500 bytes, more than the maximum of 4000 bytes per directory'),
+    })]);
+    expect(readConfigSources(dir, configLimits(1200))).toHaveLength(5);
+  });
+
+  it('never opens a FIFO (that would block until a writer came), a directory or a device', () => {
+    const dir = dirWith({ 'good.yaml': GOOD });
+    execFileSync('mkfifo', [join(dir, 'fifo.yaml')]);
+    mkdirSync(join(dir, 'dir.yaml'));
+    symlinkSync('/dev/zero', join(dir, 'zero.yaml'));
+    expect(problems(dir).map((p) => [p.file, p.code, p.message.replace(/;.*/, '')])).toEqual([
+      [join(dir, 'dir.yaml'), 'NOT_A_FILE', 'not a regular file (a directory)'],
+      [join(dir, 'fifo.yaml'), 'NOT_A_FILE', 'not a regular file (a FIFO)'],
+      [join(dir, 'zero.yaml'), 'NOT_A_FILE', 'not a regular file (a device)'],
+    ]);
+  });
+
+  it('names a symlink loop and a missing directory with their error codes', () => {
+    const dir = dirWith({ 'good.yaml': GOOD });
+    symlinkSync('loop.yaml', join(dir, 'loop.yaml'));
+    expect(problems(dir)).toEqual([expect.objectContaining({ file: join(dir, 'loop.yaml'), code: 'ELOOP', message: expect.stringMatching(/^cannot read \(ELOOP: /) })]);
+    expect(problems(join(dir, 'gone'))).toEqual([expect.objectContaining({ code: 'ENOENT', message: expect.stringMatching(/^cannot read the config directory \(ENOENT: /) })]);
+    expect(() => loadConfigDir(join(dir, 'gone'))).toThrow(`${join(dir, 'gone')}: cannot read the config directory (ENOENT: no such file or directory)`);
+  });
+
+  it('skips a dangling link, as a ConfigMap leaves one for a moment when a key is removed', () => {
+    const dir = dirWith({ 'good.yaml': GOOD });
+    symlinkSync('..data/removed.yaml', join(dir, 'removed.yaml'));
+    expect(readConfigSources(dir).map((s) => s.file)).toEqual([join(dir, 'good.yaml')]);
+  });
+
+  it.skipIf(!existsSync('/proc/self/status'))('reads no more than stat admitted: a file whose content does not match its size is not loaded', () => {
+    // procfs files say they are empty and are not: a stand-in for a file that grows while it is read.
+    const dir = dirWith({ 'good.yaml': GOOD });
+    symlinkSync('/proc/self/status', join(dir, 'status.yaml'));
+    expect(problems(dir)).toEqual([expect.objectContaining({ file: join(dir, 'status.yaml'), code: 'CHANGED', message: 'changed while being read' })]);
+  });
+
+  it('an empty directory loads as no domains (serve and check-config warn and go on)', () => {
+    expect(loadConfigDir(dirWith()).domains.size).toBe(0);
+  });
+
+  it('--max-config-bytes and MAX_CONFIG_BYTES set the bound; 4 MiB by default', () => {
+    expect(parseServeArgs([], {}).maxConfigBytes).toBe(4 * 1024 * 1024);
+    expect(parseServeArgs([], { MAX_CONFIG_BYTES: '1000' }).maxConfigBytes).toBe(1000);
+    expect(parseServeArgs(['--max-config-bytes', '2000'], { MAX_CONFIG_BYTES: '1000' }).maxConfigBytes).toBe(2000);
+    expect(() => parseServeArgs(['--max-config-bytes', '0'], {})).toThrow(SettingsError);
   });
 });

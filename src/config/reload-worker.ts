@@ -1,0 +1,75 @@
+import { readlinkSync, statSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import { parentPort } from 'node:worker_threads';
+import { ConfigError, fileProblem, type ConfigProblem } from './errors.js';
+import { hashSources, readConfigSources, sliceSpecs, validateSources, type ConfigLimits } from './load.js';
+import type { DomainSpec } from './spec.js';
+
+/** The config reader thread: reads, hashes, parses and validates the config directory off the event loop,
+ * then hands the result over in slices the main thread asks for one by one (see sliceSpecs), so neither
+ * parsing a large file nor copying its result stalls decisions. Everything it sends is plain data. */
+
+export type ReaderRequest =
+  | { type: 'read'; dir: string; limits: ConfigLimits; /** Hashes that need no validation (running, last rejected). */ skip: string[] }
+  | { type: 'slice'; index: number };
+
+export type ReaderReply =
+  /** Progress: the set is read and about to be parsed, so a parse that crashes the thread is known by its hash. */
+  | { type: 'hashed'; hash: string }
+  | { type: 'unchanged'; hash: string; dirId: string | undefined }
+  | { type: 'invalid'; hash: string | undefined; dirId: string | undefined; problems: ConfigProblem[] }
+  | { type: 'valid'; hash: string; dirId: string | undefined; domains: number; slices: number }
+  /** spec is missing when the thread holds no such slice (it was restarted in between). */
+  | { type: 'slice'; index: number; spec: DomainSpec | undefined };
+
+/** Descriptors and limits per slice: each costs the main thread a few milliseconds to copy and compile. */
+export const SLICE_WEIGHT = 1000;
+
+let slices: DomainSpec[] = [];
+
+function answer(req: ReaderRequest, post: (reply: ReaderReply) => void): void {
+  if (req.type === 'slice') {
+    post({ type: 'slice', index: req.index, spec: slices[req.index] });
+    if (req.index === slices.length - 1) slices = [];
+    return;
+  }
+  slices = [];
+  const dirId = directoryId(req.dir);
+  let hash: string | undefined;
+  try {
+    const sources = readConfigSources(req.dir, req.limits);
+    hash = hashSources(sources);
+    if (req.skip.includes(hash)) return post({ type: 'unchanged', hash, dirId });
+    post({ type: 'hashed', hash });
+    const specs = validateSources(sources);
+    slices = sliceSpecs(specs, SLICE_WEIGHT);
+    post({ type: 'valid', hash, dirId, domains: specs.length, slices: slices.length });
+  } catch (err) {
+    const problems = err instanceof ConfigError ? err.problems : [fileProblem(req.dir, 'INTERNAL', `cannot load: ${String(err)}`)];
+    post({ type: 'invalid', hash, dirId, problems });
+  }
+}
+
+/** Which directory is behind the path: a new one (deleted and recreated) needs a new fs.watch. */
+function directoryId(dir: string): string | undefined {
+  try {
+    const st = statSync(dir);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return undefined; // reported by the read that follows
+  }
+}
+
+/** Parsing competes with decisions for the CPU on a small machine: let the scheduler favour the main
+ * thread. Linux only (/proc/thread-self names this thread, and a thread's id sets its own priority). */
+function yieldCpuToDecisions(): void {
+  try {
+    setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), 10);
+  } catch {
+    // elsewhere: same priority as the main thread
+  }
+}
+
+const port = parentPort;
+if (port) yieldCpuToDecisions();
+port?.on('message', (req: ReaderRequest) => answer(req, (reply) => port.postMessage(reply)));
