@@ -31,7 +31,7 @@ Run 'tollgate <command> --help' for a command's options.
 `;
 
 const ADMIN_HELP = `Talks to a running service's admin API.
-  --url URL     the service's HTTP port (env TOLLGATE_URL, default http://127.0.0.1:8080)
+  --url URL     the service's admin port (env TOLLGATE_URL, default http://127.0.0.1:8082)
   --json        print the API's JSON answer
 The admin credential comes from the environment: TOLLGATE_ADMIN_TOKEN.
 TOKEN_OR_FINGERPRINT: a token (its "Bearer " scheme ignored) or its fingerprint (32 or 64 hex characters).
@@ -169,7 +169,7 @@ async function admin(command: string, args: string[]): Promise<number> {
     process.stderr.write('tollgate: set TOLLGATE_ADMIN_TOKEN to the admin credential of the service\n');
     return 2;
   }
-  const client = new AdminClient(values.url ?? process.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080', token);
+  const client = new AdminClient(values.url ?? process.env.TOLLGATE_URL ?? 'http://127.0.0.1:8082', token);
   const print = (data: unknown, text: string): number => {
     process.stdout.write(values.json ? `${JSON.stringify(data, null, 2)}\n` : text);
     return 0;

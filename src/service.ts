@@ -12,7 +12,7 @@ import { Limiter, type DecisionInput } from './limiter/limiter.js';
 import { explain, type Explanation } from './tuning/explain.js';
 import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
-import { createHttpServer } from './server/http-server.js';
+import { createAdminServer, createHttpServer } from './server/http-server.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { rateLimitService, type HandlerDeps } from './server/ratelimit-handler.js';
 import type { Settings } from './settings.js';
@@ -32,6 +32,8 @@ export interface ServiceOptions {
 export interface RunningService {
   grpcPort: number;
   httpPort: number;
+  /** The admin API's port; undefined when the admin API is off. */
+  adminPort: number | undefined;
   config: () => CompiledConfig;
   store: Store;
   stack: StoreStack;
@@ -82,19 +84,22 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     : undefined;
   const explainLive = (input: DecisionInput): Promise<Explanation> =>
     explain(config, tiers, input.domain, input.descriptors.map((d) => d.entries), store);
-  const http = createHttpServer({ handler, ready, admin, explain: explainLive });
+  const http = createHttpServer({ handler, ready, explain: explainLive });
   const httpPort = await listen(http, settings.httpHost, settings.httpPort);
+  const adminServer = admin && createAdminServer(admin, logger);
+  const adminPort = adminServer ? await listen(adminServer, settings.adminHost, settings.adminPort) : undefined;
   if (settings.configPollMs > 0) watcher.start();
   health.set(true);
   if (config.domains.size === 0) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   logger.info(
-    { grpcPort, httpPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
+    { grpcPort, httpPort, adminPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
   );
 
   return {
     grpcPort,
     httpPort,
+    adminPort,
     config: () => config,
     store,
     stack,
@@ -105,7 +110,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     stop: async () => {
       watcher.stop();
       await tiers.close();
-      await stopAll({ grpcServer, http, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
+      await stopAll({ grpcServer, https: adminServer ? [http, adminServer] : [http], health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     },
   };
 }
@@ -203,19 +208,19 @@ function listen(server: HttpServer, host: string, port: number): Promise<number>
 }
 
 async function stopAll(p: {
-  grpcServer: grpc.Server; http: HttpServer; health: HealthService; store: Store; logger: Logger; timeoutMs: number;
+  grpcServer: grpc.Server; https: HttpServer[]; health: HealthService; store: Store; logger: Logger; timeoutMs: number;
 }): Promise<void> {
   p.health.set(false);
   p.health.endWatches();
   const drained = new Promise<void>((resolve) => p.grpcServer.tryShutdown(() => resolve()));
-  const httpClosed = new Promise<void>((resolve) => p.http.close(() => resolve()));
-  p.http.closeIdleConnections();
+  const httpClosed = Promise.all(p.https.map((h) => new Promise<void>((resolve) => h.close(() => resolve()))));
+  for (const h of p.https) h.closeIdleConnections();
   // The timeout bounds the whole shutdown: calls still open then, gRPC or HTTP (a client trickling a body
   // in), are cut; closing the store gets as long again.
   const timer = setTimeout(() => {
     p.logger.warn({ timeoutMs: p.timeoutMs }, 'in-flight calls did not finish in time: cutting them');
     p.grpcServer.forceShutdown();
-    p.http.closeAllConnections();
+    for (const h of p.https) h.closeAllConnections();
   }, p.timeoutMs);
   await Promise.all([drained, httpClosed]);
   clearTimeout(timer);

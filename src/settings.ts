@@ -11,6 +11,9 @@ export interface Settings {
   grpcPort: number;
   httpHost: string;
   httpPort: number;
+  /** The admin API's own listener, so the HTTP port can be opened to Prometheus without exposing it. */
+  adminHost: string;
+  adminPort: number;
   store: 'memory' | 'redis';
   redisUrl: string;
   /** Parsed from redisUrl and redisType when the store is redis. */
@@ -45,7 +48,9 @@ export const SERVE_OPTIONS = {
   'grpc-host': { env: 'GRPC_HOST', default: '0.0.0.0', help: 'address the gRPC server binds' },
   'grpc-port': { env: 'GRPC_PORT', default: '8081', help: 'gRPC port (RateLimitService, grpc.health.v1)' },
   'http-host': { env: 'HOST', default: '0.0.0.0', help: 'address the HTTP server binds' },
-  'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /metrics, /json, /explain, /admin)' },
+  'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /metrics, /json, /explain)' },
+  'admin-host': { env: 'ADMIN_HOST', default: '127.0.0.1', help: 'address the admin API binds (loopback: reach it from the pod)' },
+  'admin-port': { env: 'ADMIN_PORT', default: '8082', help: 'admin API port (/admin/*), when TOLLGATE_ADMIN_TOKEN is set' },
   store: { env: 'BACKEND_TYPE', default: 'memory', help: 'counter store: memory | redis' },
   'redis-url': { env: 'REDIS_URL', default: 'redis://127.0.0.1:6379', help: 'redis[s]://[user:password@]host:port[,host:port…][/db|/master]' },
   'redis-type': { env: 'REDIS_TYPE', default: 'single', help: 'single | sentinel | cluster' },
@@ -105,6 +110,8 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     grpcPort: num('grpc-port', 'port'),
     httpHost: get('http-host'),
     httpPort: num('http-port', 'port'),
+    adminHost: get('admin-host'),
+    adminPort: num('admin-port', 'port'),
     store,
     redisUrl: get('redis-url'),
     redis,
@@ -160,5 +167,5 @@ export function serveHelp(): string {
   const rows = Object.entries(SERVE_OPTIONS).map(
     ([flag, o]) => `  --${flag.padEnd(20)} ${o.help}\n  ${''.padEnd(22)} env ${o.env}, default ${o.default}`,
   );
-  return `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over environment):\n${rows.join('\n')}\n\nEnvironment only:\n  TOLLGATE_ADMIN_TOKEN   enables the admin API on the HTTP port (Authorization: Bearer <it>)\n`;
+  return `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over environment):\n${rows.join('\n')}\n\nEnvironment only:\n  TOLLGATE_ADMIN_TOKEN   enables the admin API on --admin-port (Authorization: Bearer <it>)\n`;
 }

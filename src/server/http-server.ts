@@ -12,25 +12,37 @@ export interface HttpDeps {
   handler: HandlerDeps;
   /** Explains a request against the live config, tiers and counters (POST /explain). */
   explain?: (input: DecisionInput) => Promise<unknown>;
-  /** The admin API, when TOLLGATE_ADMIN_TOKEN is set: answers /admin/*. */
-  admin?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
   /** Alive and able to decide (config loaded, store usable or absorbed by the failure policy). */
   ready: () => { ready: boolean; reason?: string };
 }
 
+type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
+
 /** Health and debugging endpoints on the HTTP port. */
 export function createHttpServer(deps: HttpDeps): Server {
+  return serve(deps.handler.logger, (req, res, path) => route(deps, req, res, path));
+}
+
+/** The admin API (/admin/*) on a listener of its own, bound to loopback by default: the HTTP port can then
+ * be opened to Prometheus without opening the admin API. */
+export function createAdminServer(admin: Route, logger: HandlerDeps['logger']): Server {
+  return serve(logger, async (req, res, path) => {
+    if (path.startsWith('/admin/') || path === '/admin') return admin(req, res, path);
+    send(res, 404, { error: 'not found', endpoints: ['/admin/tiers', '/admin/tokens'] });
+  });
+}
+
+function serve(logger: HandlerDeps['logger'], handle: Route): Server {
   return createServer((req, res) => {
-    route(deps, req, res).catch((err: unknown) => {
-      deps.handler.logger.error({ err }, 'http handler failed');
+    handle(req, res, (req.url ?? '/').split('?')[0] ?? '/').catch((err: unknown) => {
+      logger.error({ err }, 'http handler failed');
       if (!res.headersSent) send(res, 500, { error: 'internal error' });
       else res.destroy();
     });
   });
 }
 
-async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const path = (req.url ?? '/').split('?')[0] ?? '/';
+async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
   if (path === '/healthz' && req.method === 'GET') return send(res, 200, { status: 'ok' });
   if (path === '/readyz' && req.method === 'GET') {
     const r = deps.ready();
@@ -44,8 +56,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     return;
   }
   if (path.startsWith('/admin/') || path === '/admin') {
-    if (!deps.admin) return send(res, 404, { error: 'the admin API is disabled: set TOLLGATE_ADMIN_TOKEN to enable it' });
-    return deps.admin(req, res, path);
+    return send(res, 404, { error: 'the admin API is on its own port (--admin-port), when TOLLGATE_ADMIN_TOKEN is set' });
   }
   if (path === '/explain' && deps.explain) {
     if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });

@@ -165,6 +165,7 @@ export interface Target {
   name: string;
   grpcPort: number;
   httpPort: number;
+  adminPort: number;
   redis?: RedisServer;
   /** False once the service process has exited (a crash). */
   alive(): boolean;
@@ -208,6 +209,7 @@ async function inProcess(name: string, args: string[], redis: RedisServer | unde
     name,
     grpcPort: t.service.grpcPort,
     httpPort: t.service.httpPort,
+    adminPort: t.service.adminPort!,
     redis,
     alive: () => true,
     close: async () => {
@@ -219,8 +221,8 @@ async function inProcess(name: string, args: string[], redis: RedisServer | unde
 
 /** `node dist/cli.js serve` on free ports; its stdout and stderr are scanned as they arrive, never kept whole. */
 async function childProcess(name: string, args: string[], redis: RedisServer | undefined, scanner: LeakScanner): Promise<Target> {
-  const [grpcPort, httpPort] = [await freePort(), await freePort()];
-  const all = [...args, '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort)];
+  const [grpcPort, httpPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const all = [...args, '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--admin-port', String(adminPort)];
   const child: ChildProcess = spawn(process.execPath, ['dist/cli.js', 'serve', ...all], {
     env: { ...process.env, LOG_LEVEL: 'trace', TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -246,6 +248,7 @@ async function childProcess(name: string, args: string[], redis: RedisServer | u
     name,
     grpcPort,
     httpPort,
+    adminPort,
     redis,
     alive: () => child.exitCode === null && child.signalCode === null,
     close: async () => {

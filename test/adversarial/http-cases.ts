@@ -20,6 +20,8 @@ export interface HttpCase {
   headers?: Record<string, string>;
   body?: Buffer;
   raw?: Buffer;
+  /** Sent to the admin port instead of the HTTP port. */
+  admin?: boolean;
   /** Allowed HTTP statuses; 0: the server closed the connection without an answer. */
   allowed: number[];
 }
@@ -190,7 +192,7 @@ function adminCase(r: Rng, marker: string): HttpCase {
     body = Buffer.from(r.pick([`{"tier":"${r.pick(KNOWN_TIERS)}"}`, `{"tier":"platinum-${r.int(100)}"}`, '{"tier":5}', `{"${marker}":1}`, '{', `"${marker}"`]));
   }
   const authorized = auth === `Bearer ${ADMIN_TOKEN}`;
-  return { kind: `admin ${authorized ? 'authorized' : 'unauthorized'} ${method}`, method, path, headers, body, allowed: authorized ? [200, 400, 404, 415] : [401] };
+  return { kind: `admin ${authorized ? 'authorized' : 'unauthorized'} ${method}`, admin: true, method, path, headers, body, allowed: authorized ? [200, 400, 404, 415] : [401] };
 }
 
 function pathCase(r: Rng, marker: string): HttpCase {
@@ -217,7 +219,7 @@ function rawCase(r: Rng, marker: string): HttpCase {
   const pick = r.int(requests.length);
   // A /-path GET is a 404; of duplicated Authorization headers Node keeps the first (the marker's): 401.
   const allowed = pick === 0 ? [404] : pick === 8 ? [401] : [400, 404, 413, 431, 505, 0];
-  return { kind: `raw bytes #${pick}`, raw: Buffer.from(requests[pick]!, 'latin1'), allowed };
+  return { kind: `raw bytes #${pick}`, raw: Buffer.from(requests[pick]!, 'latin1'), admin: pick === 8, allowed };
 }
 
 // ---------------------------------------------------------------- executors

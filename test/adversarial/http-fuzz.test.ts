@@ -13,7 +13,7 @@ async function fuzzHttp(store: 'memory' | 'redis'): Promise<void> {
     const agent = httpAgent();
     return {
       generate: (r, index) => httpCase(r, index, scanner.marker, FUZZ_BOUNDS),
-      exec: (c, index) => execHttp(agent, target.httpPort, c, index, scanner),
+      exec: (c, index) => execHttp(agent, c.admin ? target.adminPort : target.httpPort, c, index, scanner),
       close: () => agent.destroy(),
     };
   });

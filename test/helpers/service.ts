@@ -140,7 +140,7 @@ export async function startTestService(
 ): Promise<TestService> {
   const clock = new ManualClock(opts.startMs ?? HOUR_START);
   const settings = parseServeArgs(
-    ['--config', opts.configDir ?? 'config', '--grpc-port', '0', '--http-port', '0', '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', ...(opts.args ?? [])],
+    ['--config', opts.configDir ?? 'config', '--grpc-port', '0', '--http-port', '0', '--admin-port', '0', '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', ...(opts.args ?? [])],
     opts.env ?? {},
   );
   const service = await startService(settings, { logger: opts.logger ?? silentLogger, clock: opts.realClock ? undefined : clock, tiers: opts.tiers });

@@ -1,3 +1,4 @@
+import { SERVE_OPTIONS } from '../../src/settings.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { runCli } from '../helpers/process.js';
@@ -29,7 +30,7 @@ describe('tiers at run time, shared by replicas through Redis', () => {
   let b: TestService;
   const logs = [capturingLogger('debug'), capturingLogger('debug')];
   const admin = (t: TestService, path: string, init: RequestInit = {}, credential = ADMIN): Promise<Response> =>
-    fetch(`http://127.0.0.1:${t.service.httpPort}${path}`, {
+    fetch(`http://127.0.0.1:${t.service.adminPort}${path}`, {
       ...init,
       headers: { ...(credential ? { authorization: `Bearer ${credential}` } : {}), 'content-type': 'application/json' },
     });
@@ -51,6 +52,10 @@ describe('tiers at run time, shared by replicas through Redis', () => {
   });
 
   it('refuses missing or wrong credentials, unknown tiers and malformed fingerprints', async () => {
+    // Not on the HTTP port, which Prometheus may reach: on its own port, bound to loopback by default.
+    expect((await fetch(`http://127.0.0.1:${a.service.httpPort}/admin/tiers`, { headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(404);
+    expect(a.service.adminPort).not.toBe(a.service.httpPort);
+    expect(SERVE_OPTIONS['admin-host'].default).toBe('127.0.0.1');
     expect((await admin(a, '/admin/tiers', {}, '')).status).toBe(401);
     expect((await admin(a, '/admin/tiers', {}, 'wrong')).status).toBe(401);
     const unknown = await admin(a, `/admin/tiers/${FP}`, { method: 'PUT', body: JSON.stringify({ tier: 'platinum' }) });
@@ -120,7 +125,7 @@ describe('tiers at run time, shared by replicas through Redis', () => {
   });
 
   it('the CLI drives the same API', async () => {
-    const env = { TOLLGATE_ADMIN_TOKEN: ADMIN, TOLLGATE_URL: `http://127.0.0.1:${a.service.httpPort}` };
+    const env = { TOLLGATE_ADMIN_TOKEN: ADMIN, TOLLGATE_URL: `http://127.0.0.1:${a.service.adminPort}` };
     const assign = await runCli(['tiers', 'assign', TOKEN, 'multi-property-group'], env);
     expect(assign.stdout.trim()).toBe(`${FP} → multi-property-group`);
     const list = await runCli(['tiers', 'list', '--json'], env);

@@ -147,7 +147,7 @@ describe('admin API paths', () => {
   afterAll(async () => t.close());
 
   it('a malformed percent-escape is a 400, and the path is not logged', async () => {
-    const res = await fetch(`http://127.0.0.1:${t.service.httpPort}/admin/tiers/s3cr3t%E0%A4%A`, {
+    const res = await fetch(`http://127.0.0.1:${t.service.adminPort}/admin/tiers/s3cr3t%E0%A4%A`, {
       method: 'DELETE',
       headers: { authorization: `Bearer ${ADMIN}` },
     });
