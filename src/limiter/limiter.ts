@@ -3,7 +3,7 @@ import { counterId } from '../config/compile.js';
 import { matchRule, type EntryLike } from '../config/match.js';
 import { UNITS, type Unit } from '../config/units.js';
 import { cachedFingerprint } from '../fingerprint.js';
-import type { CheckResult, CounterCheck, Store } from '../store/store.js';
+import type { CheckResult, CounterCheck, Maybe, Store } from '../store/store.js';
 import { noTiers, type TierSource } from '../control/tier-store.js';
 import { systemClock, type Clock } from './clock.js';
 import { limitsFor, windowKey } from './peek.js';
@@ -86,13 +86,15 @@ export class Limiter {
     this.tiers = deps.tiers ?? noTiers;
   }
 
-  async decide(input: DecisionInput): Promise<Decision> {
+  /** The decision, at once when the store answers at once (see Maybe). */
+  decide(input: DecisionInput): Maybe<Decision> {
     const domain = this.deps.config().domains.get(input.domain);
     const plans = input.descriptors.map((d) => this.plan(domain, d, input.hits));
     dropReplaced(plans);
     const checks = toChecks(plans);
     if (checks.length === 0) return unlimitedDecision(domain, plans, (this.deps.clock ?? systemClock).now());
-    const result = await this.deps.store.check(checks);
+    const result = this.deps.store.check(checks);
+    if (result instanceof Promise) return result.then((r) => assemble(domain, plans, checks, r));
     return assemble(domain, plans, checks, result);
   }
 

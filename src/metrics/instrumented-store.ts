@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from '../store/store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from '../store/store.js';
 import type { Metrics } from './metrics.js';
 
 /** Times every store call and counts failures by kind. Wraps the real store, under the cache and the
@@ -12,16 +12,32 @@ export class InstrumentedStore implements Store {
     this.latency = metrics.storeLatency.labels({ store: inner.kind });
   }
 
-  async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+  check(checks: readonly CounterCheck[]): Maybe<CheckResult> {
     const start = performance.now();
+    let result: Maybe<CheckResult>;
     try {
-      const result = await this.inner.check(checks);
+      result = this.inner.check(checks);
+    } catch (err) {
+      throw this.failed(err);
+    }
+    if (!(result instanceof Promise)) {
       this.latency.observe((performance.now() - start) / 1000);
       return result;
-    } catch (err) {
-      this.metrics.storeErrors.inc({ store: this.kind, kind: errorKind(err) });
-      throw err;
     }
+    return result.then(
+      (r) => {
+        this.latency.observe((performance.now() - start) / 1000);
+        return r;
+      },
+      (err: unknown) => {
+        throw this.failed(err);
+      },
+    );
+  }
+
+  private failed(err: unknown): unknown {
+    this.metrics.storeErrors.inc({ store: this.kind, kind: errorKind(err) });
+    return err;
   }
 
   health(): StoreHealth {

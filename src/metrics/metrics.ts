@@ -1,5 +1,6 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry, type LabelValues } from 'prom-client';
 import type { Rule } from '../config/compiled.js';
+import { CounterSeries, FastCounter, FastHistogram } from './series.js';
 import type { Decision } from '../limiter/limiter.js';
 
 /** Every metric Tollgate exports (README has the table). Labels name configured things only (domain, rule
@@ -15,7 +16,7 @@ const SOURCES = ['store', 'cache', 'fallback', 'policy', 'none'] as const;
 const NONE = '(none)';
 const UNKNOWN_DOMAIN = '(unknown)';
 
-type Child = ReturnType<Counter<string>['labels']>;
+type Child = CounterSeries;
 
 /** Label children of one rule, created on first use: the hot path only indexes arrays and maps. */
 interface RuleChildren {
@@ -34,55 +35,39 @@ export class Metrics {
   private readonly unmatched = new Map<string, RuleChildren>();
   private readonly requestsByDomain = new Map<string, [Child, Child]>();
 
-  readonly requests = new Counter({
-    name: 'tollgate_requests_total',
-    help: 'ShouldRateLimit calls answered, by domain and overall result',
-    labelNames: ['domain', 'result'] as const,
-    registers: [this.registry],
-  });
-  readonly decisions = new Counter({
-    name: 'tollgate_decisions_total',
-    help: 'Descriptor decisions by rule and result (ok, over_limit, shadow_over_limit) and where they came from (store, cache, fallback, policy, none)',
-    labelNames: ['domain', 'rule', 'category', 'result', 'source'] as const,
-    registers: [this.registry],
-  });
-  readonly hits = new Counter({
-    name: 'tollgate_hits_total',
-    help: 'Hits asked for, by rule (envoyproxy/ratelimit total_hits)',
-    labelNames: ['domain', 'rule', 'category'] as const,
-    registers: [this.registry],
-  });
-  readonly nearLimit = new Counter({
-    name: 'tollgate_near_limit_total',
-    help: 'Admitted descriptors whose window is used beyond the near-limit ratio, by window',
-    labelNames: ['domain', 'rule', 'category', 'window'] as const,
-    registers: [this.registry],
-  });
-  readonly overLimit = new Counter({
-    name: 'tollgate_over_limit_total',
-    help: 'Windows found full, by window (shadow windows included; see tollgate_decisions_total for the verdict)',
-    labelNames: ['domain', 'rule', 'category', 'window'] as const,
-    registers: [this.registry],
-  });
-  readonly latency = new Histogram({
-    name: 'tollgate_should_rate_limit_duration_seconds',
-    help: 'Time to answer ShouldRateLimit, from decoded request to response',
-    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
-    registers: [this.registry],
-  });
+  // The metrics every decision touches: observed without allocating (series.ts).
+  readonly requests = new FastCounter('tollgate_requests_total', 'ShouldRateLimit calls answered, by domain and overall result', this.registry);
+  readonly decisions = new FastCounter(
+    'tollgate_decisions_total',
+    'Descriptor decisions by rule and result (ok, over_limit, shadow_over_limit) and where they came from (store, cache, fallback, policy, none)',
+    this.registry,
+  );
+  readonly hits = new FastCounter('tollgate_hits_total', 'Hits asked for, by rule (envoyproxy/ratelimit total_hits)', this.registry);
+  readonly nearLimit = new FastCounter('tollgate_near_limit_total', 'Admitted descriptors whose window is used beyond the near-limit ratio, by window', this.registry);
+  readonly overLimit = new FastCounter(
+    'tollgate_over_limit_total',
+    'Windows found full, by window (shadow windows included; see tollgate_decisions_total for the verdict)',
+    this.registry,
+  );
+  readonly latency = new FastHistogram(
+    'tollgate_should_rate_limit_duration_seconds',
+    'Time to answer ShouldRateLimit, from decoded request to response',
+    this.registry,
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+  );
+  private readonly latencySeries = this.latency.labels({});
   readonly grpcErrors = new Counter({
     name: 'tollgate_grpc_errors_total',
     help: 'ShouldRateLimit calls answered with an error, by gRPC status code',
     labelNames: ['code'] as const,
     registers: [this.registry],
   });
-  readonly storeLatency = new Histogram({
-    name: 'tollgate_store_duration_seconds',
-    help: 'Round trip of one store call (one per decision that reaches the store)',
-    labelNames: ['store'] as const,
-    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05],
-    registers: [this.registry],
-  });
+  readonly storeLatency = new FastHistogram(
+    'tollgate_store_duration_seconds',
+    'Round trip of one store call (one per decision that reaches the store)',
+    this.registry,
+    [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05],
+  );
   readonly storeErrors = new Counter({
     name: 'tollgate_store_errors_total',
     help: 'Store calls that failed, by kind (timeout, connection, degraded, other)',
@@ -143,7 +128,7 @@ export class Metrics {
 
   /** Records one answered call. Children are cached per rule, so the hot path builds no label strings. */
   observe(domainName: string, d: Decision, seconds: number): void {
-    this.latency.observe(seconds);
+    this.latencySeries.observe(seconds);
     this.requestChildren(d.domain ? domainName : UNKNOWN_DOMAIN)[d.overLimit ? 1 : 0].inc();
     if (!d.domain) return;
     const source = SOURCES.indexOf(d.source);

@@ -1,7 +1,8 @@
 import { Metadata, status as GrpcStatus, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { Decision, Limiter } from '../limiter/limiter.js';
+import type { Decision, DecisionInput, Limiter } from '../limiter/limiter.js';
+import type { Maybe } from '../store/store.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
@@ -17,12 +18,18 @@ export interface HandlerDeps {
   metrics?: Metrics;
 }
 
-/** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response. */
-export async function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest): Promise<WireResponse> {
+/** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response.
+ * At once when the store answers at once; throws (or rejects) with what failure() maps to a status. */
+export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest): Maybe<WireResponse> {
   const start = performance.now();
   if (req instanceof UndecodableRequest) throw new InvalidRequestError(`not a valid RateLimitRequest: ${req.reason}`);
   const input = toDecisionInput(req, deps.bounds);
-  const decision = await deps.limiter.decide(input);
+  const decision = deps.limiter.decide(input);
+  if (decision instanceof Promise) return decision.then((d) => answer(deps, input, d, start));
+  return answer(deps, input, decision, start);
+}
+
+function answer(deps: HandlerDeps, input: DecisionInput, decision: Decision, start: number): WireResponse {
   deps.metrics?.observe(input.domain, decision, (performance.now() - start) / 1000);
   if (deps.logger.isLevelEnabled('debug')) deps.logger.debug(describe(decision), 'decision');
   return toWireResponse(decision);
@@ -36,15 +43,20 @@ export function failure(deps: HandlerDeps, err: unknown): StatusError {
 }
 
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {
+  const fail = (callback: sendUnaryData<WireResponse>, err: unknown): void => {
+    const s = failure(deps, err);
+    callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() });
+  };
   return {
     ShouldRateLimit: (call: ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>, callback: sendUnaryData<WireResponse>) => {
-      decideWire(deps, call.request).then(
-        (response) => callback(null, response),
-        (err: unknown) => {
-          const s = failure(deps, err);
-          callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() });
-        },
-      );
+      let response: Maybe<WireResponse>;
+      try {
+        response = decideWire(deps, call.request);
+      } catch (err) {
+        return fail(callback, err);
+      }
+      if (response instanceof Promise) response.then((r) => callback(null, r), (err: unknown) => fail(callback, err));
+      else callback(null, response);
     },
   };
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../errors.js';
 import { systemClock, type Clock } from '../limiter/clock.js';
-import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
 
 /** What a decision does when the shared store cannot answer:
  *  allow  answer gRPC UNAVAILABLE at once, so Envoy's failure_mode_deny decides (false, Envoy's default: the
@@ -27,23 +27,36 @@ export class PolicyStore implements Store {
     if (policy === 'local' && !fallback) throw new Error('the local failure policy needs a fallback store');
   }
 
-  async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+  check(checks: readonly CounterCheck[]): Maybe<CheckResult> {
+    let result: Maybe<CheckResult>;
     try {
-      const result = await this.inner.check(checks);
-      if (this.inFallback) {
-        this.inFallback = false;
-        this.logger.info('shared store answering again: local fallback counters no longer used');
-      }
-      return result;
+      result = this.inner.check(checks);
     } catch (err) {
-      if (!(err instanceof StoreUnavailableError) || this.policy === 'allow') throw err;
-      if (this.policy === 'deny') return this.denied(checks);
-      if (!this.inFallback) {
-        this.inFallback = true;
-        this.logger.warn({ reason: err.message }, 'shared store unavailable: enforcing limits with local counters');
-      }
-      return { ...(await this.fallback!.check(checks)), source: 'fallback' };
+      return this.failed(checks, err);
     }
+    if (result instanceof Promise) return result.then((r) => this.answered(r), (err: unknown) => this.failed(checks, err));
+    return this.answered(result);
+  }
+
+  private answered(result: CheckResult): CheckResult {
+    if (this.inFallback) {
+      this.inFallback = false;
+      this.logger.info('shared store answering again: local fallback counters no longer used');
+    }
+    return result;
+  }
+
+  /** The policy's answer when the store could not give one; rethrows what the policy does not cover. */
+  private failed(checks: readonly CounterCheck[], err: unknown): Maybe<CheckResult> {
+    if (!(err instanceof StoreUnavailableError) || this.policy === 'allow') throw err;
+    if (this.policy === 'deny') return this.denied(checks);
+    if (!this.inFallback) {
+      this.inFallback = true;
+      this.logger.warn({ reason: err.message }, 'shared store unavailable: enforcing limits with local counters');
+    }
+    const local = this.fallback!.check(checks);
+    if (local instanceof Promise) return local.then((r) => ({ ...r, source: 'fallback' as const }));
+    return { ...local, source: 'fallback' };
   }
 
   health(): StoreHealth {

@@ -64,7 +64,7 @@ export class MemoryStore implements Store {
     return n;
   }
 
-  check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+  check(checks: readonly CounterCheck[]): CheckResult {
     const nowMs = this.clock.now();
     if (nowMs >= this.nextSweepMs) this.sweep(nowMs);
     const n = checks.length;
@@ -89,7 +89,7 @@ export class MemoryStore implements Store {
         this.add(c, curr[i]!, prev[i]!, nowMs);
       }
     }
-    return Promise.resolve({ nowMs, admitted, curr, prev, over });
+    return { nowMs, admitted, curr, prev, over };
   }
 
   health(): StoreHealth {

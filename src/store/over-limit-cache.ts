@@ -1,6 +1,6 @@
 import { systemClock, type Clock } from '../limiter/clock.js';
 import { retryAfterMs, windowStartMs } from '../limiter/window.js';
-import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
 
 interface Snapshot {
   key: string;
@@ -35,14 +35,20 @@ export class OverLimitCache implements Store {
     this.kind = inner.kind;
   }
 
-  async check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+  /** A request blocked by a window known to be full is answered at once, without the store. */
+  check(checks: readonly CounterCheck[]): Maybe<CheckResult> {
     const sentAt = this.clock.now();
     const cached = this.answer(checks, sentAt);
     if (cached) {
       this.hits++;
       return cached;
     }
-    const result = await this.inner.check(checks);
+    const result = this.inner.check(checks);
+    if (result instanceof Promise) return result.then((r) => this.learn(checks, r, sentAt));
+    return this.learn(checks, result, sentAt);
+  }
+
+  private learn(checks: readonly CounterCheck[], result: CheckResult, sentAt: number): CheckResult {
     if (!result.admitted && result.source === undefined) this.remember(checks, result, sentAt);
     return result;
   }

@@ -38,10 +38,14 @@ export interface StoreHealth {
   reason: string | undefined;
 }
 
+/** An answer now, or later. A store that can answer at once (the memory store, a cached over-limit window)
+ * returns it as it is: a decision then allocates no promise and waits for no microtask. */
+export type Maybe<T> = T | Promise<T>;
+
 /** Checks and counts all windows of a request atomically: a rejected request consumes nothing. */
 export interface Store {
   readonly kind: string;
-  check(checks: readonly CounterCheck[]): Promise<CheckResult>;
+  check(checks: readonly CounterCheck[]): Maybe<CheckResult>;
   /** Whether the store can answer now; the memory store always can. */
   health(): StoreHealth;
   /** Forgets these counters (current and previous window). Returns how many existed. */

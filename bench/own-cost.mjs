@@ -1,0 +1,46 @@
+// Tollgate's own cost per decision, without gRPC or HTTP/2: the bench domain's request decoded, decided
+// against the memory store, observed in the metrics, and the response encoded, in a loop in this process.
+//   node bench/own-cost.mjs [decisions]
+// Prints one JSON line: µs per decision and bytes allocated per decision (heap growth with GC held back is
+// not measurable in Node, so allocation is read from the GC's own counters).
+import { copyFileSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PerformanceObserver, performance } from 'node:perf_hooks';
+import { pino } from 'pino';
+import { loadConfigDir } from '../dist/config/load.js';
+import { Limiter } from '../dist/limiter/limiter.js';
+import { Metrics } from '../dist/metrics/metrics.js';
+import { InstrumentedStore } from '../dist/metrics/instrumented-store.js';
+import { decideWire } from '../dist/server/ratelimit-handler.js';
+import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
+import { defaultBounds } from '../dist/server/request.js';
+import { MemoryStore } from '../dist/store/memory-store.js';
+
+const n = Number(process.argv[2] ?? 300_000);
+const dir = mkdtempSync(join(tmpdir(), 'tollgate-own-'));
+for (const f of readdirSync('config')) if (f.endsWith('.yaml')) copyFileSync(join('config', f), join(dir, f));
+copyFileSync('bench/bench-domain.yaml', join(dir, 'bench.yaml'));
+const config = loadConfigDir(dir);
+const metrics = new Metrics({ nearLimitRatio: 0.8 });
+const store = new InstrumentedStore(new MemoryStore(), metrics);
+const limiter = new Limiter({ config: () => config, store });
+const deps = { limiter, bounds: defaultBounds, logger: pino({ level: 'info' }), metrics };
+const method = serviceDefinition(RLS_SERVICE).ShouldRateLimit;
+const bytes = method.requestSerialize({ domain: 'bench', descriptors: [{ entries: [{ key: 'token', value: 'Bearer bench' }] }] });
+
+let gcMs = 0;
+new PerformanceObserver((list) => list.getEntries().forEach((e) => (gcMs += e.duration))).observe({ entryTypes: ['gc'] });
+
+async function round(count) {
+  for (let i = 0; i < count; i++) method.responseSerialize(await decideWire(deps, method.requestDeserialize(bytes)));
+}
+await round(50_000); // warm-up
+gcMs = 0;
+const start = performance.now();
+const cpu = process.cpuUsage();
+await round(n);
+const used = process.cpuUsage(cpu);
+const wall = performance.now() - start;
+await new Promise((r) => setTimeout(r, 50));
+console.log(JSON.stringify({ decisions: n, usPerDecision: (wall * 1000) / n, cpuUsPerDecision: (used.user + used.system) / n, gcShare: gcMs / wall }));
