@@ -168,14 +168,18 @@ export class RedisStore implements Store {
    * Envoy's filter timeout in the shipped envoy.yaml. */
   private send(batch: Pending[]): void {
     const keys: string[] = [];
-    const args: (string | number)[] = [this.opts.clock ? this.opts.clock.now() : 0];
+    const shapes: CounterCheck[] = [];
+    const tail: (string | number)[] = [];
     for (const p of batch) {
-      args.push(p.mode, p.checks.length);
+      tail.push(p.mode, p.checks.length);
       for (const c of p.checks) {
         keys.push(this.opts.keyPrefix + c.key);
-        args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.group, c.shadow ? 1 : 0);
+        tail.push(shapeOf(shapes, c), c.group);
       }
     }
+    const args: (string | number)[] = [this.opts.clock ? this.opts.clock.now() : 0, shapes.length];
+    for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0);
+    for (const a of tail) args.push(a);
     withTimeout(this.evalScript(keys, args), this.opts.timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
         this.timeouts = 0;
@@ -290,6 +294,16 @@ function merge(n: number, slots: number[][], parts: CheckResult[]): CheckResult 
     });
   });
   return out;
+}
+
+/** The 1-based index of a window's shape (everything but its key and group) in `shapes`, added if new. A
+ * batch holds few: a linear search beats building a key per window. */
+function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
+  for (let i = 0; i < shapes.length; i++) {
+    const s = shapes[i]!;
+    if (s.windowMs === c.windowMs && s.limit === c.limit && s.hits === c.hits && s.sliding === c.sliding && s.shadow === c.shadow) return i + 1;
+  }
+  return shapes.push(c);
 }
 
 /** Splits a batch's reply into each request's answer (layout in check-and-incr.lua). */
