@@ -75,13 +75,18 @@ function benchFrame() {
   return out;
 }
 
-/** h2load at full speed: 4 connections × 32 streams, for `seconds` or `requests`. Samples its own CPU from
- * /proc while it runs, so a run where the driver, not the target, was saturated can be flagged. */
-export async function h2load(target, { seconds, requests }) {
-  const body = join(mkdtempSync(join(tmpdir(), 'tollgate-h2load-')), 'request.bin');
+/** h2load: 4 connections × 32 streams, for `seconds` or `requests`, at full speed or at `rate` calls a second
+ * (then with each call's latency from its log file). Samples its own CPU from /proc while it runs, so a run
+ * where the driver, not the target, was saturated can be flagged. */
+export async function h2load(target, { seconds, requests, rate }) {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-h2load-'));
+  const body = join(dir, 'request.bin');
+  const log = join(dir, 'requests.log');
   writeFileSync(body, benchFrame());
   const path = serviceDefinition(RLS_SERVICE).ShouldRateLimit.path;
-  const args = ['-c', '4', '-m', '32', '-t', '1', '-d', body, '-H', 'content-type: application/grpc', '-H', 'te: trailers', ...(seconds ? ['-D', String(seconds)] : ['-n', String(requests)]), `http://${target}${path}`];
+  const args = ['-c', '4', '-m', '32', '-t', '1', '-d', body, '-H', 'content-type: application/grpc', '-H', 'te: trailers', ...(seconds ? ['-D', String(seconds)] : ['-n', String(requests)])];
+  if (rate) args.push(`--rps=${Math.max(1, Math.round(rate / 4))}`, `--log-file=${log}`);
+  args.push(`http://${target}${path}`);
   const child = spawn('h2load', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
@@ -99,7 +104,15 @@ export async function h2load(target, { seconds, requests }) {
   const num = (re) => Number(re.exec(out)?.[1] ?? NaN);
   const done = num(/requests: \d+ total, \d+ started, (\d+) done/);
   const ok = num(/(\d+) succeeded/);
-  return { total: done, errors: done - ok, perSecond: num(/finished in [\d.]+s, ([\d.]+) req\/s/), driverShare: cpu / wall };
+  const result = { total: done, errors: done - ok, perSecond: num(/finished in [\d.]+s, ([\d.]+) req\/s/), driverShare: cpu / wall };
+  return rate ? { ...result, ...latencies(log) } : result;
+}
+
+/** p50, p99 and p99.9 in ms from h2load's per-request log (third column: µs to the end of the response). */
+function latencies(file) {
+  const us = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => Number(l.split('\t')[2])).sort((a, b) => a - b);
+  const at = (p) => (us.length ? us[Math.min(us.length - 1, Math.floor(p * us.length))] / 1000 : NaN);
+  return { p50: at(0.5), p99: at(0.99), p999: at(0.999) };
 }
 
 /** bench/h2-driver.mjs in its own process; resolves with its JSON line. */

@@ -1,13 +1,15 @@
-// npm run bench [-- --seconds 6 --rounds 3 --rate half|N --json FILE --profile --skip-memory --only a,b]
+// npm run bench [-- --seconds 6 --rounds 3 --rate half|N --json FILE --profile --skip-memory --only a,b
+//                   --before DIR]   DIR: another checkout, built; adds its memory and redis as targets
 // Tollgate against the floors of its own stack, side by side in one run on this machine:
 //   raw-noop  node:http2 answering every call with a response framed once (the limit of Node itself)
 //   noop      a grpc-js server with the same protos that decides nothing (the floor of Tollgate's stack)
 //   memory    tollgate serve --store memory
 //   redis     tollgate serve --store redis (a redis-server of its own)
 // Per target and round: a saturation run driven by h2load (nghttp2's C load generator: 4 connections × 32
-// streams, every call admitted and counted), a fixed-rate run (default: half the grpc-js floor's saturation
-// rate in the same round) and the property API's traffic mix, both driven
-// by bench/h2-driver.mjs (node:http2, frames encoded once). CPU of every process from /proc. Rounds alternate
+// streams, every call admitted and counted), a fixed-rate run (h2load --rps; default: half the grpc-js floor's
+// saturation rate in the same round; latencies from its per-request log) and the property API's traffic mix
+// (5,000 tokens, hot tokens, 429s) driven by bench/h2-driver.mjs (node:http2, frames encoded once, checks
+// every grpc-status). CPU of every process from /proc. Rounds alternate
 // the targets; figures are medians over rounds. Then the memory store's footprint (bench/memory.mjs).
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
@@ -25,6 +27,7 @@ const { values } = parseArgs({
     profile: { type: 'boolean', default: false },
     'skip-memory': { type: 'boolean', default: false },
     only: { type: 'string' },
+    before: { type: 'string' },
     'sat-only': { type: 'boolean', default: false },
   },
 });
@@ -42,9 +45,10 @@ async function main() {
   const redisPort = await freePort();
   const redis = await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-bench-'))], /Ready to accept/);
   const config = configDir();
-  const tollgate = (port, http, ...extra) => [
+  const tollgate = (port, http, ...extra) => tollgateAt('dist/cli.js', port, http, ...extra);
+  const tollgateAt = (cli, port, http, ...extra) => [
     process.execPath,
-    [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), 'dist/cli.js', 'serve', '--config', config, '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--config-poll-ms', '0', ...extra],
+    [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), cli, 'serve', '--config', config, '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--config-poll-ms', '0', ...extra],
     /tollgate serving/,
   ];
   const targets = {
@@ -53,6 +57,11 @@ async function main() {
     memory: (port, http) => tollgate(port, http),
     redis: (port, http) => tollgate(port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`),
   };
+  if (values.before) {
+    const cli = join(values.before, 'dist/cli.js');
+    targets['memory@before'] = (port, http) => tollgateAt(cli, port, http);
+    targets['redis@before'] = (port, http) => tollgateAt(cli, port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`);
+  }
   const names = values.only ? values.only.split(',') : Object.keys(targets);
   const runs = Object.fromEntries(names.map((n) => [n, []]));
   for (let round = 1; round <= Number(values.rounds); round++) {
@@ -84,7 +93,7 @@ async function measure(name, make, redis, redisPort, rate) {
   await h2load(target, { requests: 20_000 }); // warm-up: JIT, connections, Redis script cache
   const sat = await withCpu([server, redis], () => h2load(target, { seconds }), redisPort);
   const skipped = { result: { total: 1, perSecond: NaN, errors: 0 }, cpu: [NaN, NaN] };
-  const steady = values['sat-only'] ? skipped : await withCpu([server, redis], () => driver(target, ['--rate', String(rate), '--seconds', String(seconds), '--mix', 'bench']), redisPort);
+  const steady = values['sat-only'] ? skipped : await withCpu([server, redis], () => h2load(target, { seconds, rate }), redisPort);
   const mix = values['sat-only'] ? skipped.result : await driver(target, ['--seconds', String(seconds), '--mix', 'property']);
   const rss = peakRssMiB(server.pid);
   await stop(server);
@@ -98,7 +107,7 @@ async function measure(name, make, redis, redisPort, rate) {
       redisCallsPerDecision: name === 'redis' ? sat.scripts / sat.result.total : undefined,
       driverShare: sat.result.driverShare,
     },
-    steady: { rate, achieved: steady.result.perSecond, driverShare: steady.result.driverCpuShare, p50: steady.result.p50, p99: steady.result.p99, p999: steady.result.p999, errors: steady.result.errors, serviceUs: per(steady, 0), redisUs: name === 'redis' ? per(steady, 1) : undefined },
+    steady: { rate, achieved: steady.result.perSecond, driverShare: steady.result.driverShare, p50: steady.result.p50, p99: steady.result.p99, p999: steady.result.p999, errors: steady.result.errors, serviceUs: per(steady, 0), redisUs: name === 'redis' ? per(steady, 1) : undefined },
     mix: { perSecond: mix.perSecond, errors: mix.errors, driverShare: mix.driverCpuShare },
     rssMiB: rss,
   };

@@ -35,42 +35,44 @@ const MAX_HITS = 0xffff_ffff;
 /** Checks a request against the contract and the bounds; the messages say what is wrong and where, and
  * never echo a value (it may be a token). */
 export function toDecisionInput(req: WireRequest, bounds: RequestBounds): DecisionInput {
-  const bad = (msg: string): never => {
-    throw new InvalidRequestError(msg);
-  };
   if (!req.domain) bad('domain is empty');
   if (tooLong(req.domain, bounds.maxValueBytes)) bad(`domain is longer than ${bounds.maxValueBytes} bytes`);
   const list = req.descriptors ?? [];
   if (list.length === 0) bad('no descriptors: a request needs at least one');
   if (list.length > bounds.maxDescriptors) bad(`${list.length} descriptors, more than the maximum of ${bounds.maxDescriptors}`);
-  return {
-    domain: req.domain,
-    hits: req.hits_addend > 0 ? req.hits_addend : 1,
-    descriptors: list.map((d, i) => toDescriptor(d, `descriptors[${i}]`, bounds, bad)),
-  };
+  const descriptors = new Array<DescriptorInput>(list.length);
+  for (let i = 0; i < list.length; i++) descriptors[i] = toDescriptor(list[i]!, i, bounds);
+  return { domain: req.domain, hits: req.hits_addend > 0 ? req.hits_addend : 1, descriptors };
 }
 
-function toDescriptor(d: WireDescriptor, at: string, bounds: RequestBounds, bad: (m: string) => never): DescriptorInput {
+function bad(msg: string): never {
+  throw new InvalidRequestError(msg);
+}
+
+/** Checks one descriptor. Its entries are used as decoded (the decoders make fresh {key, value} objects of
+ * strings); messages are built only on failure. */
+function toDescriptor(d: WireDescriptor, i: number, bounds: RequestBounds): DescriptorInput {
   const entries = d.entries ?? [];
-  if (entries.length === 0) bad(`${at} has no entries`);
-  if (entries.length > bounds.maxEntries) bad(`${at} has ${entries.length} entries, more than the maximum of ${bounds.maxEntries}`);
-  entries.forEach((e, j) => {
-    if (!e.key) bad(`${at}.entries[${j}] has an empty key`);
-    if (tooLong(e.key, bounds.maxValueBytes)) bad(`${at}.entries[${j}]: key is longer than ${bounds.maxValueBytes} bytes`);
-    if (tooLong(e.value ?? '', bounds.maxValueBytes)) {
-      const size = Buffer.byteLength(e.value);
-      bad(`${at}.entries[${j}]: value is ${size} bytes, more than the maximum of ${bounds.maxValueBytes}`);
+  if (entries.length === 0) bad(`descriptors[${i}] has no entries`);
+  if (entries.length > bounds.maxEntries) bad(`descriptors[${i}] has ${entries.length} entries, more than the maximum of ${bounds.maxEntries}`);
+  for (let j = 0; j < entries.length; j++) {
+    const e = entries[j]!;
+    if (!e.key) bad(`descriptors[${i}].entries[${j}] has an empty key`);
+    if (tooLong(e.key, bounds.maxValueBytes)) bad(`descriptors[${i}].entries[${j}]: key is longer than ${bounds.maxValueBytes} bytes`);
+    if (typeof e.value !== 'string') e.value = '';
+    if (tooLong(e.value, bounds.maxValueBytes)) {
+      bad(`descriptors[${i}].entries[${j}]: value is ${Buffer.byteLength(e.value)} bytes, more than the maximum of ${bounds.maxValueBytes}`);
     }
-  });
-  const out: DescriptorInput = { entries: entries.map((e) => ({ key: e.key, value: e.value ?? '' })) };
+  }
+  const out: DescriptorInput = { entries };
   if (d.limit) {
     const unit = unitFromOverrideCode(d.limit.unit);
-    if (!unit) bad(`${at}.limit.unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got ${d.limit.unit})`);
+    if (!unit) bad(`descriptors[${i}].limit.unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got ${d.limit.unit})`);
     out.override = { requestsPerUnit: d.limit.requests_per_unit, unit: unit! };
   }
   if (d.hits_addend) {
     const hits = Number(d.hits_addend.value);
-    if (!Number.isInteger(hits) || hits < 0 || hits > MAX_HITS) bad(`${at}.hits_addend must be a whole number from 0 to ${MAX_HITS}`);
+    if (!Number.isInteger(hits) || hits < 0 || hits > MAX_HITS) bad(`descriptors[${i}].hits_addend must be a whole number from 0 to ${MAX_HITS}`);
     out.hits = hits;
   }
   return out;
