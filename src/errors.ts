@@ -13,3 +13,26 @@ export class StoreUnavailableError extends Error {
     super(message, options);
   }
 }
+
+/** A server could not bind its address (port in use, no permission): the message names the address and the
+ * flag and variable that set it. */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+  readonly code = 'LISTEN_FAILED';
+}
+
+/** Something the user asked of the CLI that cannot be done (a missing file, a malformed argument): printed
+ * as one line, `tollgate: <message>`, with this exit code (2: the command line itself is wrong). */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(message: string, readonly exitCode = 1) {
+    super(message);
+  }
+}
+
+/** "no such file or directory" for ENOENT: the words of a system error without Node's repetition of the
+ * path and syscall (`ENOENT: no such file or directory, open '/x'`). */
+export function systemCause(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return /^[A-Z0-9_]+: ([^,]+)/.exec(e.message ?? '')?.[1] ?? e.code ?? String(err);
+}

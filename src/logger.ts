@@ -1,11 +1,32 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
-/** JSON logs on stdout, one line per state change. Fields that could carry a secret are redacted as a
- * second line of defence: code logs fingerprints, never tokens. */
-export function createLogger(level: string): Logger {
-  return pino({
+export type LogFormat = 'json' | 'text';
+
+/** Logs on stdout, one line per state change: JSON lines, or (LOG_FORMAT=text, as envoyproxy/ratelimit
+ * offers) the same events as readable lines. Fields that could carry a secret are redacted as a second line
+ * of defence: code logs fingerprints, never tokens. Redaction happens before either format is written. */
+export function createLogger(level: string, format: LogFormat = 'json'): Logger {
+  const options = {
     level,
     base: { service: 'tollgate' },
     redact: { paths: ['token', '*.token', 'authorization', '*.authorization', 'value', '*.value'], censor: '[redacted]' },
-  });
+  };
+  return format === 'text' ? pino(options, textDestination(process.stdout)) : pino(options);
+}
+
+const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+const OWN_FIELDS = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'service']);
+
+/** `2026-11-21T10:00:00.000Z INFO tollgate serving grpcPort=8081 store=memory`: pino's line, reformatted. */
+export function textLine(json: string): string {
+  const o = JSON.parse(json) as Record<string, unknown>;
+  const fields = Object.entries(o)
+    .filter(([k]) => !OWN_FIELDS.has(k))
+    .map(([k, v]) => `${k}=${typeof v === 'string' && !/\s/.test(v) ? v : JSON.stringify(v)}`);
+  const time = typeof o.time === 'number' ? new Date(o.time).toISOString() : '';
+  return `${[time, LEVEL_NAMES[o.level as number] ?? String(o.level), String(o.msg ?? ''), ...fields].filter(Boolean).join(' ')}\n`;
+}
+
+function textDestination(out: NodeJS.WritableStream): DestinationStream {
+  return { write: (line: string) => out.write(textLine(line)) };
 }

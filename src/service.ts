@@ -15,10 +15,12 @@ import { HealthService } from './server/health.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { rateLimitService, type HandlerDeps } from './server/ratelimit-handler.js';
-import type { Settings } from './settings.js';
+import { SERVE_OPTIONS, type Settings } from './settings.js';
+import { ListenError } from './errors.js';
+import { VERSION } from './version.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import type { Store } from './store/store.js';
-import { adminApi } from './control/admin-api.js';
+import { adminApi, type AdminHandler } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
 
@@ -46,18 +48,21 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-/** Wires config, store, limiter and both servers. Throws (ConfigError, bind errors) before serving anything. */
+/** Wires config, store, limiter and both servers. Throws (ConfigError, ListenError) before serving anything. */
 export async function startService(settings: Settings, opts: ServiceOptions): Promise<RunningService> {
   const { logger } = opts;
   const clock = opts.clock ?? systemClock;
+  quietLibraries(settings, logger);
   const limits = configLimits(settings.maxConfigBytes);
   let config = loadConfigDir(settings.configDir, limits);
+  logNotes(logger, config);
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
+  metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version });
   const stack = createStore(settings, { logger, clock: opts.clock, metrics });
   const { store } = stack;
   if (stack.redis && !(await stack.redis.waitReady(2000))) {
-    logger.warn({ policy: settings.redisFailure }, 'redis not reachable at start: serving under the failure policy until it is');
+    logger.warn({ redis: redisAddress(settings), policy: settings.redisFailure }, `redis not reachable at ${redisAddress(settings)} at start: serving under the failure policy until it is`);
   }
   const tiers = opts.tiers ?? (await createTierStore(settings, stack, logger));
   tiers.onReset((keys) => stack.cache?.forget(keys));
@@ -66,33 +71,23 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const watcher = watchConfig(settings, limits, config, { logger, metrics, clock, stack }, (next) => (config = next));
   const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, clock: opts.clock });
   const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics };
-
   const health = new HealthService([RLS_SERVICE]);
-  const grpcServer = new grpc.Server();
-  grpcServer.addService(serviceDefinition(RLS_SERVICE), rateLimitService(handler));
-  grpcServer.addService(serviceDefinition(HEALTH_SERVICE), health.handlers());
-  const grpcPort = await bindGrpc(grpcServer, `${settings.grpcHost}:${settings.grpcPort}`);
-
-  const ready = (): { ready: boolean; reason?: string } => {
-    if (!health.serving) return { ready: false, reason: 'shutting down' };
-    const h = store.health();
-    if (h.degraded) return { ready: stack.policy?.absorbs() ?? false, reason: `store degraded (${h.reason}), policy ${settings.redisFailure}` };
-    return { ready: true };
-  };
+  const ready = readiness(health, stack, settings);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
   const explainLive = (input: DecisionInput): Promise<Explanation> =>
     explain(config, tiers, input.domain, input.descriptors.map((d) => d.entries), store);
-  const http = createHttpServer({ handler, ready, explain: explainLive });
-  const httpPort = await listen(http, settings.httpHost, settings.httpPort);
-  const adminServer = admin && createAdminServer(admin, logger);
-  const adminPort = adminServer ? await listen(adminServer, settings.adminHost, settings.adminPort) : undefined;
+  const servers = await startServers(settings, { handler, health, ready, explain: explainLive, admin, logger }).catch(async (err: unknown) => {
+    await Promise.all([tiers.close(), store.close()]);
+    throw err;
+  });
   if (settings.configPollMs > 0) watcher.start();
   health.set(true);
   if (config.domains.size === 0) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
+  const { grpcPort, httpPort, adminPort } = servers;
   logger.info(
-    { grpcPort, httpPort, adminPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
+    { version: VERSION, grpcPort, httpPort, adminPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
   );
 
@@ -110,9 +105,75 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     stop: async () => {
       watcher.stop();
       await tiers.close();
-      await stopAll({ grpcServer, https: adminServer ? [http, adminServer] : [http], health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
+      await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     },
   };
+}
+
+/** grpc-js writes its own errors to stderr ("E No address added…"), which Tollgate reports itself, once; and
+ * envoyproxy/ratelimit settings that are set but not acted on are named in one warning. */
+function quietLibraries(settings: Settings, logger: Logger): void {
+  grpc.setLogger({ error: (...a: unknown[]) => logger.debug({ grpc: a.join(' ') }, 'grpc-js'), info: () => {}, debug: () => {} });
+  if (settings.unsupported.length > 0) {
+    logger.warn({ settings: settings.unsupported }, `envoyproxy/ratelimit settings Tollgate does not support are ignored: ${settings.unsupported.join(', ')}`);
+  }
+}
+
+type Readiness = () => { ready: boolean; reason?: string };
+
+/** /readyz: serving, and the store usable or its failure absorbed by the policy. */
+function readiness(health: HealthService, stack: StoreStack, settings: Settings): Readiness {
+  return () => {
+    if (!health.serving) return { ready: false, reason: 'shutting down' };
+    const h = stack.store.health();
+    if (h.degraded) return { ready: stack.policy?.absorbs() ?? false, reason: `store degraded (${h.reason}), policy ${settings.redisFailure}` };
+    return { ready: true };
+  };
+}
+
+interface Servers {
+  grpc: grpc.Server;
+  https: HttpServer[];
+  grpcPort: number;
+  httpPort: number;
+  adminPort: number | undefined;
+}
+
+/** Binds gRPC, HTTP and (when enabled) the admin API. A port that cannot be had is a ListenError naming it
+ * and the flag and variable that set it; whatever was bound before is released. */
+async function startServers(
+  settings: Settings,
+  deps: { handler: HandlerDeps; health: HealthService; ready: Readiness; explain: (i: DecisionInput) => Promise<Explanation>; admin: AdminHandler | undefined; logger: Logger },
+): Promise<Servers> {
+  const grpcServer = new grpc.Server();
+  grpcServer.addService(serviceDefinition(RLS_SERVICE), rateLimitService(deps.handler));
+  grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
+  const https: HttpServer[] = [];
+  try {
+    const grpcPort = await bindGrpc(grpcServer, settings.grpcHost, settings.grpcPort);
+    const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain });
+    https.push(http);
+    const httpPort = await listen(http, settings.httpHost, settings.httpPort, 'HTTP', 'http-port');
+    const adminServer = deps.admin && createAdminServer(deps.admin, deps.logger);
+    if (adminServer) https.push(adminServer);
+    const adminPort = adminServer ? await listen(adminServer, settings.adminHost, settings.adminPort, 'the admin API', 'admin-port') : undefined;
+    return { grpc: grpcServer, https, grpcPort, httpPort, adminPort };
+  } catch (err) {
+    grpcServer.forceShutdown();
+    for (const h of https) h.close();
+    throw err;
+  }
+}
+
+/** Where the Redis store connects, for log lines: host:port of each node, never the credentials. */
+function redisAddress(settings: Settings): string {
+  return (settings.redis?.nodes ?? []).map((n) => `${n.host}:${n.port}`).join(',');
+}
+
+/** Keys that load but change nothing (detailed_metric): one line, naming where each is written. */
+function logNotes(logger: Logger, config: CompiledConfig): void {
+  const notes = [...config.domains.values()].flatMap((d) => d.notes);
+  if (notes.length > 0) logger.warn({ notes: notes.slice(0, 50), count: notes.length }, `descriptor config: ${notes[0]}${notes.length > 1 ? ` (and ${notes.length - 1} more)` : ''}`);
 }
 
 /** Reloads swap the config in through `swap`, and are counted and logged; rejections keep it. */
@@ -135,6 +196,7 @@ function watchConfig(
       metrics.configReloads.inc({ result: 'success' });
       metrics.configLoaded(next.hash, clock.now());
       logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
+      logNotes(logger, next);
     },
     onFailure: (err) => {
       metrics.configReloads.inc({ result: 'failure' });
@@ -191,20 +253,41 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): 
   }
 }
 
-function bindGrpc(server: grpc.Server, address: string): Promise<number> {
+function bindGrpc(server: grpc.Server, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port)));
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
+      // grpc-js reports the listen error only inside its message: "… errors: [listen EADDRINUSE: …]".
+      const code = err && (/\b(E[A-Z]+)\b/.exec(err.message)?.[1] ?? 'EIO');
+      if (err) reject(new ListenError(listenMessage(host, port, 'gRPC', 'grpc-port', code!)));
+      else resolve(bound);
+    });
   });
 }
 
-function listen(server: HttpServer, host: string, port: number): Promise<number> {
+function listen(server: HttpServer, host: string, port: number, what: string, option: 'http-port' | 'admin-port'): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const fail = (err: NodeJS.ErrnoException): void => reject(new ListenError(listenMessage(host, port, what, option, err.code ?? 'EIO')));
+    server.once('error', fail);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', fail);
       resolve((server.address() as AddressInfo).port);
     });
   });
+}
+
+const LISTEN_CAUSES: Record<string, string> = {
+  EADDRINUSE: 'the port is already in use',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+  EADDRNOTAVAIL: 'the address is not one of this machine\'s',
+  ENOTFOUND: 'the host name does not resolve',
+};
+
+/** "cannot listen for gRPC on 0.0.0.0:8081: the port is already in use (set --grpc-port or GRPC_PORT)". */
+function listenMessage(host: string, port: number, what: string, option: 'grpc-port' | 'http-port' | 'admin-port', code: string): string {
+  const hostOption = option === 'grpc-port' ? 'grpc-host' : option === 'http-port' ? 'http-host' : 'admin-host';
+  const env = (o: keyof typeof SERVE_OPTIONS): string => SERVE_OPTIONS[o].env;
+  const cause = LISTEN_CAUSES[code] ?? code;
+  return `cannot listen for ${what} on ${host}:${port}: ${cause} (set --${option} or ${env(option)}, --${hostOption} or ${env(hostOption)})`;
 }
 
 async function stopAll(p: {

@@ -1,8 +1,12 @@
 import { parseArgs } from 'node:util';
+import type { LogFormat } from './logger.js';
 import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
 import { defaultBounds, type RequestBounds } from './server/request.js';
 import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
 import { parseRedisUrl, RedisUrlError, type RedisConnection, type RedisType } from './store/redis-connection.js';
+import { parseBool, redisUrlFrom, runtimeConfigDir, SettingsError, unsupportedSettings } from './settings-compat.js';
+
+export { SettingsError } from './settings-compat.js';
 
 /** The only reader of process.env and command-line flags. Flags win over environment. */
 export interface Settings {
@@ -27,7 +31,11 @@ export interface Settings {
   shadowMode: boolean;
   bounds: RequestBounds;
   maxCounters: number;
-  logLevel: string;
+  logLevel: LogLevel;
+  /** json (pino's lines) or text (one readable line per event), as envoyproxy/ratelimit's LOG_FORMAT. */
+  logFormat: LogFormat;
+  /** envoyproxy/ratelimit variables set in the environment that Tollgate does not act on: warned about once. */
+  unsupported: string[];
   /** Longest wait for in-flight calls on SIGTERM before they are cut. */
   shutdownTimeoutMs: number;
   /** How often the config directory is re-read (behind fs.watch); 0 turns reloading off. */
@@ -40,6 +48,11 @@ export interface Settings {
   /** How often each replica re-reads tier assignments from Redis, behind pub/sub. */
   tierRefreshMs: number;
 }
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+/** Other names for the levels: logrus's (envoyproxy/ratelimit's LOG_LEVEL), so its settings keep working. */
+const LEVEL_ALIASES: Record<string, LogLevel> = { warning: 'warn', panic: 'fatal' };
 
 /** Each setting: its flag, its environment variable (envoyproxy/ratelimit's name where the meaning is the
  * same), its default, and a line for --help. */
@@ -64,7 +77,8 @@ export const SERVE_OPTIONS = {
   'max-entries': { env: 'MAX_DESCRIPTOR_ENTRIES', default: String(defaultBounds.maxEntries), help: 'most entries in one descriptor' },
   'max-value-bytes': { env: 'MAX_VALUE_BYTES', default: String(defaultBounds.maxValueBytes), help: 'longest entry key or value, in bytes' },
   'max-counters': { env: 'MAX_COUNTERS', default: '1000000', help: 'memory store: most counters held (oldest evicted beyond)' },
-  'log-level': { env: 'LOG_LEVEL', default: 'info', help: 'trace | debug | info | warn | error | fatal | silent' },
+  'log-level': { env: 'LOG_LEVEL', default: 'info', help: `${LOG_LEVELS.join(' | ')} (any case; warning = warn)` },
+  'log-format': { env: 'LOG_FORMAT', default: 'json', help: 'json (one JSON object a line) | text (readable lines)' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },
   'config-poll-ms': { env: 'CONFIG_POLL_MS', default: '1000', help: 're-read the config directory this often (0: no hot reload)' },
   'max-config-bytes': { env: 'MAX_CONFIG_BYTES', default: String(DEFAULT_MAX_CONFIG_BYTES), help: `largest config file read, in bytes (the directory: ${DIR_BYTES_FACTOR} times this)` },
@@ -74,9 +88,34 @@ export const SERVE_OPTIONS = {
 
 type OptionName = keyof typeof SERVE_OPTIONS;
 
-export class SettingsError extends Error {
-  override readonly name = 'SettingsError';
+/** A setting's text and where it came from (`--grpc-port` or `GRPC_PORT`), so that an error names what the
+ * operator actually set. */
+interface Setting {
+  value: string;
+  from: string;
 }
+
+/** Flags win over the environment, which wins over the default. */
+function settingsReader(values: Record<string, unknown>, env: NodeJS.ProcessEnv): (name: OptionName) => Setting {
+  return (name) => {
+    const o = SERVE_OPTIONS[name];
+    const flag = values[name] as string | undefined;
+    if (flag !== undefined) return { value: flag, from: `--${name}` };
+    const fromEnv = env[o.env];
+    if (fromEnv !== undefined) return { value: fromEnv, from: o.env };
+    const compat = COMPAT_ENV[name]?.(env);
+    return compat ?? { value: o.default, from: `--${name}` };
+  };
+}
+
+/** Where envoyproxy/ratelimit's own variables stand in for an unset Tollgate one with the same meaning. */
+const COMPAT_ENV: Partial<Record<OptionName, (env: NodeJS.ProcessEnv) => Setting | undefined>> = {
+  config: (env) => {
+    const dir = runtimeConfigDir(env);
+    return dir === undefined ? undefined : { value: dir, from: 'RUNTIME_ROOT' };
+  },
+  'redis-key-prefix': (env) => (env.CACHE_KEY_PREFIX === undefined ? undefined : { value: env.CACHE_KEY_PREFIX, from: 'CACHE_KEY_PREFIX' }),
+};
 
 export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
   const { values } = parseArgs({
@@ -85,25 +124,12 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     allowPositionals: false,
     options: Object.fromEntries(Object.keys(SERVE_OPTIONS).map((k) => [k, { type: 'string' as const }])),
   });
-  const get = (name: OptionName): string => {
-    const o = SERVE_OPTIONS[name];
-    return (values[name] as string | undefined) ?? env[o.env] ?? o.default;
-  };
-  const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(get(name), name, kind);
-  const flag = (name: OptionName): boolean => bool(get(name), name);
-  const store = get('store');
-  if (store !== 'memory' && store !== 'redis') throw new SettingsError(`--store must be memory or redis (got "${store}")`);
-  const redisType = get('redis-type').toLowerCase();
-  if (!['single', 'sentinel', 'cluster'].includes(redisType)) throw new SettingsError(`--redis-type must be single, sentinel or cluster (got "${redisType}")`);
-  const redisFailure = get('redis-failure') as FailurePolicy;
-  if (!FAILURE_POLICIES.includes(redisFailure)) throw new SettingsError(`--redis-failure must be allow, deny or local (got "${redisFailure}")`);
-  let redis: RedisConnection | undefined;
-  try {
-    redis = store === 'redis' ? parseRedisUrl(get('redis-url'), redisType as RedisType) : undefined;
-  } catch (err) {
-    if (err instanceof RedisUrlError) throw new SettingsError(`--redis-url: ${err.message}`);
-    throw err;
-  }
+  const setting = settingsReader(values, env);
+  const get = (name: OptionName): string => setting(name).value;
+  const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(setting(name), kind);
+  const flag = (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from);
+  const store = choice(setting('store'), ['memory', 'redis'] as const, { memcache: 'Tollgate has no memcache store' });
+  const redisType = choice(setting('redis-type'), ['single', 'sentinel', 'cluster'] as const);
   return {
     configDir: get('config'),
     grpcHost: get('grpc-host'),
@@ -114,9 +140,9 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminPort: num('admin-port', 'port'),
     store,
     redisUrl: get('redis-url'),
-    redis,
+    redis: store === 'redis' ? redisConnection(setting('redis-url'), redisType, env) : undefined,
     redisTimeoutMs: num('redis-timeout-ms', 'positive'),
-    redisFailure,
+    redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
     redisKeyPrefix: get('redis-key-prefix'),
     redisSentinelPassword: get('redis-sentinel-password') || undefined,
     localCache: flag('local-cache'),
@@ -127,7 +153,9 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
       maxValueBytes: num('max-value-bytes', 'positive'),
     },
     maxCounters: num('max-counters', 'positive'),
-    logLevel: get('log-level'),
+    logLevel: logLevelOf(setting('log-level')),
+    logFormat: choice(setting('log-format'), ['json', 'text'] as const),
+    unsupported: unsupportedSettings(env),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
     configPollMs: num('config-poll-ms', 'whole'),
     maxConfigBytes: num('max-config-bytes', 'positive'),
@@ -135,6 +163,31 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
     tierRefreshMs: num('tier-refresh-ms', 'positive'),
   };
+}
+
+/** One of `options`, in any case (envoyproxy/ratelimit writes BACKEND_TYPE=REDIS, REDIS_TYPE=SINGLE). */
+function choice<T extends string>(s: Setting, options: readonly T[], unsupported: Record<string, string> = {}): T {
+  const lower = s.value.trim().toLowerCase();
+  if ((options as readonly string[]).includes(lower)) return lower as T;
+  const why = unsupported[lower] ? `: ${unsupported[lower]}` : '';
+  throw new SettingsError(`${s.from} must be ${options.slice(0, -1).join(', ')} or ${options.at(-1)} (got "${s.value}")${why}`);
+}
+
+function logLevelOf(s: Setting): LogLevel {
+  const lower = s.value.trim().toLowerCase();
+  const level = LEVEL_ALIASES[lower] ?? lower;
+  if ((LOG_LEVELS as readonly string[]).includes(level)) return level as LogLevel;
+  throw new SettingsError(`${s.from} must be one of ${LOG_LEVELS.join(', ')} (got "${s.value}")`);
+}
+
+/** The URL's errors never echo it: it may hold a password. */
+function redisConnection(url: Setting, type: RedisType, env: NodeJS.ProcessEnv): RedisConnection {
+  try {
+    return parseRedisUrl(redisUrlFrom(url, type, env), type);
+  } catch (err) {
+    if (err instanceof RedisUrlError) throw new SettingsError(`${url.from}: ${err.message}`);
+    throw err;
+  }
 }
 
 /** The kinds of number a setting can be, and how an error names them. */
@@ -147,20 +200,13 @@ const NUMBERS = {
 
 /** --max-config-bytes for commands other than serve (check-config), read as serve reads it. */
 export function maxConfigBytesOf(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): number {
-  const o = SERVE_OPTIONS['max-config-bytes'];
-  return numberOf(flag ?? env[o.env] ?? o.default, 'max-config-bytes', 'positive');
+  return numberOf(settingsReader({ 'max-config-bytes': flag }, env)('max-config-bytes'), 'positive');
 }
 
-function numberOf(text: string, name: string, kind: keyof typeof NUMBERS): number {
-  const n = text.trim() === '' ? NaN : Number(text);
-  if (!NUMBERS[kind].ok(n)) throw new SettingsError(`--${name} must be ${NUMBERS[kind].what} (got "${text}")`);
+function numberOf(s: Setting, kind: keyof typeof NUMBERS): number {
+  const n = s.value.trim() === '' ? NaN : Number(s.value);
+  if (!NUMBERS[kind].ok(n)) throw new SettingsError(`${s.from} must be ${NUMBERS[kind].what} (got "${s.value}")`);
   return n;
-}
-
-function bool(text: string, name: string): boolean {
-  if (/^(true|1|yes)$/i.test(text)) return true;
-  if (/^(false|0|no|)$/i.test(text)) return false;
-  throw new SettingsError(`--${name} must be true or false (got "${text}")`);
 }
 
 export function serveHelp(): string {

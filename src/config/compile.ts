@@ -14,6 +14,7 @@ export function compileDomain(spec: DomainSpec): CompiledDomain {
     tokenKey: spec.tokenKey,
     root,
     rules,
+    notes: spec.notes,
   };
 }
 

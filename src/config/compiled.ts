@@ -59,6 +59,8 @@ export interface CompiledDomain {
   tokenKey: string;
   root: ReadonlyMap<string, KeyBranch>;
   rules: readonly Rule[];
+  /** `file:line: key: note` for what loads but has no effect (detailed_metric): logged at load. */
+  notes: readonly string[];
 }
 
 export interface CompiledConfig {

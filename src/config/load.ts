@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, statSync, type Stats } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { compileDomain } from './compile.js';
 import type { CompiledConfig, CompiledDomain, KeyBranch, MatchNode, Rule } from './compiled.js';
 import { ConfigError, fileProblem, type ConfigProblem } from './errors.js';
@@ -58,11 +58,12 @@ export function loadConfigDir(dir: string, limits: ConfigLimits = configLimits()
 
 /** Reads the YAML files of a config directory: top level only, hidden entries skipped (a Kubernetes
  * ConfigMap mount keeps its real files under ..data and links them from the top level). Only regular files
- * (or links to them) within the limits are opened. A set that changes while it is read is read again. */
+ * (or links to them) within the limits are opened. A set that changes while it is read is read again.
+ * `dir` may also name one file, read alone under the same rules (check-config FILE). */
 export function readConfigSources(dir: string, limits: ConfigLimits = configLimits()): ConfigSource[] {
   for (let attempt = 1; ; attempt++) {
     try {
-      const listed = listConfigFiles(dir, limits);
+      const listed = isFile(dir) ? listFiles(dir, [dir], limits) : listConfigFiles(dir, limits);
       const sources = listed.map((f) => ({ file: f.path, text: readListed(f) }));
       for (const f of listed) unchangedSince(f, statOrRace(f.path));
       return sources;
@@ -81,11 +82,21 @@ function listConfigFiles(dir: string, limits: ConfigLimits): Listed[] {
   } catch (err) {
     throw new ConfigError([systemProblem(dir, 'read the config directory', err)]);
   }
+  const paths = names.filter((n) => !n.startsWith('.') && /\.ya?ml$/i.test(n)).sort().map((n) => join(dir, n));
+  return listFiles(dir, paths, limits);
+}
+
+/** A path that is a regular file (or a link to one): read as a config set of one file. */
+function isFile(path: string): boolean {
+  return statSync(path, { throwIfNoEntry: false })?.isFile() ?? false;
+}
+
+/** Checks each path's kind and size before anything is read: every problem at once. */
+function listFiles(dir: string, paths: readonly string[], limits: ConfigLimits): Listed[] {
   const problems: ConfigProblem[] = [];
   const files: Listed[] = [];
   let total = 0;
-  for (const name of names.filter((n) => !n.startsWith('.') && /\.ya?ml$/i.test(n)).sort()) {
-    const path = join(dir, name);
+  for (const path of paths) {
     const st = statEntry(path, problems);
     if (!st) continue;
     if (!st.isFile()) {
@@ -181,29 +192,36 @@ function bytes(n: number): string {
   return n >= 1024 * 1024 ? `${n} bytes (${(n / 1024 / 1024).toFixed(1)} MiB)` : `${n} bytes`;
 }
 
-/** Identifies a set of sources: a reload that finds the same hash has nothing to do. */
+/** Identifies a set of sources by content alone: each file's name within the directory (files are read
+ * from its top level only, so the base name is that name) and its text. The same files hash the same
+ * wherever they are mounted or however the directory is spelt, so CI can compare the hash check-config
+ * printed with the one a pod reports in tollgate_config_info. A reload that finds the same hash has nothing
+ * to do. */
 export function hashSources(sources: readonly ConfigSource[]): string {
   const hash = createHash('sha256');
-  for (const { file, text } of sources) hash.update(file).update('\0').update(text).update('\0');
+  for (const { file, text } of sources) hash.update(basename(file)).update('\0').update(text).update('\0');
   return hash.digest('hex').slice(0, 12);
 }
 
-/** Validates every file and the set as a whole (a domain is defined once); throws with every problem. */
+/** Validates every file and the set as a whole (a domain is defined once); throws with every problem, a
+ * domain defined twice among them even when either file has other problems too. */
 export function validateSources(sources: readonly ConfigSource[]): DomainSpec[] {
   const problems: ConfigProblem[] = [];
-  const specs = new Map<string, DomainSpec>();
+  const specs: DomainSpec[] = [];
+  const firstFile = new Map<string, string>();
   for (const { file, text } of sources) {
-    const spec = validateDomainFile(file, text, problems);
-    if (!spec) continue;
-    const earlier = specs.get(spec.domain);
-    if (earlier) {
-      problems.push({ file, line: spec.line, column: 1, key: 'domain', message: `domain "${spec.domain}" is already defined in ${earlier.file}` });
+    const { spec, domain } = validateDomainFile(file, text, problems);
+    if (!domain) continue;
+    const earlier = firstFile.get(domain.name);
+    if (earlier !== undefined) {
+      problems.push({ file, line: domain.line, column: 1, key: 'domain', message: `domain "${domain.name}" is already defined in ${earlier}` });
       continue;
     }
-    specs.set(spec.domain, spec);
+    firstFile.set(domain.name, file);
+    if (spec) specs.push(spec);
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return [...specs.values()];
+  return specs;
 }
 
 export function compileSpecs(specs: readonly DomainSpec[], hash: string): CompiledConfig {

@@ -58,4 +58,6 @@ export interface DomainSpec {
   tokenKey: string;
   algorithm: Algorithm;
   descriptors: DescriptorSpec[];
+  /** Loads, but worth a word: `file:line: key: note` (keys that have no effect in Tollgate). */
+  notes: string[];
 }

@@ -13,23 +13,37 @@ import { parseUnit, UNIT_NAMES } from './units.js';
 
 const MAX_UINT32 = 0xffff_ffff;
 
-const DOMAIN_KEYS = ['domain', 'descriptors', 'response_headers', 'tiers', 'token_key', 'algorithm'];
-const DESCRIPTOR_KEYS = [
+// Exported so the JSON Schema (schema/descriptor-config.schema.json) can be held to the same keys.
+export const DOMAIN_KEYS = ['domain', 'descriptors', 'response_headers', 'tiers', 'token_key', 'algorithm'];
+export const DESCRIPTOR_KEYS = [
   'key', 'value', 'rate_limit', 'rate_limits', 'shadow_mode', 'descriptors', 'algorithm', 'tier_limits',
   'detailed_metric', 'value_to_metric',
 ];
-const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces'];
-const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
+export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces'];
+export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
+
+/** Keys accepted for envoyproxy/ratelimit's sake that change nothing in Tollgate: a config using them gets a
+ * note (not an error), so nobody expects per-value metrics that never appear. */
+const NO_EFFECT: Record<string, string> = {
+  detailed_metric: 'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value (accepted for compatibility with envoyproxy/ratelimit)',
+  value_to_metric: 'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value (accepted for compatibility with envoyproxy/ratelimit)',
+};
 
 /** Walks one YAML document, collecting every problem with its file, line, column and key path. */
 class Reader {
   readonly problems: ConfigProblem[] = [];
+  /** Things that load but deserve a word: `file:line: key: note`. */
+  readonly notes: string[] = [];
   constructor(readonly file: string, private readonly lines: LineCounter) {}
 
   fail(node: Node | null | undefined, key: string, message: string): void {
     const offset = node?.range?.[0] ?? 0;
     const { line, col } = this.lines.linePos(offset);
     this.problems.push({ file: this.file, line, column: col, key, message });
+  }
+
+  note(node: Node | undefined, key: string, message: string): void {
+    this.notes.push(`${this.file}:${this.line(node)}: ${key}: ${message}`);
   }
 
   line(node: Node | null | undefined): number {
@@ -107,19 +121,34 @@ class Reader {
   }
 }
 
-/** Parses and validates one file's text. Returns the domain, or undefined with problems in `out`. */
-export function validateDomainFile(file: string, text: string, out: ConfigProblem[]): DomainSpec | undefined {
+/** What validating one file found: the domain (undefined when the file has problems, listed in `out`), and
+ * its name and line whenever the file names one, so a domain defined twice is reported together with every
+ * other problem rather than only once both files are otherwise valid. */
+export interface ValidatedFile {
+  spec: DomainSpec | undefined;
+  domain: { name: string; line: number } | undefined;
+}
+
+/** Parses and validates one file's text. */
+export function validateDomainFile(file: string, text: string, out: ConfigProblem[]): ValidatedFile {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
   const r = new Reader(file, lines);
   for (const err of doc.errors) {
     const pos = err.linePos?.[0] ?? { line: 1, col: 1 };
-    out.push({ file, line: pos.line, column: pos.col, key: '', message: err.message.split('\n')[0] ?? err.code });
+    out.push({ file, line: pos.line, column: pos.col, key: '', message: yamlMessage(err.message) || err.code });
   }
-  if (doc.errors.length > 0) return undefined;
+  if (doc.errors.length > 0) return { spec: undefined, domain: undefined };
   const spec = readDomain(r, doc.contents as Node);
   out.push(...r.problems);
-  return r.problems.length === 0 ? spec : undefined;
+  const domain = spec && spec.domain !== '' ? { name: spec.domain, line: spec.line } : undefined;
+  return { spec: r.problems.length === 0 ? spec : undefined, domain };
+}
+
+/** The yaml library's message without its own "at line L, column C:" and the excerpt after it: the
+ * problem's file:line:column already says where. */
+function yamlMessage(message: string): string {
+  return (message.split('\n')[0] ?? '').replace(/\s*at line \d+, column \d+:?\s*$/, '').trim();
 }
 
 function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
@@ -132,7 +161,7 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
   const domain = r.string(f.get('domain'), 'domain', { required: true });
   if (domain === undefined) r.fail(root, 'domain', 'is required');
   const tiers = readTierNames(r, f.get('tiers'));
-  const ctx: DescriptorContext = { tiers, names: new Map() };
+  const ctx: DescriptorContext = { domain: domain ?? '', tiers, names: new Map(), generated: new Set(), replaces: [], segments: [] };
   const spec: DomainSpec = {
     domain: domain ?? '',
     file: r.file,
@@ -142,8 +171,21 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
     tokenKey: r.string(f.get('token_key'), 'token_key', { required: true }) ?? 'token',
     algorithm: r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window',
     descriptors: readDescriptorList(r, f.get('descriptors'), 'descriptors', ctx),
+    notes: r.notes,
   };
+  checkReplaces(r, ctx);
   return spec;
+}
+
+/** `replaces` names a limit of the same domain: one written with `name:`, or an unnamed one by the name
+ * Tollgate gives it (`<domain>.<rule path>.per_<unit>`). Any other name replaces nothing, silently, so it
+ * is almost surely a typo. Checked once the whole file is read, as a limit may be named after it is
+ * replaced. */
+function checkReplaces(r: Reader, ctx: DescriptorContext): void {
+  for (const ref of ctx.replaces) {
+    if (ctx.names.has(ref.name) || ctx.generated.has(ref.name)) continue;
+    r.fail(ref.node, ref.path, `no limit named "${ref.name}" in this domain: replaces must name a limit (its name: or, if unnamed, <domain>.<rule path>.per_<unit>)`);
+  }
 }
 
 function readTierNames(r: Reader, node: Node | undefined): string[] {
@@ -189,9 +231,16 @@ function readHeaders(r: Reader, node: Node | undefined): HeaderSpec {
 }
 
 interface DescriptorContext {
+  domain: string;
   tiers: string[];
   /** Limit names seen so far in the domain, to reject duplicates (replaces refers to them). */
   names: Map<string, string>;
+  /** The names compile gives unnamed limits, which replaces may also refer to. */
+  generated: Set<string>;
+  /** Every replaces entry, checked against the names once the file is read. */
+  replaces: { name: string; node: Node; path: string }[];
+  /** The rule path of the descriptor being read (key, or key_value, per level), as compile builds it. */
+  segments: string[];
 }
 
 function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): DescriptorSpec[] {
@@ -226,9 +275,10 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   if (f.has('rate_limit') && f.has('rate_limits')) {
     r.fail(f.get('rate_limits'), `${path}.rate_limits`, 'use rate_limit or rate_limits, not both');
   }
+  ctx.segments.push(value === undefined ? key : `${key}_${value}`);
   const single = readSingleLimit(r, f.get('rate_limit'), `${path}.rate_limit`, ctx);
   const limits = single ? single.limits : readLimitList(r, f.get('rate_limits'), `${path}.rate_limits`, ctx, true);
-  return {
+  const spec: DescriptorSpec = {
     key,
     value,
     line: r.line(node),
@@ -237,9 +287,19 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     shadow: r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`),
     algorithm: r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS),
     tierLimits: readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx),
-    detailedMetric: r.boolean(f.get('detailed_metric'), `${path}.detailed_metric`),
+    detailedMetric: metricOption(r, f, 'detailed_metric', path),
     children: readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx),
   };
+  metricOption(r, f, 'value_to_metric', path);
+  ctx.segments.pop();
+  return spec;
+}
+
+/** detailed_metric / value_to_metric: a boolean, with a note when it asks for what Tollgate never does. */
+function metricOption(r: Reader, f: Map<string, Node>, name: keyof typeof NO_EFFECT, path: string): boolean {
+  const on = r.boolean(f.get(name), `${path}.${name}`);
+  if (on) r.note(f.get(name), `${path}.${name}`, NO_EFFECT[name]!);
+  return on;
 }
 
 function readSingleLimit(
@@ -287,6 +347,7 @@ function readLimitFields(
   const requestsPerUnit = r.count(f.get('requests_per_unit'), `${path}.requests_per_unit`);
   if (!f.has('requests_per_unit')) r.fail(node, `${path}.requests_per_unit`, 'is required');
   const name = r.string(f.get('name'), `${path}.name`, { required: true });
+  if (unit !== undefined) ctx.generated.add(`${ctx.domain}.${ctx.segments.join('.')}.per_${unit}`);
   if (name !== undefined && named) {
     const first = ctx.names.get(name);
     if (first) r.fail(f.get('name'), `${path}.name`, `duplicate limit name "${name}" (first used at ${first})`);
@@ -295,6 +356,7 @@ function readLimitFields(
   const replaces = r.list(f.get('replaces'), `${path}.replaces`).flatMap((item, i) => {
     const rf = r.fields(item, `${path}.replaces[${i}]`, ['name']);
     const n = rf && r.string(rf.get('name'), `${path}.replaces[${i}].name`, { required: true });
+    if (n) ctx.replaces.push({ name: n, node: rf.get('name')!, path: `${path}.replaces[${i}].name` });
     return n === undefined ? [] : [n];
   });
   if (unit === undefined || requestsPerUnit === undefined) return undefined;

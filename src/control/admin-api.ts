@@ -20,8 +20,10 @@ export interface AdminDeps {
   onLocalReset: (keys: readonly string[]) => void;
 }
 
-/** The admin API on the HTTP port: tiers by fingerprint, a client's counters, counter resets. */
-export function adminApi(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void> {
+export type AdminHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
+
+/** The admin API on its own port: tiers by fingerprint, a client's counters, counter resets. */
+export function adminApi(deps: AdminDeps): AdminHandler {
   const expected = createHash('sha256').update(deps.adminToken).digest();
   const who = fingerprint(deps.adminToken);
   return async (req, res, path) => {

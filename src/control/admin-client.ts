@@ -1,3 +1,4 @@
+import { CliError } from '../errors.js';
 import { asFingerprint, fingerprint } from '../fingerprint.js';
 import type { CounterView } from './inspect.js';
 import type { TierAssignment } from './tier-store.js';
@@ -44,8 +45,19 @@ export class AdminClient {
   }
 }
 
-/** A fingerprint as given (32 or 64 hex characters), or the fingerprint of a token. A token that happens to
- * look like a fingerprint can be passed as "Bearer <token>". */
-export function toFingerprint(tokenOrFingerprint: string): string {
-  return asFingerprint(tokenOrFingerprint) ?? fingerprint(tokenOrFingerprint);
+/** A fingerprint as given (32 or 64 hex characters), or the fingerprint of a token. With `asToken` the text
+ * is always a token (one that happens to look like a fingerprint). A hex string of 31 to 63 characters
+ * other than 32 is refused: it is almost surely a fingerprint with characters lost or added in copying, and
+ * hashing it as a token would act on a client that does not exist, successfully. */
+export function toFingerprint(tokenOrFingerprint: string, asToken = false): string {
+  if (asToken) return fingerprint(tokenOrFingerprint);
+  const fp = asFingerprint(tokenOrFingerprint);
+  if (fp) return fp;
+  if (/^[0-9a-f]{31,63}$/i.test(tokenOrFingerprint)) {
+    throw new CliError(
+      `a ${tokenOrFingerprint.length}-character hex string is not a fingerprint (32 or 64 characters): check what was copied, or pass --token if it is a token`,
+      2,
+    );
+  }
+  return fingerprint(tokenOrFingerprint);
 }

@@ -1,4 +1,4 @@
-import { createWriteStream, existsSync, readFileSync, statSync } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -10,15 +10,23 @@ import { explain } from './explain.js';
 import { generateDefaults, generateTraffic } from './generate.js';
 import { compare, formatComparison, formatExplanation, formatSimulation } from './report.js';
 import { Simulation } from './simulate.js';
-import { readTraffic } from './traffic.js';
+import { htmlReport, type ReportRun } from './html-report.js';
+import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from './traffic.js';
+import { CliError, systemCause } from '../errors.js';
 
-export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config DIR] [--envoy FILE] [--compare DIR2] [--tiers FILE] [--top N] [--json]
+export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config DIR] [--envoy FILE] [--compare DIR2] [--tiers FILE] [--top N]
+                         [--json] [--report FILE.html] [--format auto|jsonl|csv] [--skip-bad-lines]
        tollgate simulate --generate N [--out FILE] [--seed S] [--rate R]
 
 Replays a traffic log through Tollgate's own matching and limiter code on a virtual clock, and reports per
 rule: requests, admitted, rejected, peak per-second use, and the most limited tokens (by fingerprint).
-  --traffic FILE   JSON lines or CSV: timestamp (ISO or Unix s/ms), method, path, and authorization or
-                   fingerprint; Envoy JSON access-log names (start_time, method, path) work too
+  --traffic FILE   JSON lines or CSV with a header: timestamp (ISO or Unix s/ms), method, path, and
+                   authorization or fingerprint; Envoy JSON access-log names (start_time, method, path) too
+  --format F       auto (default: .jsonl/.ndjson/.json or .csv by extension, else by the first line), jsonl, csv
+  --skip-bad-lines replay the lines that are requests and warn about the rest (default: a line that is not
+                   a request fails the run, naming every bad line by number)
+  --report FILE    also write an HTML page: per rule, requests and admitted per second over time, and the
+                   most limited clients; with --compare, both configs on the same axes
   --config DIR     descriptor config (default ./config)
   --envoy FILE     routes → descriptors, as Envoy builds them (default envoy/envoy.yaml, else the bundled one)
   --compare DIR2   replay the same traffic under a second config and show the difference rule by rule
@@ -41,47 +49,66 @@ function defaultEnvoyFile(): string {
 
 function readAssignments(file: string | undefined): TierAssignment[] {
   if (!file) return [];
-  const data = JSON.parse(readFileSync(file, 'utf8')) as { assignments?: TierAssignment[] } | TierAssignment[];
+  let data: { assignments?: TierAssignment[] } | TierAssignment[];
+  try {
+    data = JSON.parse(readFileSync(readableFile(file, 'tier assignments (--tiers)'), 'utf8')) as typeof data;
+  } catch (err) {
+    if (err instanceof CliError) throw err;
+    throw new CliError(`${file}: not the JSON 'tollgate tiers list --json' prints`);
+  }
   return Array.isArray(data) ? data : (data.assignments ?? []);
 }
 
+/** `file` when it is a file that can be read; else one line saying why not. */
+function readableFile(file: string, what: string): string {
+  let st;
+  try {
+    st = statSync(file);
+  } catch (err) {
+    throw new CliError(`cannot read ${what} ${file}: ${systemCause(err)}`);
+  }
+  if (!st.isFile()) throw new CliError(`cannot read ${what} ${file}: ${st.isDirectory() ? 'it is a directory' : 'not a regular file'}`);
+  return file;
+}
+
+const SIMULATE_OPTIONS = {
+  traffic: { type: 'string' },
+  config: { type: 'string', default: './config' },
+  envoy: { type: 'string' },
+  compare: { type: 'string' },
+  tiers: { type: 'string' },
+  top: { type: 'string', default: '10' },
+  json: { type: 'boolean', default: false },
+  report: { type: 'string' },
+  format: { type: 'string', default: 'auto' },
+  'skip-bad-lines': { type: 'boolean', default: false },
+  generate: { type: 'string' },
+  out: { type: 'string' },
+  seed: { type: 'string' },
+  rate: { type: 'string' },
+} as const;
+
 export async function simulateCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    strict: true,
-    options: {
-      traffic: { type: 'string' },
-      config: { type: 'string', default: './config' },
-      envoy: { type: 'string' },
-      compare: { type: 'string' },
-      tiers: { type: 'string' },
-      top: { type: 'string', default: '10' },
-      json: { type: 'boolean', default: false },
-      generate: { type: 'string' },
-      out: { type: 'string' },
-      seed: { type: 'string' },
-      rate: { type: 'string' },
-    },
-  });
+  const { values } = parseArgs({ args, strict: true, options: SIMULATE_OPTIONS });
   if (values.generate) return generate(Number(values.generate), values.out, Number(values.seed ?? generateDefaults.seed), Number(values.rate ?? generateDefaults.rate));
   if (!values.traffic) {
     process.stderr.write(SIMULATE_HELP);
     return 2;
   }
-  const envoy = loadEnvoyConfig(values.envoy ?? defaultEnvoyFile());
+  const format = values.format as (typeof TRAFFIC_FORMATS)[number];
+  if (!TRAFFIC_FORMATS.includes(format)) throw new CliError(`--format must be ${TRAFFIC_FORMATS.join(', ')} (got "${values.format}")`, 2);
+  const traffic = readableFile(values.traffic, 'the traffic log');
+  const envoy = loadEnvoyConfig(readableFile(values.envoy ?? defaultEnvoyFile(), 'the Envoy config (--envoy)'));
   const assignments = readAssignments(values.tiers);
-  const sims = [new Simulation(loadConfigDir(values.config), envoy, assignments)];
-  if (values.compare) sims.push(new Simulation(loadConfigDir(values.compare), envoy, assignments));
-  const total = statSync(values.traffic).size;
-  const progress = process.stderr.isTTY
-    ? (bytes: number) => process.stderr.write(`\rreplaying ${values.traffic}: ${Math.round((100 * bytes) / total)}%`)
-    : undefined;
-  for await (const line of readTraffic(values.traffic, progress)) {
-    for (const sim of sims) await sim.feed(line);
-  }
-  if (progress) process.stderr.write('\r\x1b[K');
+  const dirs = [values.config, ...(values.compare ? [values.compare] : [])];
+  const sims = dirs.map((dir) => new Simulation(loadConfigDir(dir), envoy, assignments));
+  await replay(traffic, sims, { format, skipBadLines: values['skip-bad-lines'] });
   const top = Number(values.top);
   const [a, b] = sims.map((s) => s.report(top));
+  if (values.report) {
+    const runs: ReportRun[] = sims.map((sim, i) => ({ name: dirs[i]!, report: [a!, b!][i]!, series: sim.series() }));
+    writeReport(values.report, htmlReport(values.traffic, runs));
+  }
   if (b) {
     const c = compare(a!, b);
     process.stdout.write(values.json ? `${JSON.stringify({ a, b, comparison: c }, null, 2)}\n` : formatComparison(c, values.config, values.compare!));
@@ -91,17 +118,55 @@ export async function simulateCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-async function generate(lines: number, out: string | undefined, seed: number, rate: number): Promise<number> {
-  if (!Number.isInteger(lines) || lines <= 0) {
-    process.stderr.write('tollgate: --generate takes a number of lines\n');
-    return 2;
+/** Feeds every request of the log to each simulation. Lines that are not requests are collected; unless
+ * skipped on purpose they fail the run, since a report missing part of the log would mislead. */
+async function replay(file: string, sims: Simulation[], opts: { format: (typeof TRAFFIC_FORMATS)[number]; skipBadLines: boolean }): Promise<void> {
+  const total = statSync(file).size;
+  const onProgress = process.stderr.isTTY
+    ? (bytes: number) => process.stderr.write(`\rreplaying ${file}: ${Math.round((100 * bytes) / total)}%`)
+    : undefined;
+  const bad = new BadLines();
+  for await (const line of readTraffic(file, { format: opts.format, onProgress, onBadLine: (n, reason) => bad.add(n, reason) })) {
+    for (const sim of sims) await sim.feed(line);
   }
-  const sink = out ? createWriteStream(out) : process.stdout;
+  if (onProgress) process.stderr.write('\r\x1b[K');
+  if (bad.count === 0) return;
+  if (!opts.skipBadLines) throw new TrafficError(`${bad.summary(file)} (nothing reported; --skip-bad-lines replays the other lines)`);
+  process.stderr.write(`tollgate: warning: ${bad.summary(file)} (skipped)\n`);
+}
+
+function writeReport(file: string, html: string): void {
+  try {
+    writeFileSync(file, html);
+  } catch (err) {
+    throw new CliError(`cannot write the report ${file}: ${systemCause(err)}`);
+  }
+}
+
+async function generate(lines: number, out: string | undefined, seed: number, rate: number): Promise<number> {
+  if (!Number.isInteger(lines) || lines <= 0) throw new CliError('--generate takes a number of lines', 2);
+  const sink = out ? await openForWriting(out) : process.stdout;
   for (const line of generateTraffic({ ...generateDefaults, lines, seed, rate })) {
     if (!sink.write(`${line}\n`)) await new Promise<void>((r) => sink.once('drain', () => r()));
   }
   if (out) await new Promise((r) => (sink as ReturnType<typeof createWriteStream>).end(r));
   return 0;
+}
+
+/** A write stream once the file is open, or one line saying why it cannot be (no 'error' event later). */
+function openForWriting(file: string): Promise<ReturnType<typeof createWriteStream>> {
+  return new Promise((resolve, reject) => {
+    const stream = createWriteStream(file);
+    stream.once('error', (err) => reject(new CliError(`cannot write ${file}: ${systemCause(err)}`)));
+    stream.once('open', () => {
+      // Later failures (a full disk) end the command with the same one line.
+      stream.on('error', (err) => {
+        process.stderr.write(`tollgate: cannot write ${file}: ${systemCause(err)}\n`);
+        process.exit(1);
+      });
+      resolve(stream);
+    });
+  });
 }
 
 export async function explainCommand(args: string[]): Promise<number> {
@@ -130,6 +195,7 @@ export async function explainCommand(args: string[]): Promise<number> {
     descriptors.at(-1)!.push({ key: p.slice(0, at), value: p.slice(at + 1) });
   }
   const byFingerprint = new Map(readAssignments(values.tiers).map((a) => [a.fingerprint, a.tier]));
+  if (!existsSync(values.config)) throw new CliError(`${values.config}: no such file or directory (--config)`);
   const e = await explain(loadConfigDir(values.config), { tierOf: (fp) => byFingerprint.get(fp) }, domain, descriptors.filter((d) => d.length > 0));
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return 0;

@@ -6,6 +6,7 @@ import { cachedFingerprint } from '../fingerprint.js';
 import { ManualClock } from '../limiter/clock.js';
 import { Limiter } from '../limiter/limiter.js';
 import { MemoryStore } from '../store/memory-store.js';
+import { Timeline, type Series } from './timeline.js';
 import type { TrafficLine } from './traffic.js';
 
 /** Replays traffic through the service's own matching and limiter code, on a virtual clock that follows the
@@ -43,6 +44,14 @@ interface RuleCounter extends RuleStats {
   second: number;
   inSecond: number;
   admittedInSecond: number;
+  timeline: Timeline;
+}
+
+/** A rule's requests and admitted requests over the log's time (simulate --report). */
+export interface RuleSeries extends Series {
+  domain: string;
+  rule: string;
+  category: string;
 }
 
 const NO_RULE = '(none)';
@@ -55,6 +64,8 @@ export class Simulation {
   /** Fingerprint of a stand-in value → the fingerprint the log gave (for logs without tokens). */
   private readonly standIns = new Map<string, string>();
   private lines = 0;
+  /** The log's first second: where every rule's timeline starts, so their charts share an axis. */
+  private firstSecond: number | undefined;
   private notLimited = 0;
   private admitted = 0;
   private rejected = 0;
@@ -105,6 +116,13 @@ export class Simulation {
     return { lines: this.lines, notLimited: this.notLimited, admitted: this.admitted, rejected: this.rejected, rules, topLimited };
   }
 
+  /** Every rule's timeline, in the report's rule order. */
+  series(): RuleSeries[] {
+    return [...this.rules.values()]
+      .sort((a, b) => a.domain.localeCompare(b.domain) || a.rule.localeCompare(b.rule))
+      .map((r) => ({ domain: r.domain, rule: r.rule, category: r.category, ...r.timeline.series() }));
+  }
+
   /** The Authorization value to replay and the fingerprint to report. A log with fingerprints only gets a
    * stand-in value per fingerprint: counters only need values to be distinct. */
   private tokenOf(line: TrafficLine): { token?: string; fingerprint?: string } {
@@ -118,10 +136,13 @@ export class Simulation {
   private count(domain: string, rule: string, category: string, admitted: boolean, second: number): void {
     const key = `${domain}/${rule}`;
     let r = this.rules.get(key);
+    this.firstSecond ??= second;
     if (!r) {
-      r = { domain, rule, category, requests: 0, admitted: 0, rejected: 0, peakPerSecond: 0, peakAdmittedPerSecond: 0, second, inSecond: 0, admittedInSecond: 0 };
+      const timeline = new Timeline(this.firstSecond);
+      r = { domain, rule, category, requests: 0, admitted: 0, rejected: 0, peakPerSecond: 0, peakAdmittedPerSecond: 0, second, inSecond: 0, admittedInSecond: 0, timeline };
       this.rules.set(key, r);
     }
+    r.timeline.add(second, admitted);
     if (r.second !== second) {
       r.peakPerSecond = Math.max(r.peakPerSecond, r.inSecond);
       r.peakAdmittedPerSecond = Math.max(r.peakAdmittedPerSecond, r.admittedInSecond);

@@ -92,7 +92,7 @@ describe('tollgate simulate', () => {
   it('a bad line is reported with its number', async () => {
     const run = await runCli(['simulate', '--traffic', trafficFile(['{"timestamp": "2026-11-21T10:00:00Z", "method": "GET", "path": "/modules"}', '{oops'])]);
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/traffic\.jsonl:2: not valid JSON/);
+    expect(run.stderr).toMatch(/traffic\.jsonl: 1 bad line: line 2: not valid JSON/);
   });
 });
 

@@ -1,0 +1,96 @@
+import { join } from 'node:path';
+
+/** envoyproxy/ratelimit's settings, for users moving from it. Those whose meaning Tollgate shares are read
+ * (see settings.ts: REDIS_URL in its host:port form, REDIS_AUTH, REDIS_TLS, REDIS_SOCKET_TYPE, RUNTIME_ROOT
+ * and friends, CACHE_KEY_PREFIX, LOG_FORMAT, LOG_LEVEL's spellings); the rest are listed here, so that a
+ * deployment that sets them hears once that they do nothing instead of finding out in production. */
+
+/** Thrown for a value that cannot be used; the message names the flag or variable it came from. */
+export class SettingsError extends Error {
+  override readonly name = 'SettingsError';
+}
+
+interface Unsupported {
+  name: string;
+  /** Values under which Tollgate already behaves as asked (USE_STATSD=false): no warning for those. */
+  same?: RegExp;
+}
+
+const FALSE = /^(false|0|no)$/i;
+const TRUE = /^(true|1|yes)$/i;
+
+const UNSUPPORTED: readonly Unsupported[] = [
+  { name: 'USE_STATSD', same: FALSE }, { name: 'USE_DOG_STATSD', same: FALSE }, { name: 'USE_DOG_STATSD_MOGRIFIERS' },
+  { name: 'STATSD_HOST' }, { name: 'STATSD_PORT' }, { name: 'EXTRA_TAGS' }, { name: 'STATS_FLUSH_INTERVAL' },
+  { name: 'DISABLE_STATS', same: FALSE }, { name: 'USE_PROMETHEUS' }, { name: 'PROMETHEUS_ADDR' }, { name: 'PROMETHEUS_PATH' },
+  { name: 'PROMETHEUS_MAPPER_YAML' }, { name: 'DEBUG_HOST' }, { name: 'DEBUG_PORT' }, { name: 'GRPC_UDS' },
+  { name: 'GRPC_MAX_CONNECTION_AGE' }, { name: 'GRPC_MAX_CONNECTION_AGE_GRACE' }, { name: 'GRPC_SERVER_USE_TLS', same: FALSE },
+  { name: 'GRPC_SERVER_TLS_CERT' }, { name: 'GRPC_SERVER_TLS_KEY' }, { name: 'GRPC_CLIENT_TLS_CACERT' }, { name: 'GRPC_CLIENT_TLS_SAN' },
+  { name: 'CONFIG_TYPE', same: /^file$/i }, { name: 'CONFIG_GRPC_XDS_*' }, { name: 'XDS_CLIENT_BACKOFF_*' },
+  { name: 'FORCE_START_WITHOUT_INITIAL_CONFIG', same: /./ }, { name: 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', same: FALSE },
+  { name: 'RUNTIME_WATCH_ROOT', same: TRUE }, { name: 'RUNTIME_IGNOREDOTFILES', same: TRUE },
+  { name: 'EXPIRATION_JITTER_MAX_SECONDS' }, { name: 'LOCAL_CACHE_SIZE_IN_BYTES' },
+  { name: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', same: TRUE }, { name: 'LIMIT_RESPONSE_HEADERS_ENABLED' },
+  { name: 'LIMIT_LIMIT_HEADER' }, { name: 'LIMIT_REMAINING_HEADER' }, { name: 'LIMIT_RESET_HEADER' },
+  { name: 'REDIS_POOL_SIZE' }, { name: 'REDIS_PIPELINE_WINDOW' }, { name: 'REDIS_PIPELINE_LIMIT' },
+  { name: 'REDIS_TLS_CLIENT_CERT' }, { name: 'REDIS_TLS_CLIENT_KEY' }, { name: 'REDIS_TLS_CACERT' },
+  { name: 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', same: FALSE }, { name: 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', same: FALSE },
+  { name: 'REDIS_PERSECOND', same: FALSE }, { name: 'REDIS_PERSECOND_*' }, { name: 'MEMCACHE_*' },
+  { name: 'MERGE_DOMAIN_CONFIG', same: FALSE }, { name: 'TRACING_ENABLED', same: FALSE }, { name: 'TRACING_*' },
+];
+
+/** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value). */
+export function unsupportedSettings(env: NodeJS.ProcessEnv): string[] {
+  const found = new Set<string>();
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) continue;
+    const entry = UNSUPPORTED.find((u) => u.name === name) ?? UNSUPPORTED.find((u) => u.name.endsWith('*') && name.startsWith(u.name.slice(0, -1)));
+    if (entry && !(entry.name === name && entry.same?.test(value))) found.add(name);
+  }
+  return [...found].sort();
+}
+
+/** envoyproxy/ratelimit's config location, $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY
+ * (the last "config" by default), when RUNTIME_ROOT is set. */
+export function runtimeConfigDir(env: NodeJS.ProcessEnv): string | undefined {
+  const root = env.RUNTIME_ROOT;
+  if (!root) return undefined;
+  return join(root, env.RUNTIME_SUBDIRECTORY ?? '', env.RUNTIME_APPDIRECTORY ?? 'config');
+}
+
+export function parseBool(text: string, from: string): boolean {
+  if (TRUE.test(text)) return true;
+  if (FALSE.test(text) || text === '') return false;
+  throw new SettingsError(`${from} must be true or false (got "${text}")`);
+}
+
+/** A Redis URL in Tollgate's form from what was set: Tollgate's own URL, or envoyproxy/ratelimit's
+ * REDIS_URL (`host:port`, `host:port,host:port` for a cluster, `master,sentinel:port,…` for sentinel) with
+ * REDIS_AUTH (`password` or `user:password`) and REDIS_TLS. Errors never repeat the URL or the password. */
+export function redisUrlFrom(url: { value: string; from: string }, type: string, env: NodeJS.ProcessEnv): string {
+  const socket = env.REDIS_SOCKET_TYPE;
+  if (socket !== undefined && socket.toLowerCase() !== 'tcp') {
+    throw new SettingsError(`REDIS_SOCKET_TYPE must be tcp (got "${socket}"): Tollgate reaches Redis over TCP only; set REDIS_URL to host:port`);
+  }
+  const tls = env.REDIS_TLS === undefined ? false : parseBool(env.REDIS_TLS, 'REDIS_TLS');
+  const auth = env.REDIS_AUTH ? authPart(env.REDIS_AUTH) : '';
+  const full = /^(rediss?):\/\/(.*)$/i.exec(url.value.trim());
+  if (full) {
+    const rest = full[2]!;
+    if (auth && /^[^/]*@/.test(rest)) throw new SettingsError(`REDIS_AUTH is set and ${url.from} holds credentials too: use one of them`);
+    return `${tls ? 'rediss' : full[1]!.toLowerCase()}://${auth}${rest}`;
+  }
+  const parts = url.value.split(',').map((p) => p.trim()).filter(Boolean);
+  const master = type === 'sentinel' && parts.length > 1 && !parts[0]!.includes(':') ? parts.shift() : undefined;
+  if (parts.length === 0 || !parts.every((p) => /^[^\s/@]+:\d+$/.test(p))) {
+    throw new SettingsError(`${url.from} must be a redis[s]:// URL or host:port (comma-separated for several nodes)`);
+  }
+  return `${tls ? 'rediss' : 'redis'}://${auth}${parts.join(',')}${master ? `/${encodeURIComponent(master)}` : ''}`;
+}
+
+/** REDIS_AUTH as the user-info part of a URL: `password`, or `user:password` as envoyproxy/ratelimit reads it. */
+function authPart(auth: string): string {
+  const at = auth.indexOf(':');
+  const [user, password] = at === -1 ? ['', auth] : [auth.slice(0, at), auth.slice(at + 1)];
+  return `${encodeURIComponent(user)}:${encodeURIComponent(password)}@`;
+}

@@ -1,0 +1,80 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { textLine } from '../../src/logger.js';
+import { parseServeArgs, SettingsError } from '../../src/settings.js';
+
+// envoyproxy/ratelimit's settings, read where Tollgate means the same thing.
+const redisOf = (env: NodeJS.ProcessEnv) => parseServeArgs([], { BACKEND_TYPE: 'redis', ...env }).redis!;
+
+describe('moving from envoyproxy/ratelimit: Redis settings', () => {
+  it('REDIS_URL in its host:port form', () => {
+    expect(redisOf({ REDIS_URL: 'redis.internal:6380' })).toMatchObject({ type: 'single', nodes: [{ host: 'redis.internal', port: 6380 }], tls: false, password: undefined });
+  });
+
+  it('REDIS_AUTH as a password, or user:password; REDIS_TLS turns TLS on', () => {
+    expect(redisOf({ REDIS_URL: 'r:6379', REDIS_AUTH: 'p@ss:w/rd' })).toMatchObject({ username: 'p@ss', password: 'w/rd' });
+    expect(redisOf({ REDIS_URL: 'r:6379', REDIS_AUTH: 's3cr3t' })).toMatchObject({ username: undefined, password: 's3cr3t' });
+    expect(redisOf({ REDIS_URL: 'r:6379', REDIS_TLS: 'true' }).tls).toBe(true);
+    expect(redisOf({ REDIS_URL: 'redis://r:6379', REDIS_TLS: 'true', REDIS_AUTH: 'pw' })).toMatchObject({ tls: true, password: 'pw' });
+  });
+
+  it('REDIS_TYPE in any case; cluster seeds and sentinel\'s master,sentinel,… list', () => {
+    expect(redisOf({ REDIS_TYPE: 'CLUSTER', REDIS_URL: 'a:7000,b:7001' })).toMatchObject({ type: 'cluster', nodes: [{ host: 'a', port: 7000 }, { host: 'b', port: 7001 }] });
+    expect(redisOf({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'mymaster,s1:26379,s2:26380' })).toMatchObject({ type: 'sentinel', masterName: 'mymaster', nodes: [{ host: 's1', port: 26379 }, { host: 's2', port: 26380 }] });
+  });
+
+  it('REDIS_SOCKET_TYPE tcp is accepted, unix refused by name; credentials twice refused without echoing them', () => {
+    expect(redisOf({ REDIS_URL: 'r:1', REDIS_SOCKET_TYPE: 'TCP' }).nodes).toEqual([{ host: 'r', port: 1 }]);
+    expect(() => redisOf({ REDIS_URL: '/var/run/r.sock', REDIS_SOCKET_TYPE: 'unix' })).toThrow(/^REDIS_SOCKET_TYPE must be tcp/);
+    expect(() => redisOf({ REDIS_URL: 'just-a-host' })).toThrow('REDIS_URL must be a redis[s]:// URL or host:port (comma-separated for several nodes)');
+    let message = '';
+    try {
+      redisOf({ REDIS_URL: 'redis://:inurl@r:1', REDIS_AUTH: 'inauth' });
+    } catch (err) {
+      message = (err as SettingsError).message;
+    }
+    expect(message).toMatch(/REDIS_AUTH is set and REDIS_URL holds credentials too/);
+    expect(message).not.toMatch(/inurl|inauth/);
+  });
+
+  it('BACKEND_TYPE, REDIS_FAILURE_POLICY, LOG_FORMAT in any case', () => {
+    const s = parseServeArgs([], { BACKEND_TYPE: 'REDIS', REDIS_URL: 'r:1', REDIS_FAILURE_POLICY: 'DENY', LOG_FORMAT: 'TEXT' });
+    expect([s.store, s.redisFailure, s.logFormat]).toEqual(['redis', 'deny', 'text']);
+  });
+});
+
+describe('moving from envoyproxy/ratelimit: other settings', () => {
+  it('RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config is the config directory; RUNTIME_CONFIG_DIR and --config win', () => {
+    expect(parseServeArgs([], { RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'ratelimit' }).configDir).toBe(join('/data', 'ratelimit', 'config'));
+    expect(parseServeArgs([], { RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'rl', RUNTIME_APPDIRECTORY: 'limits' }).configDir).toBe(join('/data', 'rl', 'limits'));
+    expect(parseServeArgs([], { RUNTIME_ROOT: '/data', RUNTIME_CONFIG_DIR: '/mine' }).configDir).toBe('/mine');
+    expect(parseServeArgs(['--config', '/flag'], { RUNTIME_ROOT: '/data' }).configDir).toBe('/flag');
+  });
+
+  it('LOG_LEVEL in logrus spellings (WARN, warning, DEBUG); an unknown level lists the valid ones', () => {
+    expect(parseServeArgs([], { LOG_LEVEL: 'WARN' }).logLevel).toBe('warn');
+    expect(parseServeArgs([], { LOG_LEVEL: 'warning' }).logLevel).toBe('warn');
+    expect(parseServeArgs([], { LOG_LEVEL: 'DEBUG' }).logLevel).toBe('debug');
+    expect(() => parseServeArgs([], { LOG_LEVEL: 'loud' })).toThrow('LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent (got "loud")');
+  });
+
+  it('CACHE_KEY_PREFIX is the key prefix unless REDIS_KEY_PREFIX is set', () => {
+    expect(parseServeArgs([], { CACHE_KEY_PREFIX: 'rl_' }).redisKeyPrefix).toBe('rl_');
+    expect(parseServeArgs([], { CACHE_KEY_PREFIX: 'rl_', REDIS_KEY_PREFIX: 'tg:' }).redisKeyPrefix).toBe('tg:');
+  });
+
+  it('settings Tollgate does not act on are listed by name, unless set to what Tollgate does anyway', () => {
+    const s = parseServeArgs([], {
+      USE_STATSD: 'true', STATSD_HOST: 'statsd', MEMCACHE_HOST_PORT: 'm:11211', LIMIT_RESPONSE_HEADERS_ENABLED: 'false',
+      USE_DOG_STATSD: 'false', STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', CONFIG_TYPE: 'FILE', PATH: '/usr/bin',
+    });
+    expect(s.unsupported).toEqual(['LIMIT_RESPONSE_HEADERS_ENABLED', 'MEMCACHE_HOST_PORT', 'STATSD_HOST', 'USE_STATSD']);
+    expect(parseServeArgs([], { USE_STATSD: 'false' }).unsupported).toEqual([]);
+  });
+
+  it('LOG_FORMAT=text writes one readable line per event', () => {
+    expect(textLine('{"level":40,"time":0,"service":"tollgate","msg":"redis store degraded","reason":"connection closed","n":3}')).toBe(
+      '1970-01-01T00:00:00.000Z WARN redis store degraded reason="connection closed" n=3\n',
+    );
+  });
+});
