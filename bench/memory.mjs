@@ -2,7 +2,7 @@
 // bundled config, spread over virtual time at 10,000 new tokens a second (so per-second counters come and
 // go, and every token keeps its hourly counter). Run with --expose-gc. Prints one JSON line.
 import { loadConfigDir } from '../dist/config/load.js';
-import { ManualClock } from '../dist/limiter/clock.js';
+import { ManualClock } from '../dist/counters/clock.js';
 import { Limiter } from '../dist/limiter/limiter.js';
 import { MemoryStore } from '../dist/store/memory-store.js';
 

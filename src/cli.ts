@@ -5,7 +5,7 @@ import type { CompiledDomain, CompiledLimit } from './config/compiled.js';
 import { ConfigError } from './config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
 import { AdminClient, toFingerprint } from './control/admin-client.js';
-import { CliError, ListenError, systemCause } from './errors.js';
+import { CliError, ListenError } from './errors.js';
 import { fingerprint } from './fingerprint.js';
 import { EnvoyConfigError } from './envoy/routes.js';
 import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './tuning/commands.js';

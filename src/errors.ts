@@ -6,6 +6,8 @@ export class InvalidRequestError extends Error {
   readonly code = 'INVALID_REQUEST';
 }
 
+/** A store call that got no answer. `cause` holds what the client raised (a TimeoutError when the call ran
+ * out of time); the two kinds below say what is known about why, for the metrics. */
 export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
   readonly code = 'STORE_UNAVAILABLE';
@@ -13,6 +15,12 @@ export class StoreUnavailableError extends Error {
     super(message, options);
   }
 }
+
+/** The store is known to be down (it stopped answering): the call was refused at once, without being tried. */
+export class StoreDegradedError extends StoreUnavailableError {}
+
+/** The call could not reach the store: no usable connection (closed, refused, reset, not writable). */
+export class StoreConnectionError extends StoreUnavailableError {}
 
 /** A server could not bind its address (port in use, no permission): the message names the address and the
  * flag and variable that set it. */

@@ -25,7 +25,7 @@ export function fingerprint(token: string): string {
  * (about a microsecond per kilobyte) and never kept. */
 export const MEMO_MAX_ENTRIES = 50_000;
 export const MEMO_MAX_CHARS = 2_000_000;
-export const MEMO_MAX_TOKEN_CHARS = 256;
+const MEMO_MAX_TOKEN_CHARS = 256;
 
 const cache = new Map<string, string>();
 let cachedChars = 0;

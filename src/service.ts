@@ -7,9 +7,10 @@ import type { CompiledConfig } from './config/compiled.js';
 import { formatProblem, type ConfigError } from './config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING, type ConfigLimits } from './config/load.js';
 import { ConfigWatcher, type ConfigDiff, type ReloadOutcome } from './config/watcher.js';
-import { systemClock, type Clock } from './limiter/clock.js';
+import { systemClock, type Clock } from './counters/clock.js';
 import { Limiter, type DecisionInput } from './limiter/limiter.js';
-import { explain, type Explanation } from './tuning/explain.js';
+import { explain, type Explanation } from './limiter/explain.js';
+import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
@@ -59,14 +60,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
   metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version });
-  const stack = createStore(settings, { logger, clock: opts.clock, metrics });
+  const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers });
   const { store } = stack;
-  if (stack.redis && !(await stack.redis.waitReady(2000))) {
-    logger.warn({ redis: redisAddress(settings), policy: settings.redisFailure }, `redis not reachable at ${redisAddress(settings)} at start: serving under the failure policy until it is`);
-  }
-  const tiers = opts.tiers ?? (await createTierStore(settings, stack, logger));
-  tiers.onReset((keys) => stack.cache?.forget(keys));
-  registerGauges(metrics, stack, tiers);
 
   const watcher = watchConfig(settings, limits, config, { logger, metrics, clock, stack }, (next) => (config = next));
   const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, clock: opts.clock });
@@ -76,8 +71,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
-  const explainLive = (input: DecisionInput): Promise<Explanation> =>
-    explain(config, tiers, input.domain, input.descriptors.map((d) => d.entries), store);
+  // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
+  const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, globalShadow: settings.shadowMode });
   const servers = await startServers(settings, { handler, health, ready, explain: explainLive, admin, logger }).catch(async (err: unknown) => {
     await Promise.all([tiers.close(), store.close()]);
     throw err;
@@ -90,24 +85,28 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     { version: VERSION, grpcPort, httpPort, adminPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
   );
-
-  return {
-    grpcPort,
-    httpPort,
-    adminPort,
-    config: () => config,
-    store,
-    stack,
-    health,
-    metrics,
-    reload: () => watcher.check(),
-    tiers,
-    stop: async () => {
-      watcher.stop();
-      await tiers.close();
-      await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
-    },
+  const stop = async (): Promise<void> => {
+    watcher.stop();
+    await tiers.close();
+    await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
   };
+  return { grpcPort, httpPort, adminPort, config: () => config, store, stack, health, metrics, reload: () => watcher.check(), tiers, stop };
+}
+
+/** The counter store (timed by the metrics where it makes round trips) and the tier assignments: in Redis with
+ * the Redis store, else in this process. Serving starts even when Redis is not reachable yet. */
+async function openStores(
+  settings: Settings, deps: { logger: Logger; clock: Clock | undefined; metrics: Metrics; tiers: TierStore | undefined },
+): Promise<{ stack: StoreStack; tiers: TierStore }> {
+  const { logger, metrics } = deps;
+  const stack = createStore(settings, { logger, clock: deps.clock, measure: (s) => new InstrumentedStore(s, metrics) });
+  if (stack.redis && !(await stack.redis.waitReady(2000))) {
+    logger.warn({ redis: redisAddress(settings), policy: settings.redisFailure }, `redis not reachable at ${redisAddress(settings)} at start: serving under the failure policy until it is`);
+  }
+  const tiers = deps.tiers ?? (await createTierStore(settings, stack, logger));
+  tiers.onReset((keys) => stack.cache?.forget(keys));
+  registerGauges(metrics, stack, tiers);
+  return { stack, tiers };
 }
 
 /** grpc-js writes its own errors to stderr ("E No address added…"), which Tollgate reports itself, once; and
@@ -242,8 +241,8 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): 
   metrics.gauge('tollgate_store_degraded', 'Whether the store is failing (1) or answering (0)', () => (stack.store.health().degraded ? 1 : 0), { store: kind });
   metrics.gauge('tollgate_store_fallback_active', 'Whether decisions use local fallback counters because the store is down', () => (stack.policy?.inFallback ? 1 : 0));
   metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers.count());
-  if (stack.memory) {
-    const memory = stack.memory;
+  if (stack.local) {
+    const memory = stack.local;
     metrics.gauge('tollgate_memory_store_counters', 'Counters held by the in-process store', () => memory.size);
     metrics.gauge('tollgate_memory_store_evictions', 'Counters evicted since start because the in-process store was full', () => memory.evictions);
   }

@@ -49,7 +49,7 @@ export interface Settings {
   tierRefreshMs: number;
 }
 
-export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 /** Other names for the levels: logrus's (envoyproxy/ratelimit's LOG_LEVEL), so its settings keep working. */
 const LEVEL_ALIASES: Record<string, LogLevel> = { warning: 'warn', panic: 'fatal' };

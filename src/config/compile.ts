@@ -1,3 +1,4 @@
+import { counterId } from '../counters/keys.js';
 import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule } from './compiled.js';
 import type { DescriptorSpec, DomainSpec, LimitSpec } from './spec.js';
 import { UNITS } from './units.js';
@@ -65,7 +66,6 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id))])),
       keys: path.keys,
       variable: path.variable,
-      detailedMetric: d.detailedMetric,
       category,
     };
     rules.push(rule);
@@ -84,8 +84,4 @@ export function compileLimit(l: LimitSpec, domain: string, ruleId: string): Comp
     name: l.name ?? `${domain}.${ruleId}.per_${l.unit}`,
     replaces: l.replaces,
   };
-}
-
-export function counterId(domain: string, ruleId: string): string {
-  return `${encodeURIComponent(domain)}:${encodeURIComponent(ruleId)}`;
 }

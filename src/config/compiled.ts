@@ -31,7 +31,6 @@ export interface Rule {
   /** Per entry position: true where the value was matched by a wildcard or default key, so it is part of
    * the counter's identity (every distinct value has its own counter). */
   variable: readonly boolean[];
-  detailedMetric: boolean;
   /** The value of the rule's first entry when the config fixes it (the property API's category: read,
    * reports, write), else empty. A metrics label. */
   category: string;

@@ -23,7 +23,7 @@ export type ReaderReply =
   | { type: 'slice'; index: number; spec: DomainSpec | undefined };
 
 /** Descriptors and limits per slice: each costs the main thread a few milliseconds to copy and compile. */
-export const SLICE_WEIGHT = 1000;
+const SLICE_WEIGHT = 1000;
 
 let slices: DomainSpec[] = [];
 

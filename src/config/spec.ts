@@ -23,7 +23,6 @@ export interface DescriptorSpec {
   shadow: boolean;
   algorithm: Algorithm | undefined;
   tierLimits: Map<string, LimitSpec[]>;
-  detailedMetric: boolean;
   children: DescriptorSpec[];
 }
 

@@ -70,12 +70,12 @@ class Reader {
     return out;
   }
 
-  string(node: Node | undefined, path: string, opts: { required?: boolean; numbers?: boolean } = {}): string | undefined {
+  string(node: Node | undefined, path: string, opts: { nonEmpty?: boolean; numbers?: boolean } = {}): string | undefined {
     if (node === undefined) {
       return undefined;
     }
     if (isScalar(node) && typeof node.value === 'string') {
-      if (opts.required && node.value === '') this.fail(node, path, 'must not be empty');
+      if (opts.nonEmpty && node.value === '') this.fail(node, path, 'must not be empty');
       return node.value;
     }
     if (opts.numbers && isScalar(node) && typeof node.value === 'number') return String(node.source ?? node.value);
@@ -158,7 +158,7 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
   }
   const f = r.fields(root, '', DOMAIN_KEYS);
   if (!f) return undefined;
-  const domain = r.string(f.get('domain'), 'domain', { required: true });
+  const domain = r.string(f.get('domain'), 'domain', { nonEmpty: true });
   if (domain === undefined) r.fail(root, 'domain', 'is required');
   const tiers = readTierNames(r, f.get('tiers'));
   const ctx: DescriptorContext = { domain: domain ?? '', tiers, names: new Map(), generated: new Set(), replaces: [], segments: [] };
@@ -168,7 +168,7 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
     line: r.line(f.get('domain')),
     headers: readHeaders(r, f.get('response_headers')),
     tiers,
-    tokenKey: r.string(f.get('token_key'), 'token_key', { required: true }) ?? 'token',
+    tokenKey: r.string(f.get('token_key'), 'token_key', { nonEmpty: true }) ?? 'token',
     algorithm: r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window',
     descriptors: readDescriptorList(r, f.get('descriptors'), 'descriptors', ctx),
     notes: r.notes,
@@ -196,7 +196,7 @@ function readTierNames(r: Reader, node: Node | undefined): string[] {
   }
   const names: string[] = [];
   for (const pair of node.items) {
-    const name = r.string(pair.key as Node, 'tiers', { required: true });
+    const name = r.string(pair.key as Node, 'tiers', { nonEmpty: true });
     if (name === undefined) continue;
     // A tier's body is reserved for tier-wide options; none exist yet, so it must be empty or {}.
     const body = pair.value as Node | null;
@@ -215,7 +215,7 @@ function readHeaders(r: Reader, node: Node | undefined): HeaderSpec {
   const f = r.fields(node, 'response_headers', HEADER_KEYS);
   if (!f) return DEFAULT_HEADERS;
   const name = (k: 'limit' | 'remaining' | 'reset'): string => {
-    const v = r.string(f.get(k), `response_headers.${k}`, { required: true });
+    const v = r.string(f.get(k), `response_headers.${k}`, { nonEmpty: true });
     if (v !== undefined && !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v)) {
       r.fail(f.get(k), `response_headers.${k}`, `"${v}" is not a valid HTTP header name`);
     }
@@ -263,7 +263,7 @@ function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx
 function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorContext): DescriptorSpec | undefined {
   const f = r.fields(node, path, DESCRIPTOR_KEYS);
   if (!f) return undefined;
-  const key = r.string(f.get('key'), `${path}.key`, { required: true });
+  const key = r.string(f.get('key'), `${path}.key`, { nonEmpty: true });
   if (key === undefined) {
     if (!f.has('key')) r.fail(node, `${path}.key`, 'is required');
     return undefined;
@@ -278,28 +278,21 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   ctx.segments.push(value === undefined ? key : `${key}_${value}`);
   const single = readSingleLimit(r, f.get('rate_limit'), `${path}.rate_limit`, ctx);
   const limits = single ? single.limits : readLimitList(r, f.get('rate_limits'), `${path}.rate_limits`, ctx, true);
-  const spec: DescriptorSpec = {
-    key,
-    value,
-    line: r.line(node),
-    limits,
-    unlimited: single?.unlimited ?? false,
-    shadow: r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`),
-    algorithm: r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS),
-    tierLimits: readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx),
-    detailedMetric: metricOption(r, f, 'detailed_metric', path),
-    children: readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx),
-  };
+  const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
+  const algorithm = r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS);
+  const tierLimits = readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
+  metricOption(r, f, 'detailed_metric', path);
+  const children = readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx);
   metricOption(r, f, 'value_to_metric', path);
+  const spec: DescriptorSpec = { key, value, line: r.line(node), limits, unlimited: single?.unlimited ?? false, shadow, algorithm, tierLimits, children };
   ctx.segments.pop();
   return spec;
 }
 
-/** detailed_metric / value_to_metric: a boolean, with a note when it asks for what Tollgate never does. */
-function metricOption(r: Reader, f: Map<string, Node>, name: keyof typeof NO_EFFECT, path: string): boolean {
-  const on = r.boolean(f.get(name), `${path}.${name}`);
-  if (on) r.note(f.get(name), `${path}.${name}`, NO_EFFECT[name]!);
-  return on;
+/** detailed_metric / value_to_metric: checked to be a boolean, with a note when it asks for what Tollgate
+ * never does (metrics are labelled by rule, never by a descriptor value). */
+function metricOption(r: Reader, f: Map<string, Node>, name: keyof typeof NO_EFFECT, path: string): void {
+  if (r.boolean(f.get(name), `${path}.${name}`)) r.note(f.get(name), `${path}.${name}`, NO_EFFECT[name]!);
 }
 
 function readSingleLimit(
@@ -338,7 +331,7 @@ function readLimitList(r: Reader, node: Node | undefined, path: string, ctx: Des
 function readLimitFields(
   r: Reader, node: Node, f: Map<string, Node>, path: string, ctx: DescriptorContext, named: boolean,
 ): LimitSpec | undefined {
-  const unitText = r.string(f.get('unit'), `${path}.unit`, { required: true });
+  const unitText = r.string(f.get('unit'), `${path}.unit`, { nonEmpty: true });
   const unit = unitText === undefined ? undefined : parseUnit(unitText);
   if (!f.has('unit')) r.fail(node, `${path}.unit`, 'is required');
   else if (unitText !== undefined && unit === undefined) {
@@ -346,7 +339,7 @@ function readLimitFields(
   }
   const requestsPerUnit = r.count(f.get('requests_per_unit'), `${path}.requests_per_unit`);
   if (!f.has('requests_per_unit')) r.fail(node, `${path}.requests_per_unit`, 'is required');
-  const name = r.string(f.get('name'), `${path}.name`, { required: true });
+  const name = r.string(f.get('name'), `${path}.name`, { nonEmpty: true });
   if (unit !== undefined) ctx.generated.add(`${ctx.domain}.${ctx.segments.join('.')}.per_${unit}`);
   if (name !== undefined && named) {
     const first = ctx.names.get(name);
@@ -355,7 +348,7 @@ function readLimitFields(
   }
   const replaces = r.list(f.get('replaces'), `${path}.replaces`).flatMap((item, i) => {
     const rf = r.fields(item, `${path}.replaces[${i}]`, ['name']);
-    const n = rf && r.string(rf.get('name'), `${path}.replaces[${i}].name`, { required: true });
+    const n = rf && r.string(rf.get('name'), `${path}.replaces[${i}].name`, { nonEmpty: true });
     if (n) ctx.replaces.push({ name: n, node: rf.get('name')!, path: `${path}.replaces[${i}].name` });
     return n === undefined ? [] : [n];
   });
@@ -371,7 +364,7 @@ function readTierLimits(r: Reader, node: Node | undefined, path: string, ctx: De
     return out;
   }
   for (const pair of node.items) {
-    const tier = r.string(pair.key as Node, path, { required: true });
+    const tier = r.string(pair.key as Node, path, { nonEmpty: true });
     if (tier === undefined) continue;
     if (!ctx.tiers.includes(tier)) {
       r.fail(pair.key as Node, `${path}.${tier}`, `unknown tier "${tier}" (declare it under tiers: at the top of the file)`);

@@ -1,8 +1,7 @@
-import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { counterKeyOf } from '../limiter/limiter.js';
-import { limitsFor, peekWindows, windowKey } from '../limiter/peek.js';
+import type { CompiledConfig, CompiledDomain, Rule } from '../config/compiled.js';
+import { peekWindows } from '../limiter/peek.js';
+import { planForClient, toChecks, type DescriptorPlan, type TierSource } from '../limiter/plan.js';
 import type { CounterWindow, Store } from '../store/store.js';
-import type { TierSource } from './tier-store.js';
 
 export interface CounterView {
   domain: string;
@@ -16,44 +15,45 @@ export interface CounterView {
   resetAt: number;
 }
 
-interface TokenRule {
+interface ClientPlan {
   domain: CompiledDomain;
   rule: Rule;
-  limits: readonly CompiledLimit[];
-  key: string;
+  plan: DescriptorPlan;
 }
 
-/** The rules whose counters belong to one client alone: the token entry is their only varying value (for
- * the property API: category_read.token, category_reports.token, category_write.token). */
-function tokenRules(config: CompiledConfig, tiers: TierSource, fingerprint: string): TokenRule[] {
-  const tier = tiers.tierOf(fingerprint);
-  const out: TokenRule[] = [];
+/** The plans of the rules whose counters belong to one client alone: the token entry is their only varying
+ * value (for the property API: category_read.token, category_reports.token, category_write.token). */
+function clientPlans(config: CompiledConfig, tiers: TierSource, fingerprint: string): ClientPlan[] {
+  const out: ClientPlan[] = [];
   for (const domain of config.domains.values()) {
     for (const rule of domain.rules) {
       const at = rule.keys.indexOf(domain.tokenKey);
       if (at === -1 || rule.unlimited || !rule.variable.every((v, i) => v === (i === at))) continue;
-      out.push({ domain, rule, limits: limitsFor(rule, tier), key: counterKeyOf(rule.counterId, fingerprint) });
+      out.push({ domain, rule, plan: planForClient(rule, fingerprint, tiers) });
     }
   }
   return out;
 }
 
+/** Every window of a client's own counters (to reset them). */
 export function tokenWindows(config: CompiledConfig, tiers: TierSource, fingerprint: string): CounterWindow[] {
-  return tokenRules(config, tiers, fingerprint).flatMap((t) => t.limits.map((l) => ({ key: windowKey(t.key, l), windowMs: l.windowSeconds * 1000 })));
+  return toChecks(clientPlans(config, tiers, fingerprint).map((c) => c.plan), true).map((c) => ({ key: c.key, windowMs: c.windowMs }));
 }
 
 /** Current use of every window of a client, read with check-only calls (nothing is counted). */
 export async function inspectToken(config: CompiledConfig, tiers: TierSource, store: Store, fingerprint: string): Promise<CounterView[]> {
-  const windows = tokenRules(config, tiers, fingerprint).flatMap((t) => t.limits.map((limit) => ({ t, limit })));
-  const use = await peekWindows(store, windows.map(({ t, limit }) => ({ key: t.key, limit, sliding: t.rule.algorithm === 'sliding_window' })));
-  return windows.map(({ t, limit }, i) => ({
-    domain: t.domain.name,
-    rule: t.rule.id,
-    category: t.rule.category,
-    window: limit.unit,
-    limit: limit.requestsPerUnit,
-    used: use[i]!.used,
-    remaining: use[i]!.remaining,
-    resetAt: Math.ceil(use[i]!.resetAtMs / 1000),
-  }));
+  const clients = clientPlans(config, tiers, fingerprint);
+  const use = await peekWindows(store, clients.map((c) => c.plan));
+  return clients.flatMap(({ domain, rule, plan }, i) =>
+    plan.limits.map((limit, j) => ({
+      domain: domain.name,
+      rule: rule.id,
+      category: rule.category,
+      window: limit.unit,
+      limit: limit.requestsPerUnit,
+      used: use[i]![j]!.used,
+      remaining: use[i]![j]!.remaining,
+      resetAt: Math.ceil(use[i]![j]!.resetAtMs / 1000),
+    })),
+  );
 }

@@ -1,10 +1,4 @@
-/** Which tier a client (by token fingerprint) belongs to. `tierOf` is synchronous on purpose: a decision
- * never waits for a tier lookup; implementations answer from what they already hold. */
-export interface TierSource {
-  tierOf(fingerprint: string): string | undefined;
-  /** How many clients are assigned, for metrics. */
-  count?(): number;
-}
+import type { TierSource } from '../limiter/plan.js';
 
 export interface TierAssignment {
   fingerprint: string;
@@ -28,8 +22,6 @@ export interface TierStore extends TierSource {
   onReset(listener: (keys: readonly string[]) => void): void;
   close(): Promise<void>;
 }
-
-export const noTiers: TierSource = { tierOf: () => undefined };
 
 /** Assignments held in this process: for the memory store, where there is one replica. */
 export class MemoryTierStore implements TierStore {

@@ -102,7 +102,7 @@ export function loadEnvoyConfig(file: string): EnvoyRateLimitSetup {
   return parseEnvoyConfig(parse(readFileSync(file, 'utf8')) as Obj, file);
 }
 
-export function parseEnvoyConfig(bootstrap: Obj, file = 'envoy.yaml'): EnvoyRateLimitSetup {
+function parseEnvoyConfig(bootstrap: Obj, file = 'envoy.yaml'): EnvoyRateLimitSetup {
   const fail: Fail = (msg) => {
     throw new EnvoyConfigError(`${file}: ${msg}`);
   };
@@ -438,7 +438,7 @@ function addressFromXff(xff: string, skip: number): { address?: string; single: 
 /** Whether Envoy marks the request internal (x-envoy-internal: true). With use_remote_address the peer
  * decides, and only when the request carries no XFF; without it, a single-address XFF does. A client's own
  * x-envoy-internal header is always removed first, so it never counts. */
-export function isInternalRequest(cm: ConnectionManagerSpec, req: HttpRequestLike, version = PINNED_ENVOY_VERSION): boolean {
+function isInternalRequest(cm: ConnectionManagerSpec, req: HttpRequestLike, version = PINNED_ENVOY_VERSION): boolean {
   const xff = req.headers['x-forwarded-for'];
   const peer = req.remoteAddress ?? DEFAULT_PEER;
   if (cm.useRemoteAddress) return xff === undefined && isInternalAddress(peer, cm, version);
@@ -454,13 +454,6 @@ function findRoute(setup: EnvoyRateLimitSetup, req: HttpRequestLike, path: strin
   if (req.method === 'CONNECT') return undefined;
   const header = (name: string): string | undefined => (name === ':method' ? req.method : name === ':path' ? path : req.headers[name]);
   return setup.routes.find((r) => r.matchPath(path) && r.headers.every((h) => h.test(header(h.name))));
-}
-
-/** The first route that matches, as Envoy picks it after normalising the path (undefined also when Envoy
- * answers the request itself). */
-export function routeFor(setup: EnvoyRateLimitSetup, req: HttpRequestLike): RouteSpec | undefined {
-  const outcome = envoyOutcome(setup, req);
-  return outcome.kind === 'routed' ? outcome.route : undefined;
 }
 
 /** Everything Envoy does with a request before the upstream: normalisation, routing, internal/external,

@@ -1,29 +1,10 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { counterId } from '../config/compile.js';
-import { matchRule, type EntryLike } from '../config/match.js';
-import { UNITS, type Unit } from '../config/units.js';
-import { cachedFingerprint } from '../fingerprint.js';
+import { systemClock, type Clock } from '../counters/clock.js';
+import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, Maybe, Store } from '../store/store.js';
-import { noTiers, type TierSource } from '../control/tier-store.js';
-import { systemClock, type Clock } from './clock.js';
-import { limitsFor, windowKey } from './peek.js';
-import { retryAfterMs, slidingUsed, windowStartMs } from './window.js';
+import { noTiers, planRequest, toChecks, type DecisionInput, type DescriptorPlan, type PlanContext, type TierSource } from './plan.js';
 
-/** A validated request, in Tollgate's terms. */
-export interface DecisionInput {
-  domain: string;
-  descriptors: DescriptorInput[];
-  /** The request's hits (Envoy's 0 already turned into 1). */
-  hits: number;
-}
-
-export interface DescriptorInput {
-  entries: EntryLike[];
-  /** Envoy's per-descriptor limit, which wins over the config. */
-  override?: { requestsPerUnit: number; unit: Unit };
-  /** Envoy's per-descriptor hits_addend, when set (0 = check only). */
-  hits?: number;
-}
+export type { DecisionInput, DescriptorInput } from './plan.js';
 
 export interface WindowState {
   limit: CompiledLimit;
@@ -68,91 +49,26 @@ export interface LimiterDeps {
   clock?: Clock;
 }
 
-interface Plan {
-  rule: Rule | undefined;
-  tier: string | undefined;
-  limits: readonly CompiledLimit[];
-  shadow: boolean;
-  sliding: boolean;
-  hits: number;
-  /** Counter identity of the descriptor (rule plus fingerprints of its variable values). */
-  key: string;
-}
-
-/** Decides requests: matches descriptors to rules, checks all their windows in one store call. */
+/** Decides requests: plans every descriptor (plan.ts), checks all their windows in one store call. */
 export class Limiter {
-  private readonly tiers: TierSource;
+  private readonly ctx: PlanContext;
   constructor(private readonly deps: LimiterDeps) {
-    this.tiers = deps.tiers ?? noTiers;
+    this.ctx = { tiers: deps.tiers ?? noTiers, globalShadow: deps.globalShadow ?? false };
   }
 
   /** The decision, at once when the store answers at once (see Maybe). */
   decide(input: DecisionInput): Maybe<Decision> {
     const domain = this.deps.config().domains.get(input.domain);
-    const plans = input.descriptors.map((d) => this.plan(domain, d, input.hits));
-    dropReplaced(plans);
+    const plans = planRequest(domain, input, this.ctx);
     const checks = toChecks(plans);
     if (checks.length === 0) return unlimitedDecision(domain, plans, (this.deps.clock ?? systemClock).now());
     const result = this.deps.store.check(checks);
     if (result instanceof Promise) return result.then((r) => assemble(domain, plans, checks, r));
     return assemble(domain, plans, checks, result);
   }
-
-  private plan(domain: CompiledDomain | undefined, d: DescriptorInput, requestHits: number): Plan {
-    const hits = d.hits ?? requestHits;
-    const rule = domain && matchRule(domain, d.entries);
-    const shadow = (rule?.shadow ?? false) || (this.deps.globalShadow ?? false);
-    const sliding = rule?.algorithm === 'sliding_window';
-    if (domain && d.override) {
-      const limit = overrideLimit(d.override.unit, d.override.requestsPerUnit, domain.name);
-      return { rule, tier: undefined, limits: [limit], shadow, sliding, hits, key: overrideKey(domain.name, rule, d.entries) };
-    }
-    if (!rule || rule.unlimited) return { rule, tier: undefined, limits: [], shadow, sliding, hits, key: '' };
-    const tier = rule.tierLimits.size > 0 ? this.tierFor(domain, d.entries) : undefined;
-    const limits = limitsFor(rule, tier);
-    return { rule, tier, limits, shadow, sliding, hits, key: counterKey(rule.counterId, rule.variable, d.entries) };
-  }
-
-  private tierFor(domain: CompiledDomain, entries: readonly EntryLike[]): string | undefined {
-    for (const e of entries) {
-      if (e.key === domain.tokenKey) return this.tiers.tierOf(cachedFingerprint(e.value));
-    }
-    return undefined;
-  }
 }
 
-/** A limit named in another matched limit's `replaces` does not apply to this request. */
-function dropReplaced(plans: Plan[]): void {
-  let replaced: Set<string> | undefined;
-  for (const p of plans) {
-    for (const l of p.limits) {
-      for (const name of l.replaces) (replaced ??= new Set()).add(name);
-    }
-  }
-  if (!replaced) return;
-  for (const p of plans) p.limits = p.limits.filter((l) => !replaced.has(l.name));
-}
-
-function toChecks(plans: Plan[]): CounterCheck[] {
-  const checks: CounterCheck[] = [];
-  for (let group = 0; group < plans.length; group++) {
-    const p = plans[group]!;
-    for (const l of p.limits) {
-      checks.push({
-        key: windowKey(p.key, l),
-        windowMs: l.windowSeconds * 1000,
-        limit: l.requestsPerUnit,
-        hits: p.hits,
-        sliding: p.sliding,
-        group,
-        shadow: p.shadow,
-      });
-    }
-  }
-  return checks;
-}
-
-function assemble(domain: CompiledDomain | undefined, plans: Plan[], checks: CounterCheck[], r: CheckResult): Decision {
+function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], checks: CounterCheck[], r: CheckResult): Decision {
   const outcomes = plans.map(outcomeOf);
   for (let i = 0; i < checks.length; i++) {
     if (r.over[i]) outcomes[checks[i]!.group]!.over = true;
@@ -180,7 +96,7 @@ function assemble(domain: CompiledDomain | undefined, plans: Plan[], checks: Cou
   return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
 }
 
-function unlimitedDecision(domain: CompiledDomain | undefined, plans: Plan[], nowMs: number): Decision {
+function unlimitedDecision(domain: CompiledDomain | undefined, plans: DescriptorPlan[], nowMs: number): Decision {
   return {
     domain,
     overLimit: false,
@@ -191,42 +107,6 @@ function unlimitedDecision(domain: CompiledDomain | undefined, plans: Plan[], no
   };
 }
 
-function outcomeOf(p: Plan): DescriptorOutcome {
+function outcomeOf(p: DescriptorPlan): DescriptorOutcome {
   return { rule: p.rule, hits: p.hits, tier: p.tier, shadow: p.shadow, over: false, windows: [] };
-}
-
-/** Counter identity: the rule, then the fingerprint of every value the rule does not fix (wildcards and
- * default keys), so each token gets its own counter and no raw value reaches a key. */
-export function counterKey(ruleCounterId: string, variable: readonly boolean[], entries: readonly EntryLike[]): string {
-  let values = '';
-  for (let i = 0; i < variable.length; i++) {
-    if (variable[i]) values += (values === '' ? '' : '.') + cachedFingerprint(entries[i]!.value);
-  }
-  return counterKeyOf(ruleCounterId, values);
-}
-
-/** The key from fingerprints already computed (joined by '.'). The braces are a Redis Cluster hash tag, so
- * all windows of one descriptor share a slot: one client's counters hash by its fingerprints, a rule without
- * varying values (one shared counter) by the rule itself. */
-export function counterKeyOf(ruleCounterId: string, fingerprints: string): string {
-  return fingerprints === '' ? `{${ruleCounterId}}` : `${ruleCounterId}:{${fingerprints}}`;
-}
-
-function overrideKey(domain: string, rule: Rule | undefined, entries: readonly EntryLike[]): string {
-  // With a matching rule the override shares its counters; without one, every value is part of the identity.
-  if (rule) return counterKey(rule.counterId, rule.variable, entries);
-  // The entry keys come from the request: only their fingerprint reaches the key, so its length is bounded.
-  const id = counterId(domain, `~override.${cachedFingerprint(JSON.stringify(entries.map((e) => e.key)))}`);
-  return counterKey(id, entries.map(() => true), entries);
-}
-
-function overrideLimit(unit: Unit, requestsPerUnit: number, domain: string): CompiledLimit {
-  return {
-    unit,
-    unitCode: UNITS[unit].code,
-    windowSeconds: UNITS[unit].seconds,
-    requestsPerUnit,
-    name: `${domain}.override.per_${unit}`,
-    replaces: [],
-  };
 }

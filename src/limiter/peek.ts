@@ -1,23 +1,6 @@
-import type { CompiledLimit, Rule } from '../config/compiled.js';
-import type { CounterCheck, Store } from '../store/store.js';
-import { hasRoom, slidingUsed, windowStartMs } from './window.js';
-
-/** The limits a rule holds a client to: its tier's, when the rule has them, else its own. */
-export function limitsFor(rule: Rule, tier: string | null | undefined): readonly CompiledLimit[] {
-  return (tier != null && rule.tierLimits.get(tier)) || rule.limits;
-}
-
-/** The store key of one window of a descriptor's counter. */
-export function windowKey(counterKey: string, limit: CompiledLimit): string {
-  return `${counterKey}:${limit.unit}`;
-}
-
-export interface PeekTarget {
-  /** The descriptor's counter key (see counterKey). */
-  key: string;
-  limit: CompiledLimit;
-  sliding: boolean;
-}
+import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
+import type { Store } from '../store/store.js';
+import { toChecks, type DescriptorPlan } from './plan.js';
 
 export interface WindowUse {
   used: number;
@@ -27,26 +10,21 @@ export interface WindowUse {
   resetAtMs: number;
 }
 
-/** Current use of windows, read with check-only calls: nothing is counted, nothing is blocked. */
-export async function peekWindows(store: Store, targets: readonly PeekTarget[]): Promise<WindowUse[]> {
-  if (targets.length === 0) return [];
-  const checks: CounterCheck[] = targets.map((t, group) => ({
-    key: windowKey(t.key, t.limit),
-    windowMs: t.limit.windowSeconds * 1000,
-    limit: t.limit.requestsPerUnit,
-    hits: 0,
-    sliding: t.sliding,
-    group,
-    shadow: true,
-  }));
+/** Current use of every window of these plans (per plan, per limit), read with check-only calls: nothing is
+ * counted, nothing is blocked. */
+export async function peekWindows(store: Store, plans: readonly DescriptorPlan[]): Promise<WindowUse[][]> {
+  const checks = toChecks(plans, true);
+  const out: WindowUse[][] = plans.map(() => []);
+  if (checks.length === 0) return out;
   const r = await store.check(checks);
-  return checks.map((c, i) => {
+  checks.forEach((c, i) => {
     const used = c.sliding ? slidingUsed(r.prev[i]!, r.curr[i]!, r.nowMs, c.windowMs) : r.curr[i]!;
-    return {
+    out[c.group]!.push({
       used: Math.round(used * 100) / 100,
       remaining: Math.max(0, Math.floor(c.limit - used)),
       full: !hasRoom(used, 1, c.limit),
       resetAtMs: windowStartMs(r.nowMs, c.windowMs) + c.windowMs,
-    };
+    });
   });
+  return out;
 }

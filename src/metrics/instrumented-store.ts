@@ -1,5 +1,7 @@
 import { performance } from 'node:perf_hooks';
+import { StoreConnectionError, StoreDegradedError } from '../errors.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from '../store/store.js';
+import { TimeoutError } from '../store/timeout.js';
 import type { Metrics } from './metrics.js';
 
 /** Times every store call and counts failures by kind. Wraps the real store, under the cache and the
@@ -53,10 +55,10 @@ export class InstrumentedStore implements Store {
   }
 }
 
-function errorKind(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  if (/unavailable:/.test(message)) return 'degraded';
-  if (/timed out/i.test(message)) return 'timeout';
-  if (/writeable|closed|ECONNREFUSED|ECONNRESET|EPIPE|connect/i.test(message)) return 'connection';
+/** The kind of a failure, from the error's class (the store wraps what its client raised in `cause`). */
+function errorKind(err: unknown): 'timeout' | 'connection' | 'degraded' | 'other' {
+  if (err instanceof StoreDegradedError) return 'degraded';
+  if (err instanceof StoreConnectionError) return 'connection';
+  if (err instanceof TimeoutError || (err instanceof Error && err.cause instanceof TimeoutError)) return 'timeout';
   return 'other';
 }

@@ -5,14 +5,14 @@ import type { WireResponse } from '../response/wire.js';
 import { decodeRateLimitRequest, encodable, encodeRateLimitResponse } from './rls-codec.js';
 
 /** proto/ sits beside src/ and dist/, so the same relative path works from both. */
-export const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
+const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
 
 export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
 export const HEALTH_SERVICE = 'grpc.health.v1.Health';
 
 /** keepCase: the .proto's snake_case names are used in code; numbers (not strings) for enums and longs are
  * cheaper on the hot path; defaults: absent fields read as their zero values. */
-export const LOADER_OPTIONS: protoLoader.Options = {
+const LOADER_OPTIONS: protoLoader.Options = {
   keepCase: true,
   longs: Number,
   defaults: true,
@@ -22,7 +22,7 @@ export const LOADER_OPTIONS: protoLoader.Options = {
 
 let cached: protoLoader.PackageDefinition | undefined;
 
-export function packageDefinition(): protoLoader.PackageDefinition {
+function packageDefinition(): protoLoader.PackageDefinition {
   cached ??= protoLoader.loadSync(['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'], LOADER_OPTIONS);
   return cached;
 }

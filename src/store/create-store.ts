@@ -1,43 +1,61 @@
 import type { Logger } from 'pino';
-import type { Clock } from '../limiter/clock.js';
-import { InstrumentedStore } from '../metrics/instrumented-store.js';
-import type { Metrics } from '../metrics/metrics.js';
-import type { Settings } from '../settings.js';
-import { PolicyStore } from './failure-policy.js';
+import type { Clock } from '../counters/clock.js';
+import { PolicyStore, type FailurePolicy } from './failure-policy.js';
 import { MemoryStore } from './memory-store.js';
 import { OverLimitCache } from './over-limit-cache.js';
+import type { RedisConnection } from './redis-connection.js';
 import { RedisStore } from './redis-store.js';
 import type { Store } from './store.js';
+
+/** What the stack is built from (the service's settings carry these names). */
+export interface StoreOptions {
+  store: 'memory' | 'redis';
+  maxCounters: number;
+  redis: RedisConnection | undefined;
+  redisTimeoutMs: number;
+  redisKeyPrefix: string;
+  redisSentinelPassword: string | undefined;
+  redisFailure: FailurePolicy;
+  localCache: boolean;
+}
 
 export interface StoreStack {
   /** What the limiter calls. */
   store: Store;
-  /** The memory store, when counters are kept in the process. */
-  memory: MemoryStore | undefined;
+  /** Counters in this process: the store itself (memory), or the fallback of the `local` failure policy. */
+  local: MemoryStore | undefined;
   /** The Redis store underneath, when there is one. */
   redis: RedisStore | undefined;
   cache: OverLimitCache | undefined;
   policy: PolicyStore | undefined;
 }
 
+export interface StoreDeps {
+  logger: Logger;
+  clock?: Clock;
+  /** Wraps the store that does the real work, under the cache and the failure policy, so what it sees are
+   * actual round trips (the service times them with metrics/InstrumentedStore). */
+  measure?: (store: Store) => Store;
+}
+
 /** memory: counters in this process. redis: the failure policy, around the over-limit cache, around Redis. */
-export function createStore(settings: Settings, deps: { logger: Logger; clock?: Clock; metrics?: Metrics }): StoreStack {
-  const memory = (): MemoryStore => new MemoryStore({ clock: deps.clock, maxCounters: settings.maxCounters, logger: deps.logger });
-  const measured = (s: Store): Store => (deps.metrics ? new InstrumentedStore(s, deps.metrics) : s);
-  if (settings.store === 'memory') {
+export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
+  const memory = (): MemoryStore => new MemoryStore({ clock: deps.clock, maxCounters: opts.maxCounters, logger: deps.logger });
+  const measured = (s: Store): Store => deps.measure?.(s) ?? s;
+  if (opts.store === 'memory') {
     const m = memory();
-    return { store: measured(m), memory: m, redis: undefined, cache: undefined, policy: undefined };
+    return { store: measured(m), local: m, redis: undefined, cache: undefined, policy: undefined };
   }
   const redis = new RedisStore({
-    connection: settings.redis!,
-    timeoutMs: settings.redisTimeoutMs,
-    keyPrefix: settings.redisKeyPrefix,
+    connection: opts.redis!,
+    timeoutMs: opts.redisTimeoutMs,
+    keyPrefix: opts.redisKeyPrefix,
     logger: deps.logger,
-    sentinelPassword: settings.redisSentinelPassword,
+    sentinelPassword: opts.redisSentinelPassword,
     clock: deps.clock,
   });
-  const cache = settings.localCache ? new OverLimitCache(measured(redis), deps.clock) : undefined;
-  const fallback = settings.redisFailure === 'local' ? memory() : undefined;
-  const policy = new PolicyStore(cache ?? measured(redis), settings.redisFailure, deps.logger, fallback, deps.clock);
-  return { store: policy, memory: fallback, redis, cache, policy };
+  const cache = opts.localCache ? new OverLimitCache(measured(redis), deps.clock) : undefined;
+  const fallback = opts.redisFailure === 'local' ? memory() : undefined;
+  const policy = new PolicyStore(cache ?? measured(redis), opts.redisFailure, deps.logger, fallback, deps.clock);
+  return { store: policy, local: fallback, redis, cache, policy };
 }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../errors.js';
-import { systemClock, type Clock } from '../limiter/clock.js';
+import { systemClock, type Clock } from '../counters/clock.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
 
 /** What a decision does when the shared store cannot answer:

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import { systemClock, type Clock } from '../limiter/clock.js';
-import { hasRoom, slidingUsed, windowStartMs } from '../limiter/window.js';
+import { systemClock, type Clock } from '../counters/clock.js';
+import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
 import { settle, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth } from './store.js';
 
 export interface MemoryStoreOptions {

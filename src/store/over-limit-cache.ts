@@ -1,5 +1,5 @@
-import { systemClock, type Clock } from '../limiter/clock.js';
-import { retryAfterMs, windowStartMs } from '../limiter/window.js';
+import { systemClock, type Clock } from '../counters/clock.js';
+import { retryAfterMs, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
 
 interface Snapshot {
@@ -29,7 +29,6 @@ const MAX_ENTRIES = 100_000;
 export class OverLimitCache implements Store {
   readonly kind: string;
   private readonly entries = new Map<string, Entry>();
-  hits = 0;
 
   constructor(private readonly inner: Store, private readonly clock: Clock = systemClock) {
     this.kind = inner.kind;
@@ -39,10 +38,7 @@ export class OverLimitCache implements Store {
   check(checks: readonly CounterCheck[]): Maybe<CheckResult> {
     const sentAt = this.clock.now();
     const cached = this.answer(checks, sentAt);
-    if (cached) {
-      this.hits++;
-      return cached;
-    }
+    if (cached) return cached;
     const result = this.inner.check(checks);
     if (result instanceof Promise) return result.then((r) => this.learn(checks, r, sentAt));
     return this.learn(checks, result, sentAt);

@@ -1,10 +1,11 @@
-import { Cluster, type Redis } from 'ioredis';
+import { Cluster, ReplyError, type Redis } from 'ioredis';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { StoreUnavailableError } from '../errors.js';
-import type { Clock } from '../limiter/clock.js';
+import { StoreConnectionError, StoreDegradedError, StoreUnavailableError } from '../errors.js';
+import type { Clock } from '../counters/clock.js';
+import { hashTag, storeKey } from '../counters/keys.js';
 import { createClient, type RedisConnection } from './redis-connection.js';
 import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
@@ -108,10 +109,10 @@ export class RedisStore implements Store {
   }
 
   check(checks: readonly CounterCheck[]): Promise<CheckResult> {
-    if (this.degradedReason) return Promise.reject(new StoreUnavailableError(`redis unavailable: ${this.degradedReason}`));
+    if (this.degradedReason) return Promise.reject(new StoreDegradedError(`redis unavailable: ${this.degradedReason}`));
     if (!(this.client instanceof Cluster)) return this.enqueue('count', checks, '');
-    const slots = bySlotTag(checks);
-    if (slots.length === 1) return this.enqueue('count', checks, slotTag(checks[0]!.key));
+    const slots = byHashTag(checks);
+    if (slots.length === 1) return this.enqueue('count', checks, hashTag(checks[0]!.key));
     return this.acrossSlots(checks, slots);
   }
 
@@ -122,7 +123,7 @@ export class RedisStore implements Store {
    * such requests. */
   private async acrossSlots(checks: readonly CounterCheck[], slots: number[][]): Promise<CheckResult> {
     const part = (mode: 'peek' | 'count') =>
-      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => checks[i]!), slotTag(checks[idx[0]!]!.key))));
+      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => checks[i]!), hashTag(checks[idx[0]!]!.key))));
     const peeked = merge(checks.length, slots, await part('peek'));
     if (!peeked.admitted) return peeked;
     return merge(checks.length, slots, await part('count'));
@@ -173,7 +174,7 @@ export class RedisStore implements Store {
     for (const p of batch) {
       tail.push(p.mode, p.checks.length);
       for (const c of p.checks) {
-        keys.push(this.opts.keyPrefix + c.key);
+        keys.push(storeKey(this.opts.keyPrefix, c.key));
         tail.push(shapeOf(shapes, c), c.group);
       }
     }
@@ -207,7 +208,7 @@ export class RedisStore implements Store {
     if (windows.length === 0) return 0;
     try {
       // One hash per window series; a client's keys share a hash tag, so this is one slot in Cluster mode.
-      return await withTimeout(this.client.del(...windows.map((w) => this.opts.keyPrefix + w.key)), this.opts.timeoutMs * 4);
+      return await withTimeout(this.client.del(...windows.map((w) => storeKey(this.opts.keyPrefix, w.key))), this.opts.timeoutMs * 4);
     } catch (err) {
       throw new StoreUnavailableError(`redis: ${(err as Error).message}`, { cause: err });
     }
@@ -231,7 +232,11 @@ export class RedisStore implements Store {
       this.degrade(`no answer within ${this.opts.timeoutMs} ms`);
       this.startProbe();
     }
-    return new StoreUnavailableError(`redis: ${err.message}`, { cause: err });
+    const message = `redis: ${err.message}`;
+    if (err instanceof TimeoutError || err instanceof ReplyError) return new StoreUnavailableError(message, { cause: err });
+    // Neither our deadline nor an error reply from Redis: ioredis found no usable connection. It says so with
+    // plain errors (closed, not writable, cluster not ready) or the socket's own (ECONNREFUSED, EPIPE…).
+    return new StoreConnectionError(message, { cause: err });
   }
 
   /** While Redis is connected but silent, ping it until it answers again. */
@@ -265,17 +270,11 @@ export class RedisStore implements Store {
   }
 }
 
-/** The Redis Cluster hash tag of a key: the text inside its first {…}; all windows of a descriptor share one. */
-function slotTag(key: string): string {
-  const open = key.indexOf('{');
-  return key.slice(open + 1, key.indexOf('}', open + 1));
-}
-
 /** Indexes of the checks by hash tag. */
-function bySlotTag(checks: readonly CounterCheck[]): number[][] {
+function byHashTag(checks: readonly CounterCheck[]): number[][] {
   const byTag = new Map<string, number[]>();
   checks.forEach((c, i) => {
-    const tag = slotTag(c.key);
+    const tag = hashTag(c.key);
     const list = byTag.get(tag);
     if (list) list.push(i);
     else byTag.set(tag, [i]);

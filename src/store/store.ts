@@ -1,6 +1,8 @@
 /** One window of one descriptor to check, and to count if the request is admitted. */
 export interface CounterCheck {
-  /** Counter identity without the window; the store appends the window start. Never holds a raw value. */
+  /** The window's key (src/counters/keys.ts): the descriptor's counter and the window unit. The store keeps
+   * the window start inside the counter, so the key stays the same from one window to the next. Never holds
+   * a raw value. */
   key: string;
   windowMs: number;
   limit: number;
@@ -29,7 +31,8 @@ export interface CheckResult {
   over: boolean[];
   /** Set by a store that answers without counting (the deny failure policy): the wait to advertise. */
   retryAfterMs?: number;
-  /** Where the answer came from, for metrics: the store itself, the local over-limit cache, or the fallback. */
+  /** Where the answer came from, for metrics: the store itself (unset), the local over-limit cache, the
+   * fallback counters of the `local` policy, or the `deny` policy's answer without counters. */
   source?: 'store' | 'cache' | 'fallback' | 'policy';
 }
 

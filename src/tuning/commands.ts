@@ -2,11 +2,11 @@ import { createWriteStream, existsSync, readFileSync, statSync, writeFileSync } 
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { EntryLike } from '../config/match.js';
 import { loadConfigDir } from '../config/load.js';
 import type { TierAssignment } from '../control/tier-store.js';
 import { loadEnvoyConfig } from '../envoy/routes.js';
-import { explain } from './explain.js';
+import { explain } from '../limiter/explain.js';
+import type { DescriptorInput } from '../limiter/plan.js';
 import { generateDefaults, generateTraffic } from './generate.js';
 import { compare, formatComparison, formatExplanation, formatSimulation } from './report.js';
 import { Simulation } from './simulate.js';
@@ -181,10 +181,10 @@ export async function explainCommand(args: string[]): Promise<number> {
     process.stderr.write(EXPLAIN_HELP);
     return 2;
   }
-  const descriptors: EntryLike[][] = [[]];
+  const descriptors: DescriptorInput[] = [{ entries: [] }];
   for (const p of pairs) {
     if (p === '+') {
-      descriptors.push([]);
+      descriptors.push({ entries: [] });
       continue;
     }
     const at = p.indexOf('=');
@@ -192,11 +192,12 @@ export async function explainCommand(args: string[]): Promise<number> {
       process.stderr.write(`tollgate: "${p.slice(0, 40)}" is not key=value\n`);
       return 2;
     }
-    descriptors.at(-1)!.push({ key: p.slice(0, at), value: p.slice(at + 1) });
+    descriptors.at(-1)!.entries.push({ key: p.slice(0, at), value: p.slice(at + 1) });
   }
   const byFingerprint = new Map(readAssignments(values.tiers).map((a) => [a.fingerprint, a.tier]));
   if (!existsSync(values.config)) throw new CliError(`${values.config}: no such file or directory (--config)`);
-  const e = await explain(loadConfigDir(values.config), { tierOf: (fp) => byFingerprint.get(fp) }, domain, descriptors.filter((d) => d.length > 0));
+  const request = { domain, descriptors: descriptors.filter((d) => d.entries.length > 0), hits: 1 };
+  const e = await explain(loadConfigDir(values.config), { tierOf: (fp: string) => byFingerprint.get(fp) }, request);
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return 0;
 }

@@ -12,7 +12,7 @@ export interface ReportRun {
 }
 
 /** Charts drawn at most: a config of thousands of rules would otherwise make a page nobody can read. */
-export const MAX_CHARTS = 60;
+const MAX_CHARTS = 60;
 
 const W = 880;
 const H = 220;

@@ -1,4 +1,4 @@
-import type { Explanation } from './explain.js';
+import type { Explanation } from '../limiter/explain.js';
 import type { RuleStats, SimulationReport } from './simulate.js';
 
 const n = (x: number): string => x.toLocaleString('en-US');
@@ -66,24 +66,26 @@ export function formatComparison(c: Comparison, nameA: string, nameB: string): s
 
 export function formatExplanation(e: Explanation): string {
   const lines = [e.known ? `domain ${e.domain} (${e.file})` : `domain ${e.domain}: not configured, so every request passes`];
+  if (e.shadowMode) lines.push('shadow mode (--shadow-mode): every descriptor is reported, none rejected');
   e.descriptors.forEach((d, i) => {
     lines.push(`descriptor ${i}: ${d.steps.map((s) => `${s.key}=${s.value}`).join(', ')}`);
     for (const s of d.steps) {
       const how = s.matched === 'exact' ? 'exact value' : s.matched === 'wildcard' ? `wildcard ${s.pattern}` : s.matched === 'default' ? 'default key (any value, each its own counter)' : 'no match';
       lines.push(`  ${s.key}: ${how}${s.source ? `  (${s.source})` : ''}`);
     }
-    if (!d.rule) {
-      lines.push(`  no limits: ${d.reason}`);
-      return;
-    }
-    lines.push(`  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.shadow ? ', shadow mode: never rejects' : ''}`);
-    if (d.rule.unlimited) lines.push('  unlimited');
+    if (d.rule) lines.push(`  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}${d.rule.shadow ? ', shadow mode: never rejects' : ''}`);
+    if (d.override) lines.push("  Envoy's per-descriptor limit replaces the config's");
+    if (d.reason) lines.push(`  no limits: ${d.reason}`);
+    if (d.limits.length === 0) return;
     lines.push(`  tier: ${d.tier ?? '(none)'}`);
     for (const l of d.limits) {
       const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
       lines.push(`  limit ${l.name}: ${l.requestsPerUnit} per ${l.unit}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
     }
-    if (d.firstToReject) lines.push(`  a burst is stopped first by ${d.firstToReject}`);
+    if (d.firstToReject) lines.push(d.shadow ? `  a burst fills ${d.firstToReject} first (shadow: reported, not rejected)` : `  a burst is stopped first by ${d.firstToReject}`);
   });
+  if (e.descriptors.length > 1) {
+    lines.push(e.firstToReject ? `a burst of this request is stopped first by ${e.firstToReject.limit} (descriptor ${e.firstToReject.descriptor})` : 'a burst of this request is never stopped');
+  }
   return `${lines.join('\n')}\n`;
 }

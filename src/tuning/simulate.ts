@@ -1,10 +1,11 @@
 import type { CompiledConfig } from '../config/compiled.js';
-import type { TierAssignment, TierSource } from '../control/tier-store.js';
+import type { TierAssignment } from '../control/tier-store.js';
 import type { EnvoyRateLimitSetup } from '../envoy/routes.js';
 import { descriptorsFor } from '../envoy/routes.js';
 import { cachedFingerprint } from '../fingerprint.js';
-import { ManualClock } from '../limiter/clock.js';
+import { ManualClock } from '../counters/clock.js';
 import { Limiter } from '../limiter/limiter.js';
+import type { TierSource } from '../limiter/plan.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { Timeline, type Series } from './timeline.js';
 import type { TrafficLine } from './traffic.js';

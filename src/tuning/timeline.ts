@@ -2,7 +2,7 @@
  * buckets: one second each at first; when a log runs longer than MAX_BUCKETS of them, neighbouring buckets
  * merge and each covers twice as long. A day-long log costs no more memory than an hour-long one. */
 
-export const MAX_BUCKETS = 2048;
+const MAX_BUCKETS = 2048;
 
 export interface Series {
   /** Unix seconds where bucket 0 starts (the log's first second, the same for every rule of a replay). */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { Writable } from 'node:stream';
-import { ManualClock } from '../../src/limiter/clock.js';
+import { ManualClock } from '../../src/counters/clock.js';
 import { clientConstructor, RLS_SERVICE, HEALTH_SERVICE } from '../../src/server/proto.js';
 import { startService, type RunningService } from '../../src/service.js';
 import { parseServeArgs } from '../../src/settings.js';

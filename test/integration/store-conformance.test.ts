@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/limiter/clock.js';
+import { ManualClock } from '../../src/counters/clock.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';

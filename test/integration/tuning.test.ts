@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfigDir } from '../../src/config/load.js';
 import { loadEnvoyConfig } from '../../src/envoy/routes.js';
 import { fingerprint } from '../../src/fingerprint.js';
-import { explain } from '../../src/tuning/explain.js';
+import { explain } from '../../src/limiter/explain.js';
 import { generateDefaults, generateTraffic } from '../../src/tuning/generate.js';
 import { Simulation, type SimulationReport } from '../../src/tuning/simulate.js';
 import { readTraffic } from '../../src/tuning/traffic.js';
@@ -111,7 +111,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 6, name: any-path}
 `;
   const config = loadConfigDir(configDir({ 'paths.yaml': RULES }));
-  const why = async (path: string) => (await explain(config, { tierOf: () => undefined }, 'paths', [[{ key: 'path', value: path }]])).descriptors[0]!;
+  const why = async (path: string) => (await explain(config, { tierOf: () => undefined }, { domain: 'paths', descriptors: [{ entries: [{ key: 'path', value: path }] }], hits: 1 })).descriptors[0]!;
 
   it('names the rule and how it matched: exact, wildcard, default', async () => {
     expect(await why('/admin/exact')).toMatchObject({ steps: [{ matched: 'exact' }], limits: [{ name: 'admin-exact' }] });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/limiter/clock.js';
+import { ManualClock } from '../../src/counters/clock.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { CounterCheck } from '../../src/store/store.js';
 

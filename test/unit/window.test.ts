@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hasRoom, retryAfterMs, slidingUsed, windowStartMs } from '../../src/limiter/window.js';
+import { hasRoom, retryAfterMs, slidingUsed, windowStartMs } from '../../src/counters/window.js';
 
 describe('window arithmetic', () => {
   it('aligns windows to the epoch', () => {

@@ -23,7 +23,7 @@
   Returns  { now_ms, then per request: admitted (0|1), curr_1, prev_1, over_1, ..., curr_n, prev_n, over_n }
            curr/prev are the counts before this request; over_i is 1 when window i has no room.
 
-  Rules (the same as src/store/store.ts settle() and src/limiter/window.ts):
+  Rules (the same as src/store/store.ts settle() and src/counters/window.ts):
     used  = c                                  fixed window
     used  = p * (window - elapsed) / window + c  sliding window
     over  = used + max(hits, 1) > limit

@@ -1,0 +1,64 @@
+import { cachedFingerprint } from '../fingerprint.js';
+
+/** Every name a counter goes by, built here and nowhere else. The limiter, the stores, the config compiler
+ * and the admin API all read or write these keys, so the format lives below all of them.
+ *
+ *   counter id    <domain>:<rule path>             the rule's part, computed once at load
+ *   counter key   <counter id>:{<fp>.<fp>…}        a rule with varying values: one fingerprint per value the
+ *                                                  rule does not fix (wildcards, default keys), in entry order
+ *                 {<counter id>}                   a rule that fixes every value: one counter for everyone
+ *   override id   <domain>:~override.<fp>          Envoy's per-descriptor limit on a descriptor no rule
+ *                                                  matches; <fp> is the fingerprint of its entry keys
+ *   window key    <counter key>:<unit>             one window of a counter (second, minute, …)
+ *   store key     <prefix><window key>             the Redis store adds --redis-key-prefix
+ *
+ * Domain and rule path are URL-encoded, so config text never holds ':', '{' or '}' of its own; request values
+ * and request keys appear only as fingerprints (hex), so a key never holds raw request text and its length is
+ * bounded. The {…} is a Redis Cluster hash tag: all windows of a descriptor, and all counters of one client,
+ * share a slot. Keys are ASCII by construction (the memory store relies on it).
+ *
+ * Not covered here: the rule path itself joins keys and values with '.' and '_', which config keys and values
+ * may contain, so two rules can share one path (key `a.b`, and key `a` with child `b`) and so one counter. */
+
+/** The rule's part of every counter key. */
+export function counterId(domain: string, rulePath: string): string {
+  return `${encodeURIComponent(domain)}:${encodeURIComponent(rulePath)}`;
+}
+
+/** The counter of a descriptor: `variable` marks, per entry, the values that are part of its identity. */
+export function counterKey(id: string, variable: readonly boolean[], entries: readonly { value: string }[]): string {
+  let fingerprints = '';
+  for (let i = 0; i < variable.length; i++) {
+    if (variable[i]) fingerprints += (fingerprints === '' ? '' : '.') + cachedFingerprint(entries[i]!.value);
+  }
+  return counterKeyOf(id, fingerprints);
+}
+
+/** The counter key from fingerprints already computed, joined by '.' (a client known only by fingerprint). */
+export function counterKeyOf(id: string, fingerprints: string): string {
+  return fingerprints === '' ? `{${id}}` : `${id}:{${fingerprints}}`;
+}
+
+/** The counter of a descriptor that carries Envoy's limit but matches no rule: every value is part of its
+ * identity, and so are its keys. The keys come from the request, so only their fingerprint is used. */
+export function overrideCounterKey(domain: string, entries: readonly { key: string; value: string }[]): string {
+  const id = counterId(domain, `~override.${cachedFingerprint(JSON.stringify(entries.map((e) => e.key)))}`);
+  return counterKey(id, entries.map(() => true), entries);
+}
+
+/** One window of a counter. */
+export function windowKey(counterKey: string, unit: string): string {
+  return `${counterKey}:${unit}`;
+}
+
+/** A window's key in a shared store: the namespace (--redis-key-prefix) first, so several services can share
+ * one Redis. */
+export function storeKey(prefix: string, windowKey: string): string {
+  return prefix + windowKey;
+}
+
+/** The Redis Cluster hash tag of a counter or window key: the text inside its first {…}. */
+export function hashTag(key: string): string {
+  const open = key.indexOf('{');
+  return key.slice(open + 1, key.indexOf('}', open + 1));
+}

@@ -1,0 +1,215 @@
+import type { CompiledConfig, CompiledDomain, CompiledLimit } from '../config/compiled.js';
+import type { EntryLike, MatchStep } from '../config/match.js';
+import { fingerprint } from '../fingerprint.js';
+import type { Store } from '../store/store.js';
+import { peekWindows } from './peek.js';
+import { traceRequest, type DecisionInput, type DescriptorPlan, type PlanTrace, type TierSource } from './plan.js';
+
+/** Why a request gets the limits it gets: for each descriptor, how each entry matched (exact value, wildcard,
+ * the key's default), the rule reached, the tier, the limits and which of them a burst runs into first. Made
+ * from the limiter's own plan (plan.ts), so Envoy's per-descriptor limit, `replaces` across descriptors and
+ * shadow mode are what a decision would use; this file adds only the words. `tollgate explain` prints it
+ * (tuning/report.ts); POST /explain returns it with live counters.
+ *
+ * An explanation shows only text the config holds: the request's own text (a domain or key the config does
+ * not know, any value that is not one of the config's exact values, any token) appears as
+ * `fingerprint:<hex>`, with its position and length beside it. A client can put a token anywhere. */
+
+export interface StepExplanation {
+  /** The entry's position in its descriptor. */
+  entry: number;
+  /** The key as the config names it, or its fingerprint when the config does not know it here. */
+  key: string;
+  /** The value when it is one of the config's exact values, else its fingerprint (always for the token). */
+  value: string;
+  /** UTF-8 lengths of the key and value as sent. */
+  keyBytes: number;
+  valueBytes: number;
+  matched: MatchStep['matched'];
+  pattern?: string;
+  source?: string;
+}
+
+export interface LimitExplanation {
+  name: string;
+  requestsPerUnit: number;
+  unit: string;
+  /** Set when another matched limit's `replaces` drops this one. */
+  replacedBy?: string;
+  /** Live counters (POST /explain on a running service), for the limits that apply. */
+  used?: number;
+  remaining?: number;
+  wouldReject?: boolean;
+}
+
+export interface DescriptorExplanation {
+  steps: StepExplanation[];
+  rule: { id: string; source: string; algorithm: string; shadow: boolean; unlimited: boolean } | null;
+  /** Why nothing limits this descriptor, when nothing does. */
+  reason?: string;
+  tier: string | null;
+  /** Envoy's per-descriptor limit replaces the config's: it is the one limit listed. */
+  override: boolean;
+  /** Reported but never rejected: the rule's shadow_mode, or the service's --shadow-mode. */
+  shadow: boolean;
+  /** Hits each request of this descriptor counts (0: check only). */
+  hits: number;
+  limits: LimitExplanation[];
+  /** From empty counters, the window a burst of this descriptor alone fills first. */
+  firstToReject: string | null;
+}
+
+export interface Explanation {
+  /** The configured domain, or the fingerprint of an unknown one. */
+  domain: string;
+  domainBytes: number;
+  known: boolean;
+  file?: string;
+  /** The service's --shadow-mode: every descriptor is reported, none rejected. */
+  shadowMode: boolean;
+  descriptors: DescriptorExplanation[];
+  /** From empty counters, the window that first stops a burst of this whole request (shadow descriptors
+   * never stop it); null when nothing would. */
+  firstToReject: { descriptor: number; limit: string } | null;
+}
+
+export interface ExplainOptions {
+  /** Adds live counters, read without counting. */
+  store?: Store;
+  /** The service's --shadow-mode. */
+  globalShadow?: boolean;
+}
+
+export async function explain(config: CompiledConfig, tiers: TierSource, request: DecisionInput, opts: ExplainOptions = {}): Promise<Explanation> {
+  const domain = config.domains.get(request.domain);
+  const domainBytes = Buffer.byteLength(request.domain);
+  const shadowMode = opts.globalShadow ?? false;
+  const { plans, trace } = traceRequest(domain, request, { tiers, globalShadow: shadowMode });
+  if (!domain) {
+    const descriptors = plans.map((p, i) => outline(request.descriptors[i]!.entries, [], p, 'no such domain: every request passes'));
+    return { domain: hidden(request.domain), domainBytes, known: false, shadowMode, descriptors, firstToReject: null };
+  }
+  const descriptors = plans.map((p, i) => describe(domain, request.descriptors[i]!.entries, p, trace, i));
+  if (opts.store) await addCounters(descriptors, plans, trace, opts.store);
+  return { domain: domain.name, domainBytes, known: true, file: domain.file, shadowMode, descriptors, firstToReject: firstStop(plans) };
+}
+
+/** Text the request brought, as an explanation may show it. */
+function hidden(text: string): string {
+  return `fingerprint:${fingerprint(text)}`;
+}
+
+function shownStep(j: number, e: EntryLike, key: string, value: string, matched: StepExplanation['matched']): StepExplanation {
+  return { entry: j, key, value, keyBytes: Buffer.byteLength(e.key), valueBytes: Buffer.byteLength(e.value), matched };
+}
+
+/** A matched key is the config's own text; a value is only when it matched exactly and is not the token. */
+function explainStep(domain: CompiledDomain, j: number, e: EntryLike, s: MatchStep): StepExplanation {
+  if (s.matched === 'none') return shownStep(j, e, s.knownKey ? e.key : hidden(e.key), hidden(e.value), 'none');
+  const value = s.matched === 'exact' && e.key !== domain.tokenKey ? e.value : hidden(e.value);
+  return { ...shownStep(j, e, e.key, value, s.matched), ...(s.pattern && { pattern: s.pattern }), source: s.source };
+}
+
+function describe(domain: CompiledDomain, entries: EntryLike[], plan: DescriptorPlan, trace: PlanTrace, i: number): DescriptorExplanation {
+  const match = trace.steps[i]!;
+  const steps = match.map((s, j) => explainStep(domain, j, entries[j]!, s));
+  const r = plan.rule;
+  const out = outline(entries, steps, plan, plan.limits.length === 0 ? whyUnlimited(match, steps, plan, trace.configured[i]!) : undefined);
+  out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, unlimited: r.unlimited } : null;
+  out.limits = trace.configured[i]!.map((l) => {
+    const by = trace.replacedBy.get(l.name);
+    return { name: l.name, requestsPerUnit: l.requestsPerUnit, unit: l.unit, ...(by && { replacedBy: by }) };
+  });
+  out.firstToReject = firstFull(plan)?.limit.name ?? null;
+  return out;
+}
+
+/** A descriptor's explanation without its rule and limits: `steps` for the entries the config was consulted
+ * for, the rest shown by fingerprint only. */
+function outline(entries: EntryLike[], steps: StepExplanation[], plan: DescriptorPlan, reason: string | undefined): DescriptorExplanation {
+  const rest = entries.slice(steps.length).map((e, k) => shownStep(steps.length + k, e, hidden(e.key), hidden(e.value), 'none'));
+  return {
+    steps: [...steps, ...rest],
+    rule: null,
+    ...(reason !== undefined && { reason }),
+    tier: plan.tier ?? null,
+    override: plan.override,
+    shadow: plan.shadow,
+    hits: plan.hits,
+    limits: [],
+    firstToReject: null,
+  };
+}
+
+/** Why nothing limits a descriptor. */
+function whyUnlimited(match: MatchStep[], shown: StepExplanation[], plan: DescriptorPlan, configured: readonly CompiledLimit[]): string {
+  const j = match.length - 1;
+  const last = match[j];
+  if (last?.matched === 'none') {
+    const { key, value } = shown[j]!;
+    const why = !last.level
+      ? `entry ${j}: the config has no deeper level`
+      : last.knownKey
+        ? `no descriptor matches ${key}=${value} (no exact value, wildcard or default key)`
+        : `entry ${j}: no descriptor for its key (${key}) at this level`;
+    return `${why}: nothing limits this descriptor`;
+  }
+  if (!plan.rule) return 'the descriptor matches, but its last node sets no limits';
+  if (plan.rule.unlimited) return 'the rule is unlimited';
+  if (configured.length === 0) return `the rule sets no limits for ${plan.tier !== undefined ? `tier ${plan.tier}` : 'clients without a tier'}`;
+  return 'every limit of this descriptor is replaced by another matched limit (see replacedBy)';
+}
+
+/** Requests a window admits from empty before it is full, when each counts `hits`: a check-only request
+ * (hits 0) counts nothing, so it fills no window (but finds a limit of 0 full). Fixed and sliding windows
+ * agree here, as a burst has no previous window. */
+function allowance(limit: CompiledLimit, hits: number): number {
+  if (hits > 0) return Math.floor(limit.requestsPerUnit / hits);
+  return limit.requestsPerUnit >= 1 ? Infinity : 0;
+}
+
+/** A window in a burst: how many requests it admits, and its length (the shorter fills first on a tie). */
+interface Filling {
+  limit: CompiledLimit;
+  allowance: number;
+  descriptor: number;
+}
+
+function fillsFirst(a: Filling, b: Filling | undefined): boolean {
+  return !b || a.allowance < b.allowance || (a.allowance === b.allowance && a.limit.windowSeconds < b.limit.windowSeconds);
+}
+
+/** The window of a plan a burst fills first, if any ever fills. */
+function firstFull(plan: DescriptorPlan, descriptor = 0): Filling | undefined {
+  let first: Filling | undefined;
+  for (const limit of plan.limits) {
+    const f = { limit, allowance: allowance(limit, plan.hits), descriptor };
+    if (f.allowance !== Infinity && fillsFirst(f, first)) first = f;
+  }
+  return first;
+}
+
+/** The window that first stops a burst of the whole request. Until then every request is admitted, so every
+ * descriptor counts its hits each time: the window with the smallest allowance stops it (the shorter window,
+ * then the earlier descriptor, on a tie). Shadow descriptors never stop a request. */
+function firstStop(plans: readonly DescriptorPlan[]): Explanation['firstToReject'] {
+  let first: Filling | undefined;
+  plans.forEach((p, i) => {
+    const f = p.shadow ? undefined : firstFull(p, i);
+    if (f && fillsFirst(f, first)) first = f;
+  });
+  return first ? { descriptor: first.descriptor, limit: first.limit.name } : null;
+}
+
+/** Live counts of the limits that apply, read with check-only calls (nothing is counted). */
+async function addCounters(out: DescriptorExplanation[], plans: readonly DescriptorPlan[], trace: PlanTrace, store: Store): Promise<void> {
+  const use = await peekWindows(store, plans);
+  plans.forEach((p, i) => {
+    p.limits.forEach((l, j) => {
+      const shown = out[i]!.limits[trace.configured[i]!.indexOf(l)]!;
+      shown.used = use[i]![j]!.used;
+      shown.remaining = use[i]![j]!.remaining;
+      shown.wouldReject = use[i]![j]!.full;
+    });
+  });
+}

@@ -1,0 +1,169 @@
+import { compileLimit } from '../config/compile.js';
+import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
+import { matchRule, type EntryLike, type MatchStep } from '../config/match.js';
+import type { Unit } from '../config/units.js';
+import { counterKey, counterKeyOf, overrideCounterKey, windowKey } from '../counters/keys.js';
+import { cachedFingerprint } from '../fingerprint.js';
+import type { CounterCheck } from '../store/store.js';
+
+/** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
+ * all plan through here, so they cannot disagree on the rule, the tier, the limits or the counters. */
+
+/** A validated request, in Tollgate's terms. */
+export interface DecisionInput {
+  domain: string;
+  descriptors: DescriptorInput[];
+  /** The request's hits (Envoy's 0 already turned into 1). */
+  hits: number;
+}
+
+export interface DescriptorInput {
+  entries: EntryLike[];
+  /** Envoy's per-descriptor limit, which wins over the config. */
+  override?: { requestsPerUnit: number; unit: Unit };
+  /** Envoy's per-descriptor hits_addend, when set (0 = check only). */
+  hits?: number;
+}
+
+/** Which tier a client (by the fingerprint of its token) belongs to. `tierOf` is synchronous on purpose: a
+ * decision never waits for a tier lookup; implementations answer from what they already hold. */
+export interface TierSource {
+  tierOf(fingerprint: string): string | undefined;
+  /** How many clients are assigned, for metrics. */
+  count?(): number;
+}
+
+export const noTiers: TierSource = { tierOf: () => undefined };
+
+export interface PlanContext {
+  tiers: TierSource;
+  /** Report every decision as it would be, but admit every request. */
+  globalShadow: boolean;
+}
+
+/** What one descriptor counts against. */
+export interface DescriptorPlan {
+  rule: Rule | undefined;
+  tier: string | undefined;
+  /** The windows to check, after `replaces`. Empty when nothing limits the descriptor. */
+  limits: readonly CompiledLimit[];
+  shadow: boolean;
+  sliding: boolean;
+  /** Hits this descriptor asks for (0 = check only). */
+  hits: number;
+  /** The descriptor's counter key (counters/keys.ts); '' when nothing limits it. */
+  key: string;
+  /** Envoy's per-descriptor limit replaced the config's. */
+  override: boolean;
+}
+
+/** How a plan was reached, for explanations. */
+export interface PlanTrace {
+  /** Per descriptor: how each entry matched, up to the first that matched nothing. */
+  steps: MatchStep[][];
+  /** Per descriptor: its limits before `replaces`. */
+  configured: (readonly CompiledLimit[])[];
+  /** Name of each limit dropped by `replaces` → name of the limit that dropped it. */
+  replacedBy: ReadonlyMap<string, string>;
+}
+
+/** The plan of every descriptor of a request. Allocates only the plans (and a trace when asked for). */
+export function planRequest(
+  domain: CompiledDomain | undefined, request: Pick<DecisionInput, 'descriptors' | 'hits'>, ctx: PlanContext, trace?: PlanTrace,
+): DescriptorPlan[] {
+  const n = request.descriptors.length;
+  const plans = new Array<DescriptorPlan>(n);
+  for (let i = 0; i < n; i++) {
+    const steps = trace ? (trace.steps[i] = []) : undefined;
+    plans[i] = planDescriptor(domain, request.descriptors[i]!, request.hits, ctx, steps);
+    if (trace) trace.configured[i] = plans[i]!.limits;
+  }
+  const replacedBy = dropReplaced(plans);
+  if (trace && replacedBy) trace.replacedBy = replacedBy;
+  return plans;
+}
+
+/** planRequest with its trace. */
+export function traceRequest(domain: CompiledDomain | undefined, request: Pick<DecisionInput, 'descriptors' | 'hits'>, ctx: PlanContext): { plans: DescriptorPlan[]; trace: PlanTrace } {
+  const trace: PlanTrace = { steps: [], configured: [], replacedBy: new Map() };
+  return { plans: planRequest(domain, request, ctx, trace), trace };
+}
+
+function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, requestHits: number, ctx: PlanContext, steps: MatchStep[] | undefined): DescriptorPlan {
+  const hits = d.hits ?? requestHits;
+  const rule = domain && matchRule(domain, d.entries, steps);
+  const shadow = (rule?.shadow ?? false) || ctx.globalShadow;
+  if (!domain) return unlimited(rule, shadow, hits);
+  if (d.override) {
+    // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
+    const key = rule ? counterKey(rule.counterId, rule.variable, d.entries) : overrideCounterKey(domain.name, d.entries);
+    const limit = compileLimit({ unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] }, domain.name, 'override');
+    return { rule, tier: undefined, limits: [limit], shadow, sliding: rule?.algorithm === 'sliding_window', hits, key, override: true };
+  }
+  if (!rule || rule.unlimited) return unlimited(rule, shadow, hits);
+  // The token's fingerprint is computed only for rules that have tier limits.
+  const client = rule.tierLimits.size > 0 ? tokenFingerprint(domain, d.entries) : undefined;
+  return rulePlan(rule, client, counterKey(rule.counterId, rule.variable, d.entries), hits, shadow, ctx.tiers);
+}
+
+/** A descriptor nothing limits: an unknown domain, no rule, or an unlimited rule (without Envoy's limit). */
+function unlimited(rule: Rule | undefined, shadow: boolean, hits: number): DescriptorPlan {
+  return { rule, tier: undefined, limits: [], shadow, sliding: false, hits, key: '', override: false };
+}
+
+/** The plan of a rule for a client known only by the fingerprint of its token, on a rule where the token is
+ * the only value that varies (the admin API: a client's own counters). Counts nothing (hits 0). */
+export function planForClient(rule: Rule, fingerprint: string, tiers: TierSource): DescriptorPlan {
+  return rulePlan(rule, fingerprint, counterKeyOf(rule.counterId, fingerprint), 0, rule.shadow, tiers);
+}
+
+/** The tier lookup: a client's tier, when the rule has tier limits, holds it to that tier's limits (if the
+ * rule has some for it), else the rule's own. */
+function rulePlan(rule: Rule, client: string | undefined, key: string, hits: number, shadow: boolean, tiers: TierSource): DescriptorPlan {
+  const tier = client !== undefined && rule.tierLimits.size > 0 ? tiers.tierOf(client) : undefined;
+  const limits = (tier !== undefined && rule.tierLimits.get(tier)) || rule.limits;
+  return { rule, tier, limits, shadow, sliding: rule.algorithm === 'sliding_window', hits, key, override: false };
+}
+
+/** The fingerprint of the descriptor's token entry (the domain's token_key), if it has one. */
+function tokenFingerprint(domain: CompiledDomain, entries: readonly EntryLike[]): string | undefined {
+  for (const e of entries) {
+    if (e.key === domain.tokenKey) return cachedFingerprint(e.value);
+  }
+  return undefined;
+}
+
+/** The `replaces` rule: a limit named in another matched limit's `replaces`, in any descriptor of the
+ * request, does not apply to it. Returns who replaced what, when anything was. */
+function dropReplaced(plans: DescriptorPlan[]): Map<string, string> | undefined {
+  let replacedBy: Map<string, string> | undefined;
+  for (const p of plans) {
+    for (const l of p.limits) {
+      for (const name of l.replaces) (replacedBy ??= new Map()).set(name, l.name);
+    }
+  }
+  if (!replacedBy) return undefined;
+  for (const p of plans) p.limits = p.limits.filter((l) => !replacedBy.has(l.name));
+  return replacedBy;
+}
+
+/** The store calls of a plan: one per window, grouped by descriptor. `peek`: read only (nothing counted,
+ * nothing blocked), for explanations and inspection. */
+export function toChecks(plans: readonly DescriptorPlan[], peek = false): CounterCheck[] {
+  const checks: CounterCheck[] = [];
+  for (let group = 0; group < plans.length; group++) {
+    const p = plans[group]!;
+    for (const l of p.limits) {
+      checks.push({
+        key: windowKey(p.key, l.unit),
+        windowMs: l.windowSeconds * 1000,
+        limit: l.requestsPerUnit,
+        hits: peek ? 0 : p.hits,
+        sliding: p.sliding,
+        group,
+        shadow: peek || p.shadow,
+      });
+    }
+  }
+  return checks;
+}

@@ -1,0 +1,93 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+/** Folders depend one way: server → limiter → store, with config and counters (keys, windows, the clock)
+ * below them and metrics beside. This reads the import statements of src/ and checks the rules that keep it
+ * so. A "unit" is a folder of src/, or a file directly in src/ (service, settings, …), named without .ts. */
+
+const SRC = resolve('src');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return sources(path);
+    return e.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+function unitOf(file: string): string {
+  const [first, ...rest] = relative(SRC, file).split('/');
+  return rest.length > 0 ? first! : first!.replace(/\.ts$/, '');
+}
+
+/** Every relative module a file names: import and export … from (multi-line too), and import(). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const specifiers = [
+    ...text.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s*['"]([^'"]+)['"]/gms),
+    ...text.matchAll(/^\s*import\s*['"]([^'"]+)['"]/gm),
+    ...text.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g),
+  ].map((m) => m[1]!);
+  return specifiers.filter((s) => s.startsWith('.')).map((s) => resolve(dirname(file), s).replace(/\.js$/, '.ts'));
+}
+
+/** unit → units it imports, and the file that does it (for the failure message). */
+function graph(): Map<string, Map<string, string>> {
+  const edges = new Map<string, Map<string, string>>();
+  for (const file of sources(SRC)) {
+    const from = unitOf(file);
+    for (const target of importsOf(file)) {
+      const to = unitOf(target);
+      if (to === from) continue;
+      if (!edges.has(from)) edges.set(from, new Map());
+      edges.get(from)!.set(to, relative(SRC, file));
+    }
+  }
+  return edges;
+}
+
+/** The edges that break a rule: `from` importing any of `forbidden`. */
+function violations(edges: Map<string, Map<string, string>>, from: string, forbidden: string[]): string[] {
+  return [...(edges.get(from) ?? [])].filter(([to]) => forbidden.includes(to)).map(([to, file]) => `${from} → ${to} (${file})`);
+}
+
+describe('the import graph of src/', () => {
+  const edges = graph();
+
+  it('is read from the sources (the parser sees multi-line and type-only imports)', () => {
+    expect(edges.get('limiter')?.has('store')).toBe(true);
+    expect(edges.get('service')?.has('limiter')).toBe(true);
+    expect(edges.size).toBeGreaterThan(10);
+  });
+
+  it('store/ imports neither the limiter, the metrics nor the settings', () => {
+    expect(violations(edges, 'store', ['limiter', 'metrics', 'settings'])).toEqual([]);
+  });
+
+  it('limiter/ imports neither control/ nor server/', () => {
+    expect(violations(edges, 'limiter', ['control', 'server', 'metrics', 'tuning'])).toEqual([]);
+  });
+
+  it('config/ and counters/ sit below the limiter and the stores', () => {
+    const above = ['limiter', 'store', 'server', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'];
+    expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
+  });
+
+  it('the running service does not load the tuning tools', () => {
+    expect(violations(edges, 'service', ['tuning'])).toEqual([]);
+  });
+
+  it('has no cycle between folders', () => {
+    const cycles: string[] = [];
+    const done = new Set<string>();
+    const visit = (unit: string, path: string[]): void => {
+      if (path.includes(unit)) cycles.push([...path.slice(path.indexOf(unit)), unit].join(' → '));
+      if (path.includes(unit) || done.has(unit)) return;
+      for (const next of edges.get(unit)?.keys() ?? []) visit(next, [...path, unit]);
+      done.add(unit);
+    };
+    for (const unit of edges.keys()) visit(unit, []);
+    expect(cycles).toEqual([]);
+  });
+});
