@@ -5,6 +5,7 @@ import type { CompiledConfig } from '../config/compiled.js';
 import { InvalidRequestError } from '../errors.js';
 import { asFingerprint, fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
 import { readJson, send } from '../server/http-util.js';
+import { httpStatusOf, toStatus } from '../server/status.js';
 import type { Store } from '../store/store.js';
 import { inspectToken, tokenWindows } from './inspect.js';
 import type { TierStore } from './tier-store.js';
@@ -34,12 +35,12 @@ export function adminApi(deps: AdminDeps): AdminHandler {
     try {
       await route(deps, who, req, res, path);
     } catch (err) {
-      if (err instanceof InvalidRequestError) send(res, 400, { error: err.message });
-      else {
-        // The path is the client's text (it may be a token pasted by mistake): only the method is logged.
-        deps.logger.error({ err: (err as Error).message, method: req.method }, 'admin request failed');
-        send(res, 503, { error: `store unavailable: ${(err as Error).message}` });
-      }
+      // The path is the client's text (it may be a token pasted by mistake): only the method is logged.
+      const log = deps.logger.child({ method: req.method });
+      const s = toStatus(err, log, 'answering an admin request');
+      const code = httpStatusOf(s.code);
+      if (code === 503) log.warn({ err: s.details }, 'admin request failed: store unavailable');
+      send(res, code, { error: s.details });
     }
   };
 }

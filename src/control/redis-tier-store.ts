@@ -1,6 +1,7 @@
-import { Cluster, type Redis } from 'ioredis';
-import { withTimeout } from '../store/timeout.js';
+import { Cluster, ReplyError, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { StoreConnectionError, StoreUnavailableError } from '../errors.js';
+import { TimeoutError, withTimeout } from '../store/timeout.js';
 import type { TierAssignment, TierStore } from './tier-store.js';
 
 export interface RedisTierStoreOptions {
@@ -55,13 +56,13 @@ export class RedisTierStore implements TierStore {
   }
 
   async assign(a: TierAssignment): Promise<void> {
-    await withTimeout(this.opts.client.hset(this.key, a.fingerprint, JSON.stringify(a)), this.opts.timeoutMs);
+    await this.call(this.opts.client.hset(this.key, a.fingerprint, JSON.stringify(a)));
     this.mirror.set(a.fingerprint, a);
     await this.publish({ kind: 'tiers' });
   }
 
   async remove(fingerprint: string): Promise<boolean> {
-    const removed = (await withTimeout(this.opts.client.hdel(this.key, fingerprint), this.opts.timeoutMs)) > 0;
+    const removed = (await this.call(this.opts.client.hdel(this.key, fingerprint))) > 0;
     this.mirror.delete(fingerprint);
     await this.publish({ kind: 'tiers' });
     return removed;
@@ -88,7 +89,7 @@ export class RedisTierStore implements TierStore {
   /** Replaces the mirror with the hash; on failure keeps the last known assignments. */
   private async refresh(strict = false): Promise<void> {
     try {
-      const all = await withTimeout(this.opts.client.hgetall(this.key), this.opts.timeoutMs);
+      const all = await this.call(this.opts.client.hgetall(this.key));
       const next = new Map<string, TierAssignment>();
       for (const [fp, json] of Object.entries(all)) {
         try {
@@ -105,7 +106,20 @@ export class RedisTierStore implements TierStore {
   }
 
   private async publish(e: Event): Promise<void> {
-    await withTimeout(this.opts.client.publish(this.channel, JSON.stringify(e)), this.opts.timeoutMs);
+    await this.call(this.opts.client.publish(this.channel, JSON.stringify(e)));
+  }
+
+  /** One Redis command, bounded. It fails with the errors the counter store raises (store/redis-store.ts),
+   * classed the same way, so the admin API maps both alike: our deadline or an error reply from Redis is a
+   * StoreUnavailableError; anything else means ioredis had no usable connection. */
+  private async call<T>(command: Promise<T>): Promise<T> {
+    try {
+      return await withTimeout(command, this.opts.timeoutMs);
+    } catch (err) {
+      const message = `redis: ${(err as Error).message}`;
+      if (err instanceof TimeoutError || err instanceof ReplyError) throw new StoreUnavailableError(message, { cause: err });
+      throw new StoreConnectionError(message, { cause: err });
+    }
   }
 
   private onEvent(message: string): void {

@@ -62,6 +62,12 @@ export class Metrics {
     labelNames: ['code'] as const,
     registers: [this.registry],
   });
+  readonly httpErrors = new Counter({
+    name: 'tollgate_http_errors_total',
+    help: 'POST /json and /explain calls answered with an error, by endpoint and HTTP status (gRPC calls count in tollgate_grpc_errors_total)',
+    labelNames: ['endpoint', 'code'] as const,
+    registers: [this.registry],
+  });
   readonly storeLatency = new FastHistogram(
     'tollgate_store_duration_seconds',
     'Round trip of one store call (one per decision that reaches the store)',

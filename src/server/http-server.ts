@@ -2,11 +2,11 @@ import { isUtf8 } from 'node:buffer';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Code } from '../response/wire.js';
 import { requestFromJson, responseToJson } from './json.js';
-import { decideWire, failure, type HandlerDeps } from './ratelimit-handler.js';
+import { decideWire, type HandlerDeps } from './ratelimit-handler.js';
 import { toDecisionInput } from './request.js';
 import type { DecisionInput } from '../limiter/limiter.js';
 import { send } from './http-util.js';
-import { httpStatusOf } from './status.js';
+import { httpStatusOf, toStatus } from './status.js';
 
 export interface HttpDeps {
   handler: HandlerDeps;
@@ -17,6 +17,11 @@ export interface HttpDeps {
 }
 
 type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
+
+/** The endpoints whose failures are counted (tollgate_http_errors_total), by path. */
+type Endpoint = '/json' | '/explain';
+/** Answers a failed call with a status and a message, and counts it. */
+type Refuse = (status: number, error: string) => void;
 
 /** Health and debugging endpoints on the HTTP port. */
 export function createHttpServer(deps: HttpDeps): Server {
@@ -59,37 +64,52 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
     return send(res, 404, { error: 'the admin API is on its own port (--admin-port), when TOLLGATE_ADMIN_TOKEN is set' });
   }
   if (path === '/explain' && deps.explain) {
-    if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
+    if (req.method !== 'POST') return refuser(deps, res, path)(405, 'POST a JSON RateLimitRequest');
     return explainRequest(deps, deps.explain, req, res);
   }
   if (path === '/json') {
-    if (req.method !== 'POST') return send(res, 405, { error: 'POST a JSON RateLimitRequest' });
+    if (req.method !== 'POST') return refuser(deps, res, path)(405, 'POST a JSON RateLimitRequest');
     return json(deps, req, res);
   }
   send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /metrics', 'POST /json', 'POST /explain'] });
 }
 
+/** Answers failed calls of one endpoint and counts them there. They are HTTP calls, so they stay out of
+ * tollgate_grpc_errors_total, which then counts what Envoy's calls met and nothing else. */
+function refuser(deps: HttpDeps, res: ServerResponse, endpoint: Endpoint): Refuse {
+  return (status, error) => {
+    deps.handler.metrics?.httpErrors.inc({ endpoint, code: String(status) });
+    send(res, status, { error });
+  };
+}
+
+/** A thrown error answered through the one mapping (status.ts), as gRPC answers it. */
+function refuseError(deps: HttpDeps, refuse: Refuse, err: unknown, during: string): void {
+  const s = toStatus(err, deps.handler.logger, during);
+  refuse(httpStatusOf(s.code), s.details);
+}
+
 async function explainRequest(deps: HttpDeps, explain: NonNullable<HttpDeps['explain']>, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const body = await readBody(req, res);
+  const refuse = refuser(deps, res, '/explain');
+  const body = await readBody(req, refuse);
   if (body === undefined) return;
   try {
     const input = toDecisionInput(requestFromJson(body), deps.handler.bounds);
     send(res, 200, await explain(input));
   } catch (err) {
-    const s = failure(deps.handler, err);
-    send(res, httpStatusOf(s.code), { error: s.details });
+    refuseError(deps, refuse, err, 'explaining');
   }
 }
 
 async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const body = await readBody(req, res);
+  const refuse = refuser(deps, res, '/json');
+  const body = await readBody(req, refuse);
   if (body === undefined) return;
   try {
     const response = await decideWire(deps.handler, requestFromJson(body));
     send(res, response.overall_code === Code.OVER_LIMIT ? 429 : 200, responseToJson(response));
   } catch (err) {
-    const s = failure(deps.handler, err);
-    send(res, httpStatusOf(s.code), { error: s.details });
+    refuseError(deps, refuse, err, 'deciding');
   }
 }
 
@@ -98,9 +118,9 @@ const MAX_BODY_BYTES = 1024 * 1024;
 /** The parsed JSON body, or undefined after answering 415 (not application/json), 413 (over the bound)
  * or 400 (not UTF-8, not JSON). Bytes are checked for UTF-8 before decoding: decoding would replace bad
  * bytes with U+FFFD, and distinct invalid tokens would share one counter. */
-async function readBody(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+async function readBody(req: IncomingMessage, refuse: Refuse): Promise<unknown> {
   if (!isJsonType(req.headers['content-type'])) {
-    send(res, 415, { error: 'send the body as content-type: application/json' });
+    refuse(415, 'send the body as content-type: application/json');
     drain(req);
     return undefined;
   }
@@ -108,18 +128,18 @@ async function readBody(req: IncomingMessage, res: ServerResponse): Promise<unkn
   const bytes = declared > MAX_BODY_BYTES ? 'too large' : await collect(req, MAX_BODY_BYTES);
   if (bytes === 'aborted') return undefined;
   if (bytes === 'too large') {
-    send(res, 413, { error: `body is larger than ${MAX_BODY_BYTES} bytes` });
+    refuse(413, `body is larger than ${MAX_BODY_BYTES} bytes`);
     drain(req);
     return undefined;
   }
   if (!isUtf8(bytes)) {
-    send(res, 400, { error: 'body is not valid UTF-8' });
+    refuse(400, 'body is not valid UTF-8');
     return undefined;
   }
   try {
     return JSON.parse(bytes.toString('utf8')) as unknown;
   } catch {
-    send(res, 400, { error: 'body is not valid JSON' });
+    refuse(400, 'body is not valid JSON');
     return undefined;
   }
 }

@@ -9,7 +9,7 @@ import type { WireResponse } from '../response/wire.js';
 import { InvalidRequestError } from '../errors.js';
 import { UndecodableRequest } from './rls-codec.js';
 import { toDecisionInput, type RequestBounds, type WireRequest } from './request.js';
-import { toStatus, type StatusError } from './status.js';
+import { toStatus } from './status.js';
 
 export interface HandlerDeps {
   limiter: Limiter;
@@ -19,7 +19,7 @@ export interface HandlerDeps {
 }
 
 /** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response.
- * At once when the store answers at once; throws (or rejects) with what failure() maps to a status. */
+ * At once when the store answers at once; throws (or rejects) with what toStatus() maps to a status. */
 export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest): Maybe<WireResponse> {
   const start = performance.now();
   if (req instanceof UndecodableRequest) throw new InvalidRequestError(`not a valid RateLimitRequest: ${req.reason}`);
@@ -35,16 +35,12 @@ function answer(deps: HandlerDeps, input: DecisionInput, decision: Decision, sta
   return toWireResponse(decision);
 }
 
-/** Turns a failure into its status (the mapping lives in status.ts) and counts it. */
-export function failure(deps: HandlerDeps, err: unknown): StatusError {
-  const s = toStatus(err, deps.logger);
-  deps.metrics?.grpcErrors.inc({ code: GrpcStatus[s.code] });
-  return s;
-}
-
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {
+  // The status comes from the one mapping (status.ts); the count is of gRPC calls only: the HTTP endpoints
+  // that share decideWire count their failures apart (tollgate_http_errors_total).
   const fail = (callback: sendUnaryData<WireResponse>, err: unknown): void => {
-    const s = failure(deps, err);
+    const s = toStatus(err, deps.logger);
+    deps.metrics?.grpcErrors.inc({ code: GrpcStatus[s.code] });
     callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() });
   };
   return {

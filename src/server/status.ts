@@ -7,16 +7,19 @@ export interface StatusError {
   details: string;
 }
 
-/** The one place where errors become gRPC status. Store failures are UNAVAILABLE so Envoy's
- * failure_mode_deny decides; anything unexpected is INTERNAL with a generic message (logged in full). */
-export function toStatus(err: unknown, logger: Pick<Logger, 'error'>): StatusError {
+/** The one place where errors become a status, for gRPC and HTTP alike, decided by the error's class and
+ * never by its text. A client's mistake is INVALID_ARGUMENT with its message (written not to hold a request
+ * value); a store failure is UNAVAILABLE so Envoy's failure_mode_deny decides; anything else is INTERNAL with a
+ * generic message, since an unexpected error's text may hold anything, the request's own text included. It
+ * is logged in full instead. `during` names what failed, for that log line. */
+export function toStatus(err: unknown, logger: Pick<Logger, 'error'>, during = 'deciding'): StatusError {
   if (err instanceof InvalidRequestError) return { code: GrpcStatus.INVALID_ARGUMENT, details: err.message };
   if (err instanceof StoreUnavailableError) return { code: GrpcStatus.UNAVAILABLE, details: err.message };
-  logger.error({ err }, 'unexpected error while deciding');
+  logger.error({ err }, `unexpected error while ${during}`);
   return { code: GrpcStatus.INTERNAL, details: 'internal error' };
 }
 
-/** HTTP equivalents for the debugging endpoint. */
+/** HTTP equivalents, for the HTTP endpoints and the admin API. */
 export function httpStatusOf(code: GrpcStatus): number {
   if (code === GrpcStatus.INVALID_ARGUMENT) return 400;
   if (code === GrpcStatus.UNAVAILABLE) return 503;
