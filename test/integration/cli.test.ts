@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
 import { healthClient, property, RlsClient } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
 
 // The built CLI, as `npm start` and users run it (`npm test` builds first).
 describe('tollgate CLI', () => {
@@ -41,7 +42,7 @@ describe('tollgate CLI', () => {
         }
       }
     })();
-    while (outcomes.length < 5) await new Promise((r) => setTimeout(r, 5));
+    await within(10_000, () => outcomes.length >= 5);
     daemon.child.kill('SIGTERM');
     expect(await daemon.exited).toBe(0);
     await loop;

@@ -7,9 +7,14 @@ import { startRedis, type RedisServer } from '../helpers/redis.js';
 import { capturingLogger, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 const ADMIN = 'admin-credential-for-tests';
-const TOKEN = `Bearer big-customer-${Math.random().toString(36).slice(2)}`;
-const FP = fingerprint(TOKEN);
+const TIER = 'multi-property-group';
 
+/** A client of each test's own: no test depends on what another assigned, counted or reset, so they pass in
+ * any order. Every token holds "big-customer", which the last test looks for in Redis and in the logs. */
+function newClient(): { token: string; fp: string } {
+  const token = `Bearer big-customer-${Math.random().toString(36).slice(2)}`;
+  return { token, fp: fingerprint(token) };
+}
 
 /** The per-second limit an instance applies to a token now, read with a check-only request. */
 async function perSecond(t: TestService, category: string, token: string): Promise<number | undefined> {
@@ -18,6 +23,8 @@ async function perSecond(t: TestService, category: string, token: string): Promi
   return r.statuses[0]!.current_limit?.unit === 'SECOND' ? r.statuses[0]!.current_limit.requests_per_unit : undefined;
 }
 
+/** How many of `n` concurrent calls one second admits. Waiting for the second to start is the subject here:
+ * the burst must fall in one window. */
 async function admitted(t: TestService, category: string, token: string, n: number): Promise<number> {
   await startOfSecond();
   const rs = await Promise.all(Array.from({ length: n }, () => t.rls.call(property(category, token))));
@@ -34,6 +41,13 @@ describe('tiers at run time, shared by replicas through Redis', () => {
       ...init,
       headers: { ...(credential ? { authorization: `Bearer ${credential}` } : {}), 'content-type': 'application/json' },
     });
+
+  /** Puts the client in the tier through a, and waits until b applies it. */
+  async function assignedEverywhere(c: { token: string; fp: string }): Promise<void> {
+    const put = await admin(a, `/admin/tiers/${c.fp}`, { method: 'PUT', body: JSON.stringify({ tier: TIER }) });
+    expect(put.status).toBe(200);
+    await within(5000, async () => (await perSecond(b, 'read', c.token)) === 30);
+  }
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -52,107 +66,124 @@ describe('tiers at run time, shared by replicas through Redis', () => {
   });
 
   it('refuses missing or wrong credentials, unknown tiers and malformed fingerprints', async () => {
+    const c = newClient();
     // Not on the HTTP port, which Prometheus may reach: on its own port, bound to loopback by default.
     expect((await fetch(`http://127.0.0.1:${a.service.httpPort}/admin/tiers`, { headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(404);
     expect(a.service.adminPort).not.toBe(a.service.httpPort);
     expect(SERVE_OPTIONS['admin-host'].default).toBe('127.0.0.1');
     expect((await admin(a, '/admin/tiers', {}, '')).status).toBe(401);
     expect((await admin(a, '/admin/tiers', {}, 'wrong')).status).toBe(401);
-    const unknown = await admin(a, `/admin/tiers/${FP}`, { method: 'PUT', body: JSON.stringify({ tier: 'platinum' }) });
+    const unknown = await admin(a, `/admin/tiers/${c.fp}`, { method: 'PUT', body: JSON.stringify({ tier: 'platinum' }) });
     expect(unknown.status).toBe(400);
-    expect((await unknown.json()).error).toBe('unknown tier "platinum" (known: multi-property-group)');
-    const raw = await admin(a, `/admin/tiers/${encodeURIComponent(TOKEN)}`, { method: 'PUT', body: JSON.stringify({ tier: 'multi-property-group' }) });
+    expect((await unknown.json()).error).toBe(`unknown tier "platinum" (known: ${TIER})`);
+    const raw = await admin(a, `/admin/tiers/${encodeURIComponent(c.token)}`, { method: 'PUT', body: JSON.stringify({ tier: TIER }) });
     expect(raw.status).toBe(400);
     expect(await raw.text()).not.toContain('big-customer');
   });
 
   it('an assignment made through one replica is enforced by the other within 5 s: read 30/s, write 15/s', async () => {
-    expect(await perSecond(b, 'read', TOKEN)).toBe(10);
-    const put = await admin(a, `/admin/tiers/${FP}`, { method: 'PUT', body: JSON.stringify({ tier: 'multi-property-group' }) });
+    const c = newClient();
+    expect(await perSecond(b, 'read', c.token)).toBe(10);
+    const put = await admin(a, `/admin/tiers/${c.fp}`, { method: 'PUT', body: JSON.stringify({ tier: TIER }) });
     expect(put.status).toBe(200);
-    expect(await put.json()).toMatchObject({ fingerprint: FP, tier: 'multi-property-group', by: fingerprint(ADMIN) });
-    const took = await within(5000, async () => (await perSecond(b, 'read', TOKEN)) === 30);
+    expect(await put.json()).toMatchObject({ fingerprint: c.fp, tier: TIER, by: fingerprint(ADMIN) });
+    const took = await within(5000, async () => (await perSecond(b, 'read', c.token)) === 30);
     expect(took).toBeLessThan(5000);
-    expect(await admitted(b, 'read', TOKEN, 40)).toBe(30);
-    expect(await admitted(b, 'write', TOKEN, 20)).toBe(15);
-    expect(await perSecond(b, 'reports', TOKEN)).toBe(2);
+    expect(await admitted(b, 'read', c.token, 40)).toBe(30);
+    expect(await admitted(b, 'write', c.token, 20)).toBe(15);
+    expect(await perSecond(b, 'reports', c.token)).toBe(2);
     const list = await (await admin(b, '/admin/tiers')).json();
-    expect(list.assignments).toEqual([expect.objectContaining({ fingerprint: FP, tier: 'multi-property-group' })]);
+    expect(list.assignments).toContainEqual(expect.objectContaining({ fingerprint: c.fp, tier: TIER }));
   });
 
   it('inspect shows the tier and the counters per category and window; reset zeroes them everywhere', async () => {
-    await admitted(a, 'reports', TOKEN, 3); // 2 admitted, then over: b's cache may hold it
-    await b.rls.call(property('reports', TOKEN));
-    expect(b.service.stack.cache!.size).toBeGreaterThan(0);
-    const view = await (await admin(b, `/admin/tokens/${FP}`)).json();
-    expect(view.tier).toBe('multi-property-group');
-    const reportsHour = view.counters.find((c: { rule: string; window: string }) => c.rule === 'category_reports.token' && c.window === 'hour');
+    const c = newClient();
+    await assignedEverywhere(c);
+    await admitted(a, 'reports', c.token, 3); // 2 admitted, then over
+    const cache = b.service.stack.cache!;
+    const known = cache.size;
+    await b.rls.call(property('reports', c.token));
+    expect(cache.size).toBe(known + 1); // b learned that the client's reports second is full
+    const view = await (await admin(b, `/admin/tokens/${c.fp}`)).json();
+    expect(view.tier).toBe(TIER);
+    const reportsHour = view.counters.find((x: { rule: string; window: string }) => x.rule === 'category_reports.token' && x.window === 'hour');
     expect(reportsHour).toMatchObject({ domain: 'property-api', category: 'reports', limit: 200, used: 2, remaining: 198 });
-    const readSecondLimit = view.counters.find((c: { rule: string; window: string }) => c.rule === 'category_read.token' && c.window === 'second').limit;
+    const readSecondLimit = view.counters.find((x: { rule: string; window: string }) => x.rule === 'category_read.token' && x.window === 'second').limit;
     expect(readSecondLimit).toBe(30);
     expect(view.counters).toHaveLength(6);
 
-    const reset = await admin(a, `/admin/tokens/${FP}/counters`, { method: 'DELETE' });
+    const reset = await admin(a, `/admin/tokens/${c.fp}/counters`, { method: 'DELETE' });
     expect(reset.status).toBe(200);
-    const after = await (await admin(b, `/admin/tokens/${FP}`)).json();
-    expect(after.counters.every((c: { used: number }) => c.used === 0)).toBe(true);
-    // b learns of the reset through pub/sub and drops its cached "full until" times (entries never expire
-    // by themselves, so an empty cache proves the message arrived).
-    await within(2000, async () => b.service.stack.cache!.size === 0);
-    expect((await b.rls.call(property('reports', TOKEN))).overall_code).toBe('OK');
+    const after = await (await admin(b, `/admin/tokens/${c.fp}`)).json();
+    expect(after.counters.every((x: { used: number }) => x.used === 0)).toBe(true);
+    // b learns of the reset through pub/sub and drops its cached "full until" time (entries never expire by
+    // themselves, and nothing else ran on b meanwhile: the entry gone proves the message arrived).
+    await within(2000, async () => cache.size === known);
+    expect((await b.rls.call(property('reports', c.token))).overall_code).toBe('OK');
   });
 
   it('a frozen Redis does not delay decisions: the last known assignment still applies', async () => {
+    const c = newClient();
+    await assignedEverywhere(c);
     redis.signal('SIGSTOP');
     try {
       await within(3000, async () => {
         await b.rls.call(property('write', 'Bearer probe'));
         return b.service.store.health().degraded;
       });
-      expect(await admitted(b, 'read', TOKEN, 35)).toBe(30);
+      expect(await admitted(b, 'read', c.token, 35)).toBe(30);
     } finally {
       redis.signal('SIGCONT');
     }
-    await within(5000, async () => !b.service.store.health().degraded);
+    await within(5000, async () => !b.service.store.health().degraded && !a.service.store.health().degraded);
   });
 
   it('removal through one replica restores 10/s on the other', async () => {
-    const del = await admin(a, `/admin/tiers/${FP}`, { method: 'DELETE' });
+    const c = newClient();
+    await assignedEverywhere(c);
+    const del = await admin(a, `/admin/tiers/${c.fp}`, { method: 'DELETE' });
     expect(del.status).toBe(200);
-    await within(5000, async () => (await perSecond(b, 'read', TOKEN)) === 10);
-    expect(await admitted(b, 'read', TOKEN, 15)).toBe(10);
-    expect((await admin(a, `/admin/tiers/${FP}`, { method: 'DELETE' })).status).toBe(404);
+    await within(5000, async () => (await perSecond(b, 'read', c.token)) === 10);
+    expect(await admitted(b, 'read', c.token, 15)).toBe(10);
+    expect((await admin(a, `/admin/tiers/${c.fp}`, { method: 'DELETE' })).status).toBe(404);
   });
 
   it('the CLI drives the same API', async () => {
+    const c = newClient();
     const env = { TOLLGATE_ADMIN_TOKEN: ADMIN, TOLLGATE_URL: `http://127.0.0.1:${a.service.adminPort}` };
-    const assign = await runCli(['tiers', 'assign', TOKEN, 'multi-property-group'], env);
-    expect(assign.stdout.trim()).toBe(`${FP} → multi-property-group`);
+    const assign = await runCli(['tiers', 'assign', c.token, TIER], env);
+    expect(assign.stdout.trim()).toBe(`${c.fp} → ${TIER}`);
     const list = await runCli(['tiers', 'list', '--json'], env);
-    expect(JSON.parse(list.stdout).assignments[0]).toMatchObject({ fingerprint: FP, tier: 'multi-property-group' });
-    const inspect = await runCli(['inspect', FP], env);
+    expect(JSON.parse(list.stdout).assignments).toContainEqual(expect.objectContaining({ fingerprint: c.fp, tier: TIER }));
+    const inspect = await runCli(['inspect', c.fp], env);
     expect(inspect.code).toBe(0);
-    expect(inspect.stdout).toContain(`${FP}  tier: multi-property-group`);
+    expect(inspect.stdout).toContain(`${c.fp}  tier: ${TIER}`);
     expect(inspect.stdout).toMatch(/property-api\/category_read\.token {2}per second: \d+\/30 used/);
-    const remove = await runCli(['tiers', 'remove', FP], env);
-    expect(remove.stdout.trim()).toBe(`${FP} → no tier`);
+    const remove = await runCli(['tiers', 'remove', c.fp], env);
+    expect(remove.stdout.trim()).toBe(`${c.fp} → no tier`);
     const wrong = await runCli(['tiers', 'list'], { ...env, TOLLGATE_ADMIN_TOKEN: 'nope' });
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain('401');
-    const bad = await runCli(['tiers', 'assign', FP, 'platinum'], env);
+    const bad = await runCli(['tiers', 'assign', c.fp, 'platinum'], env);
     expect(bad.stderr).toContain('unknown tier "platinum"');
   });
 
   it('no raw token in Redis or in the logs; every admin change is logged with who made it', async () => {
+    const c = newClient();
+    expect((await admin(a, `/admin/tiers/${c.fp}`, { method: 'PUT', body: JSON.stringify({ tier: TIER }) })).status).toBe(200);
+    expect((await admin(a, `/admin/tokens/${c.fp}/counters`, { method: 'DELETE' })).status).toBe(200);
+    expect((await admin(a, `/admin/tiers/${c.fp}`, { method: 'DELETE' })).status).toBe(200);
+    await a.rls.call(property('read', c.token)); // counters in Redis
     const keys = await redis.cli('--scan', '--pattern', '*');
+    expect(keys).toContain(c.fp.slice(0, 16)); // the client's counters are there, by fingerprint
     expect(keys).not.toContain('big-customer');
     expect(await redis.cli('HGETALL', 'tollgate:tiers')).not.toContain('big-customer');
     const all = logs.flatMap((l) => l.lines());
     expect(JSON.stringify(all)).not.toContain('big-customer');
     expect(JSON.stringify(all)).not.toContain(ADMIN);
-    const changes = all.filter((l) => l.msg === 'admin change');
-    expect(changes.map((c) => c.action)).toEqual(expect.arrayContaining(['tier.assign', 'tier.remove', 'counters.reset']));
-    expect(changes.every((c) => c.admin === fingerprint(ADMIN) && typeof c.time === 'number')).toBe(true);
+    const changes = all.filter((l) => l.msg === 'admin change' && l.fingerprint === c.fp);
+    expect(changes.map((x) => x.action)).toEqual(['tier.assign', 'counters.reset', 'tier.remove']);
+    expect(changes.every((x) => x.admin === fingerprint(ADMIN) && typeof x.time === 'number')).toBe(true);
   });
 });
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, startCli, type Daemon } from '../helpers/process.js';
 import { property, RlsClient } from '../helpers/service.js';
-import { sleep } from '../helpers/time.js';
+import { within } from '../helpers/time.js';
 
 // A deployment of envoyproxy/ratelimit, its environment unchanged, started as Tollgate.
 describe('serve with envoyproxy/ratelimit\'s environment', () => {
@@ -27,7 +27,8 @@ describe('serve with envoyproxy/ratelimit\'s environment', () => {
     const res = await rls.call({ ...property('read', 'Bearer migrated'), domain: 'migrated' });
     rls.close();
     expect(res.overall_code).toBe('OK');
-    await sleep(100);
+    // Every line read below is whole (the output arrives in chunks).
+    await within(5000, () => daemon!.output().endsWith('\n') && daemon!.output().includes('redis not reachable'));
     const lines = daemon.output().trim().split('\n').map((l) => JSON.parse(l) as { msg: string; [k: string]: unknown });
     const ignored = lines.filter((l) => l.msg.startsWith('envoyproxy/ratelimit settings Tollgate does not support'));
     expect(ignored).toHaveLength(1);

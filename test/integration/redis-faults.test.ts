@@ -1,7 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
-import { sleep, startOfSecond, within } from '../helpers/time.js';
+import { startOfSecond, within } from '../helpers/time.js';
 import { header, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 // Redis crashes and freezes under load. Every call must get an answer before the client's deadline (no
@@ -29,14 +29,16 @@ async function call(t: TestService, req: RlsRequest): Promise<{ outcome: Outcome
   }
 }
 
-/** Background traffic over many tokens, bounded in time, until stop() is called. */
-function load(t: TestService): { stop: () => Promise<Outcome[]> } {
+/** Background traffic over many tokens, bounded in time, until stop() is called; count() says how many calls
+ * were answered so far. */
+function load(t: TestService): { count: () => number; stop: () => Promise<Outcome[]> } {
   const outcomes: Outcome[] = [];
   let running = true;
   const workers = Array.from({ length: 4 }, async (_, w) => {
     for (let i = 0; running && i < 5000; i++) outcomes.push((await call(t, property('read', `Bearer load-${w}-${i % 50}`))).outcome);
   });
   return {
+    count: () => outcomes.length,
     stop: async () => {
       running = false;
       await Promise.all(workers);
@@ -79,12 +81,13 @@ describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', 
   it('answers every call per policy, then counts in Redis again once it is back', async () => {
     expect((await call(s.t, property('read', 'Bearer before'))).outcome).toBe('OK');
     const traffic = load(s.t);
-    await sleep(100);
+    await within(5000, () => traffic.count() >= 20); // the crash lands under load
     s.redis.signal('SIGKILL');
     await within(10_000, () => s.t.service.store.health().degraded);
     const ready = await fetch(`http://127.0.0.1:${s.t.service.httpPort}/readyz`);
     expect(ready.status).toBe(policy === 'deny' ? 503 : 200);
     expect((await ready.json()).reason).toMatch(new RegExp(`store degraded .*policy ${policy}`));
+    // A sleep that is the subject: the 12 calls below must fall in one second's window.
     await startOfSecond();
     const during = await sequence(s.t, `Bearer during-${policy}`, 12);
     const background = await traffic.stop();
@@ -112,9 +115,9 @@ describe.each(['allow', 'local'])('Redis frozen (SIGSTOP), policy %s', (policy) 
   it('answers within the bound while frozen and resumes counting after SIGCONT', async () => {
     expect((await call(s.t, property('read', 'Bearer warm'))).outcome).toBe('OK');
     const traffic = load(s.t);
-    await sleep(100);
+    await within(5000, () => traffic.count() >= 20); // the freeze lands under load
     s.redis.signal('SIGSTOP');
-    await sleep(300);
+    await within(5000, () => s.t.service.store.health().degraded);
     const frozen = await sequence(s.t, `Bearer frozen-${policy}`, 5);
     const background = await traffic.stop();
     expect(s.t.service.store.health()).toMatchObject({ degraded: true, reason: 'no answer within 25 ms' });

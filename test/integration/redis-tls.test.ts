@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startCli } from '../helpers/process.js';
 import { property, RlsClient } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
 
 // rediss:// with a user and password, against a TLS-only redis-server whose certificate comes from a private
 // CA; Tollgate trusts it through Node's NODE_EXTRA_CA_CERTS, as an operator would set it.
@@ -30,15 +31,16 @@ beforeAll(async () => {
     '--tls-cert-file', join(dir, 'server.pem'), '--tls-key-file', join(dir, 'server.key'), '--tls-ca-cert-file', join(dir, 'ca.pem'),
     '--tls-auth-clients', 'no', '--requirepass', PASSWORD, '--save', '', '--appendonly', 'no', '--dir', dir,
   ], { stdio: 'ignore' });
-  for (let i = 0; i < 100; i++) {
+  const pong = (): boolean => {
     try {
-      if (cli('PING') === 'PONG') return;
+      return cli('PING') === 'PONG';
     } catch {
-      // not up yet
+      return false; // not up yet
     }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('TLS redis-server did not start');
+  };
+  await within(10_000, pong).catch(() => {
+    throw new Error('TLS redis-server did not start');
+  });
 }, 30_000);
 
 afterAll(() => {

@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startCli } from '../helpers/process.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
 import { healthClient, property, RlsClient } from '../helpers/service.js';
+import { unreadBytes } from '../helpers/sockets.js';
+import { within } from '../helpers/time.js';
 
 type Stream = { on: (event: string, fn: (arg: never) => void) => void };
 
@@ -20,7 +22,8 @@ describe('graceful shutdown', () => {
   it('on SIGTERM: NOT_SERVING, in-flight calls complete, then exit 0', async () => {
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
     const daemon = await startCli(
-      ['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '5000'],
+      // No periodic tier refresh: while Redis is frozen, the only bytes sent to it are the calls' own.
+      ['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '5000', '--tier-refresh-ms', '600000'],
       /tollgate serving/,
     );
     const rls = new RlsClient(grpcPort);
@@ -34,9 +37,11 @@ describe('graceful shutdown', () => {
       const watchEnded = new Promise((r) => watch.on('end', r));
       redis.signal('SIGSTOP');
       const inFlight = Array.from({ length: 10 }, (_, i) => rls.call(property('read', `Bearer inflight-${i}`), 10_000));
-      await new Promise((r) => setTimeout(r, 300));
+      // In flight: their counter script waits, unread, at the frozen Redis. (The client writes the ten in one
+      // go, so the service reads them together: the first to reach Redis shows it holds them all.)
+      await within(5000, () => unreadBytes(redis.port).some((n) => n > 0));
       daemon.child.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 300));
+      await within(5000, () => watched.includes(2)); // the signal was handled: NOT_SERVING
       expect(daemon.child.exitCode).toBeNull(); // still waiting for its calls
       redis.signal('SIGCONT');
       const answers = await Promise.all(inFlight);
@@ -65,8 +70,8 @@ describe('graceful shutdown', () => {
       await new Promise((r) => sock.once('connect', r));
       sock.write('POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
       trickle = setInterval(() => sock.write(' '), 50);
-      // The server has the request once it answers nothing and keeps the socket: then ask it to stop.
-      await new Promise((r) => setTimeout(r, 200));
+      // The server has the request once it has read what was sent (and answers nothing): then ask it to stop.
+      await within(5000, () => unreadBytes(httpPort, sock.localPort).includes(0));
       daemon.child.kill('SIGTERM');
       const closed = new Promise((r) => sock.once('close', r));
       expect(await daemon.exited).toBe(0);
