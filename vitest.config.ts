@@ -1,9 +1,17 @@
 import { defineConfig } from 'vitest/config';
 
+/** Tests whose subject is behaviour under time or memory pressure the suite itself would add (a burst
+ * against a 25 ms Redis deadline, the longest stall during a large reload, resident memory): they run
+ * after the rest, one file at a time, so what they measure is Tollgate and not the other test files. */
+const ALONE = ['test/adversarial/redis-burst.test.ts', 'test/adversarial/memory-bound.test.ts', 'test/integration/reload.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 20_000,
     hookTimeout: 30_000,
+    projects: [
+      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: ALONE, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'alone', include: ALONE, fileParallelism: false, sequence: { groupOrder: 1 } } },
+    ],
   },
 });
