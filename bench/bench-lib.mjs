@@ -15,9 +15,17 @@ export const freePort = () =>
     });
   });
 
+/** Every process the benchmark started, ended when it exits however it exits (an error, a timeout's
+ * SIGTERM): none is left running. */
+const children = new Set();
+process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+
 /** Starts a process and resolves once its output matches `ready`. */
 export function start(command, args, ready) {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
   let out = '';
   return new Promise((resolve, reject) => {
     const onData = (d) => {
