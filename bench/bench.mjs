@@ -10,7 +10,9 @@
 // saturation rate in the same round; latencies from its per-request log) and the property API's traffic mix
 // (5,000 tokens, hot tokens, 429s) driven by bench/h2-driver.mjs (node:http2, frames encoded once, checks
 // every grpc-status). CPU of every process from /proc. Rounds alternate
-// the targets; figures are medians over rounds. Then the memory store's footprint (bench/memory.mjs).
+// the targets; figures are medians over rounds. Then the memory store's footprint (bench/memory.mjs), and
+// Tollgate's own cost per decision with the bench limit as a fixed window and as a token bucket
+// (bench/own-cost.mjs, alternating, medians over the rounds).
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -79,6 +81,7 @@ async function main() {
     const out = execFileSync(process.execPath, ['--expose-gc', 'bench/memory.mjs', '1000000']).toString();
     results.memoryStore = JSON.parse(out.trim().split('\n').pop());
   }
+  results.ownCost = ownCost(Number(values.rounds));
   print(results);
   if (values.json) writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds, rounds: Number(values.rounds), rate: values.rate, results }, null, 2)}\n`);
 }
@@ -137,13 +140,25 @@ function machine() {
   return { node: process.version, cores: info.match(/^processor/gm).length, cpu: info.match(/^model name\s*:\s*(.+)$/m)?.[1] };
 }
 
+/** µs per decision of Tollgate's own code, fixed window against token bucket, alternating. */
+function ownCost(rounds) {
+  const runs = { fixed_window: [], token_bucket: [] };
+  for (let i = 0; i < rounds; i++) {
+    for (const algorithm of Object.keys(runs)) {
+      const out = execFileSync(process.execPath, ['bench/own-cost.mjs', '300000', algorithm]).toString();
+      runs[algorithm].push(JSON.parse(out.trim().split('\n').pop()).usPerDecision);
+    }
+  }
+  return { fixedWindowUs: median(runs.fixed_window), tokenBucketUs: median(runs.token_bucket) };
+}
+
 function print(r) {
   const floor = r.noop?.sat.perSecond;
   const f = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '-');
   const ratio = (a) => (floor ? `${(a / floor).toFixed(2)}×` : '-');
   const rows = [['target', 'decisions/s', 'vs grpc floor', 'CPU µs/decision', 'redis µs/decision', 'redis calls/decision', 'h2load CPU', 'fixed rate/s', 'µs/decision at it', 'p50 / p99 / p99.9 ms', 'mix decisions/s', 'errors', 'peak RSS MiB']];
   for (const [name, x] of Object.entries(r)) {
-    if (name === 'memoryStore') continue;
+    if (name === 'memoryStore' || name === 'ownCost') continue;
     const driverNote = x.sat.driverShare > 0.9 ? ' (driver-bound!)' : '';
     rows.push([
       name, f(x.sat.perSecond), ratio(x.sat.perSecond), f(x.sat.serviceUs, 1), f(x.sat.redisUs, 1), f(x.sat.redisCallsPerDecision, 3),
@@ -156,6 +171,10 @@ function print(r) {
   console.log(line(rows[0]));
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const row of rows.slice(1)) console.log(line(row));
+  if (r.ownCost) {
+    const { fixedWindowUs: a, tokenBucketUs: b } = r.ownCost;
+    console.log(`\nown cost per decision (bench/own-cost.mjs): fixed window ${f(a, 2)} µs, token bucket ${f(b, 2)} µs (${b >= a ? '+' : ''}${f(((b - a) / a) * 100, 1)}%)`);
+  }
   if (r.memoryStore) {
     const m = r.memoryStore;
     console.log(`\nmemory store, ${m.tokens} distinct tokens: ${m.counters} counters, heap +${f(m.heapMiB, 1)} MiB (${f(m.bytesPerCounter)} bytes/counter), RSS ${f(m.rssMiB)} MiB, ${m.evictions} evictions`);

@@ -1,9 +1,11 @@
 // Tollgate's own cost per decision, without gRPC or HTTP/2: the bench domain's request decoded, decided
 // against the memory store, observed in the metrics, and the response encoded, in a loop in this process.
-//   node bench/own-cost.mjs [decisions]
+//   node bench/own-cost.mjs [decisions] [fixed_window|token_bucket]
+// token_bucket: the bench domain's limit as a token bucket (1e9 a second, so every call is still admitted and
+// counted; an hour of 4e9 would pass the 2^53 bound of a bucket), to compare the algorithms' cost.
 // Prints one JSON line: µs per decision and bytes allocated per decision (heap growth with GC held back is
 // not measurable in Node, so allocation is read from the GC's own counters).
-import { copyFileSync, mkdtempSync, readdirSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
@@ -18,9 +20,15 @@ import { defaultBounds } from '../dist/server/request.js';
 import { MemoryStore } from '../dist/store/memory-store.js';
 
 const n = Number(process.argv[2] ?? 300_000);
+const algorithm = process.argv[3] ?? 'fixed_window';
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-own-'));
 for (const f of readdirSync('config')) if (f.endsWith('.yaml')) copyFileSync(join('config', f), join(dir, f));
-copyFileSync('bench/bench-domain.yaml', join(dir, 'bench.yaml'));
+const benchDomain = readFileSync('bench/bench-domain.yaml', 'utf8');
+writeFileSync(
+  join(dir, 'bench.yaml'),
+  algorithm === 'token_bucket' ? benchDomain.replace('{unit: hour, requests_per_unit: 4000000000}', '{unit: second, requests_per_unit: 1000000000, algorithm: token_bucket}') : benchDomain,
+);
+if (algorithm === 'token_bucket' && !readFileSync(join(dir, 'bench.yaml'), 'utf8').includes('token_bucket')) throw new Error('bench domain: limit line not found');
 const config = loadConfigDir(dir);
 const metrics = new Metrics({ nearLimitRatio: 0.8 });
 const store = new InstrumentedStore(new MemoryStore(), metrics);
@@ -43,4 +51,4 @@ await round(n);
 const used = process.cpuUsage(cpu);
 const wall = performance.now() - start;
 await new Promise((r) => setTimeout(r, 50));
-console.log(JSON.stringify({ decisions: n, usPerDecision: (wall * 1000) / n, cpuUsPerDecision: (used.user + used.system) / n, gcShare: gcMs / wall }));
+console.log(JSON.stringify({ algorithm, decisions: n, usPerDecision: (wall * 1000) / n, cpuUsPerDecision: (used.user + used.system) / n, gcShare: gcMs / wall }));

@@ -195,6 +195,7 @@ function watchConfig(
       metrics.configReloads.inc({ result: 'success' });
       metrics.configLoaded(next.hash, clock.now());
       logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
+      if (diff.restarted.length > 0) logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
       logNotes(logger, next);
     },
     onFailure: (err) => {

@@ -1,6 +1,6 @@
 import { counterId } from '../counters/keys.js';
 import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule } from './compiled.js';
-import type { DescriptorSpec, DomainSpec, LimitSpec } from './spec.js';
+import type { Algorithm, DescriptorSpec, DomainSpec, LimitSpec } from './spec.js';
 import { UNITS } from './units.js';
 
 /** Turns a validated domain into the lookup tree used on every request. Runs once per (re)load. */
@@ -54,16 +54,17 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
   let rule: Rule | undefined;
   if (d.limits.length > 0 || d.unlimited || d.tierLimits.size > 0) {
     const id = path.segments.join('.');
+    const algorithm = d.algorithm ?? spec.algorithm;
     rule = {
       domain: spec.domain,
       id,
       counterId: counterId(spec.domain, id),
       source: `${spec.file}:${d.line}`,
-      limits: d.limits.map((l) => compileLimit(l, spec.domain, id)),
+      limits: d.limits.map((l) => compileLimit(l, spec.domain, id, algorithm)),
       unlimited: d.unlimited,
       shadow: d.shadow,
-      algorithm: d.algorithm ?? spec.algorithm,
-      tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id))])),
+      algorithm,
+      tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id, algorithm))])),
       keys: path.keys,
       variable: path.variable,
       category,
@@ -74,7 +75,9 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
   return { source: `${spec.file}:${d.line}`, rule, children };
 }
 
-export function compileLimit(l: LimitSpec, domain: string, ruleId: string): CompiledLimit {
+/** `ruleAlgorithm`: the rule's (or domain's) algorithm, used when the limit names none of its own. */
+export function compileLimit(l: LimitSpec, domain: string, ruleId: string, ruleAlgorithm: Algorithm): CompiledLimit {
+  const algorithm = l.algorithm ?? ruleAlgorithm;
   return {
     unit: l.unit,
     unitCode: UNITS[l.unit].code,
@@ -83,5 +86,7 @@ export function compileLimit(l: LimitSpec, domain: string, ruleId: string): Comp
     // Unnamed limits get a stable name so statuses and metrics can still tell windows apart.
     name: l.name ?? `${domain}.${ruleId}.per_${l.unit}`,
     replaces: l.replaces,
+    algorithm,
+    burst: algorithm === 'token_bucket' ? (l.burst ?? l.requestsPerUnit) : 0,
   };
 }

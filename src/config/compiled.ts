@@ -10,6 +10,10 @@ export interface CompiledLimit {
   requestsPerUnit: number;
   name: string;
   replaces: readonly string[];
+  /** Resolved: the limit's own algorithm, else its rule's, else the domain's. */
+  algorithm: Algorithm;
+  /** token_bucket: the capacity in requests (default requestsPerUnit); 0 for windows. */
+  burst: number;
 }
 
 /** The limits attached to one node of the descriptor tree. */

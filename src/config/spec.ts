@@ -2,8 +2,8 @@ import type { Unit } from './units.js';
 
 /** The validated (not yet compiled) shape of one descriptor config file. */
 
-export type Algorithm = 'fixed_window' | 'sliding_window';
-export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window'];
+export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket';
+export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket'];
 
 export interface LimitSpec {
   unit: Unit;
@@ -11,6 +11,10 @@ export interface LimitSpec {
   /** Names make limits replaceable and show up in DescriptorStatus.current_limit.name. */
   name: string | undefined;
   replaces: string[];
+  /** The limit's own algorithm, which wins over its rule's (and the domain's). */
+  algorithm?: Algorithm | undefined;
+  /** token_bucket only: the bucket's capacity; undefined = requestsPerUnit. */
+  burst?: number | undefined;
 }
 
 export interface DescriptorSpec {

@@ -9,7 +9,7 @@ import {
   type HeaderSpec,
   type LimitSpec,
 } from './spec.js';
-import { parseUnit, UNIT_NAMES } from './units.js';
+import { parseUnit, UNIT_NAMES, UNITS } from './units.js';
 
 const MAX_UINT32 = 0xffff_ffff;
 
@@ -19,7 +19,7 @@ export const DESCRIPTOR_KEYS = [
   'key', 'value', 'rate_limit', 'rate_limits', 'shadow_mode', 'descriptors', 'algorithm', 'tier_limits',
   'detailed_metric', 'value_to_metric',
 ];
-export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces'];
+export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst'];
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
 
 /** Keys accepted for envoyproxy/ratelimit's sake that change nothing in Tollgate: a config using them gets a
@@ -161,7 +161,10 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
   const domain = r.string(f.get('domain'), 'domain', { nonEmpty: true });
   if (domain === undefined) r.fail(root, 'domain', 'is required');
   const tiers = readTierNames(r, f.get('tiers'));
-  const ctx: DescriptorContext = { domain: domain ?? '', tiers, names: new Map(), generated: new Set(), replaces: [], segments: [] };
+  const algorithm = r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window';
+  const ctx: DescriptorContext = {
+    domain: domain ?? '', tiers, names: new Map(), generated: new Set(), replaces: [], segments: [], algorithm, ruleAlgorithm: algorithm,
+  };
   const spec: DomainSpec = {
     domain: domain ?? '',
     file: r.file,
@@ -169,7 +172,7 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
     headers: readHeaders(r, f.get('response_headers')),
     tiers,
     tokenKey: r.string(f.get('token_key'), 'token_key', { nonEmpty: true }) ?? 'token',
-    algorithm: r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window',
+    algorithm,
     descriptors: readDescriptorList(r, f.get('descriptors'), 'descriptors', ctx),
     notes: r.notes,
   };
@@ -241,6 +244,10 @@ interface DescriptorContext {
   replaces: { name: string; node: Node; path: string }[];
   /** The rule path of the descriptor being read (key, or key_value, per level), as compile builds it. */
   segments: string[];
+  /** The domain's algorithm, and the one the descriptor being read gives its limits (its own, else the
+   * domain's): a limit's `burst` is checked against what applies to it. */
+  algorithm: Algorithm;
+  ruleAlgorithm: Algorithm;
 }
 
 function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): DescriptorSpec[] {
@@ -276,10 +283,12 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     r.fail(f.get('rate_limits'), `${path}.rate_limits`, 'use rate_limit or rate_limits, not both');
   }
   ctx.segments.push(value === undefined ? key : `${key}_${value}`);
+  // Read before the limits: a limit's burst is valid only where a token bucket applies.
+  const algorithm = r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS);
+  ctx.ruleAlgorithm = algorithm ?? ctx.algorithm;
   const single = readSingleLimit(r, f.get('rate_limit'), `${path}.rate_limit`, ctx);
   const limits = single ? single.limits : readLimitList(r, f.get('rate_limits'), `${path}.rate_limits`, ctx, true);
   const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
-  const algorithm = r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS);
   const tierLimits = readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
   metricOption(r, f, 'detailed_metric', path);
   const children = readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx);
@@ -302,7 +311,7 @@ function readSingleLimit(
   const f = r.fields(node, path, RATE_LIMIT_KEYS);
   if (!f) return { limits: [], unlimited: false };
   if (r.boolean(f.get('unlimited'), `${path}.unlimited`)) {
-    for (const k of ['unit', 'requests_per_unit']) {
+    for (const k of ['unit', 'requests_per_unit', 'algorithm', 'burst']) {
       if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, 'has no meaning with unlimited: true');
     }
     return { limits: [], unlimited: true };
@@ -315,7 +324,7 @@ function readLimitList(r: Reader, node: Node | undefined, path: string, ctx: Des
   const out: LimitSpec[] = [];
   r.list(node, path).forEach((item, i) => {
     const at = `${path}[${i}]`;
-    const f = r.fields(item, at, named ? RATE_LIMIT_KEYS.filter((k) => k !== 'unlimited') : ['unit', 'requests_per_unit', 'name']);
+    const f = r.fields(item, at, named ? RATE_LIMIT_KEYS.filter((k) => k !== 'unlimited') : ['unit', 'requests_per_unit', 'name', 'algorithm', 'burst']);
     const limit = f && readLimitFields(r, item, f, at, ctx, named);
     if (!limit) return;
     if (out.some((l) => l.unit === limit.unit)) {
@@ -352,8 +361,27 @@ function readLimitFields(
     if (n) ctx.replaces.push({ name: n, node: rf.get('name')!, path: `${path}.replaces[${i}].name` });
     return n === undefined ? [] : [n];
   });
+  const { algorithm, burst } = readAlgorithm(r, f, path, ctx);
   if (unit === undefined || requestsPerUnit === undefined) return undefined;
-  return { unit, requestsPerUnit, name, replaces };
+  // A bucket is stored in units of 1/requests_per_unit ms, up to burst × window: beyond 2^53 a double (in
+  // JavaScript and in Redis's Lua) is no longer exact, and the stores would stop agreeing.
+  if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && (burst ?? requestsPerUnit) * UNITS[unit].seconds * 1000 > Number.MAX_SAFE_INTEGER) {
+    r.fail(f.get(f.has('burst') ? 'burst' : 'requests_per_unit'), `${path}.${f.has('burst') ? 'burst' : 'requests_per_unit'}`, `too large for a token bucket per ${unit}`);
+  }
+  return { unit, requestsPerUnit, name, replaces, algorithm, burst };
+}
+
+/** A limit's own `algorithm`, and its `burst`, which only a token bucket has (whole number >= 1). */
+function readAlgorithm(r: Reader, f: Map<string, Node>, path: string, ctx: DescriptorContext): Pick<LimitSpec, 'algorithm' | 'burst'> {
+  const algorithm = r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS);
+  const burst = r.count(f.get('burst'), `${path}.burst`);
+  const applies = algorithm ?? ctx.ruleAlgorithm;
+  if (f.has('burst') && applies !== 'token_bucket') {
+    r.fail(f.get('burst'), `${path}.burst`, `only a token_bucket limit has a burst (this limit is ${applies})`);
+  } else if (burst === 0) {
+    r.fail(f.get('burst'), `${path}.burst`, 'must be at least 1');
+  }
+  return { algorithm, burst };
 }
 
 function readTierLimits(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): Map<string, LimitSpec[]> {

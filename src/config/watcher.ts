@@ -1,7 +1,7 @@
 import { existsSync, watch, type FSWatcher } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { CompiledConfig, Rule } from './compiled.js';
+import type { CompiledConfig, CompiledLimit, Rule } from './compiled.js';
 import { ConfigError, fileProblem, formatProblem, type ConfigProblem } from './errors.js';
 import { ConfigAssembler, type ConfigLimits } from './load.js';
 import type { ReaderReply, ReaderRequest } from './reload-worker.js';
@@ -13,6 +13,9 @@ export interface ConfigDiff {
   added: string[];
   removed: string[];
   changed: string[];
+  /** `domain/rule per_<unit>`: limits moved between a window and a token bucket. A bucket has a key of its
+   * own, so their counters start fresh (changing only a limit's numbers keeps them). */
+  restarted: string[];
 }
 
 export interface WatcherOptions {
@@ -145,7 +148,7 @@ export class ConfigWatcher {
     for (let index = 0; index < slices; index++) {
       const reply = await this.reader.ask({ type: 'slice', index });
       if (reply.type !== 'slice' || reply.index !== index || !reply.spec) throw new Error(`expected slice ${index}, got ${reply.type}`);
-      for (const rule of assembler.add(reply.spec)) digest.set(ruleKey(rule), describeRule(rule));
+      for (const rule of assembler.add(reply.spec)) digest.set(ruleKey(rule), digestOf(rule));
     }
     return { config: assembler.finish(hash), digest };
   }
@@ -296,28 +299,45 @@ function readerScript(): URL {
   return found;
 }
 
-/** One line per rule, saying everything a reload can change about it. */
-type RuleDigest = Map<string, string>;
+/** Per rule: one line saying everything a reload can change about it, and the unit of each of its limits
+ * that is a token bucket (a bucket's counter is not a window's). */
+type RuleDigest = Map<string, { text: string; buckets: Set<string>; units: Set<string> }>;
 
 const ruleKey = (r: Rule): string => `${r.domain}/${r.id}`;
 
-function describeRule(r: Rule): string {
-  const tiers = [...r.tierLimits].map(([t, ls]) => `${t}:${ls.map((l) => `${l.requestsPerUnit}/${l.unit}`).join('+')}`);
-  const limits = r.unlimited ? 'unlimited' : r.limits.map((l) => `${l.requestsPerUnit}/${l.unit}`).join('+');
-  return [limits, r.algorithm, r.shadow ? 'shadow' : '', ...tiers].join(' ');
+const limitText = (l: CompiledLimit): string => `${l.requestsPerUnit}/${l.unit}${l.burst > 0 ? `:bucket${l.burst}` : l.algorithm === 'sliding_window' ? ':sliding' : ''}`;
+
+function digestOf(r: Rule): { text: string; buckets: Set<string>; units: Set<string> } {
+  const tiers = [...r.tierLimits].map(([t, ls]) => `${t}:${ls.map(limitText).join('+')}`);
+  const limits = r.unlimited ? 'unlimited' : r.limits.map(limitText).join('+');
+  const all = [...r.limits, ...[...r.tierLimits.values()].flat()];
+  return {
+    text: [limits, r.algorithm, r.shadow ? 'shadow' : '', ...tiers].join(' '),
+    buckets: new Set(all.filter((l) => l.burst > 0).map((l) => l.unit)),
+    units: new Set(all.map((l) => l.unit)),
+  };
 }
 
 function ruleDigest(c: CompiledConfig): RuleDigest {
   const out: RuleDigest = new Map();
-  for (const d of c.domains.values()) for (const r of d.rules) out.set(ruleKey(r), describeRule(r));
+  for (const d of c.domains.values()) for (const r of d.rules) out.set(ruleKey(r), digestOf(r));
   return out;
 }
 
 /** A short account of what a reload changed, rule by rule. */
 function diffDigests(a: RuleDigest, b: RuleDigest): ConfigDiff {
+  const restarted: string[] = [];
+  for (const [k, next] of b) {
+    const was = a.get(k);
+    if (!was) continue;
+    for (const unit of next.units) {
+      if (was.units.has(unit) && was.buckets.has(unit) !== next.buckets.has(unit)) restarted.push(`${k} per_${unit}`);
+    }
+  }
   return {
     added: [...b.keys()].filter((k) => !a.has(k)),
     removed: [...a.keys()].filter((k) => !b.has(k)),
-    changed: [...b.keys()].filter((k) => a.has(k) && a.get(k) !== b.get(k)),
+    changed: [...b.keys()].filter((k) => a.has(k) && a.get(k)!.text !== b.get(k)!.text),
+    restarted,
   };
 }

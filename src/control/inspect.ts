@@ -11,8 +11,10 @@ export interface CounterView {
   limit: number;
   used: number;
   remaining: number;
-  /** Unix seconds when the window resets. */
+  /** Unix seconds when the window resets (a token bucket: when it is full again). */
   resetAt: number;
+  /** Set for a token bucket: its capacity (used/remaining are then tokens). */
+  burst?: number;
 }
 
 interface ClientPlan {
@@ -54,6 +56,7 @@ export async function inspectToken(config: CompiledConfig, tiers: TierSource, st
       used: use[i]![j]!.used,
       remaining: use[i]![j]!.remaining,
       resetAt: Math.ceil(use[i]![j]!.resetAtMs / 1000),
+      ...(limit.burst > 0 && { burst: limit.burst }),
     })),
   );
 }

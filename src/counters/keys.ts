@@ -10,6 +10,8 @@ import { cachedFingerprint } from '../fingerprint.js';
  *   override id   <domain>:~override.<fp>          Envoy's per-descriptor limit on a descriptor no rule
  *                                                  matches; <fp> is the fingerprint of its entry keys
  *   window key    <counter key>:<unit>             one window of a counter (second, minute, …)
+ *   bucket key    <counter key>:<unit>.bucket      a token bucket: its own key, so switching a limit between
+ *                                                  a window and a bucket starts it fresh, never misread
  *   store key     <prefix><window key>             the Redis store adds --redis-key-prefix
  *
  * Domain and rule path are URL-encoded, so config text never holds ':', '{' or '}' of its own; request values
@@ -49,6 +51,11 @@ export function overrideCounterKey(domain: string, entries: readonly { key: stri
 /** One window of a counter. */
 export function windowKey(counterKey: string, unit: string): string {
   return `${counterKey}:${unit}`;
+}
+
+/** One token bucket of a counter (a stored TAT is not a window's count). */
+export function bucketKey(counterKey: string, unit: string): string {
+  return `${counterKey}:${unit}.bucket`;
 }
 
 /** A window's key in a shared store: the namespace (--redis-key-prefix) first, so several services can share

@@ -34,6 +34,10 @@ export interface LimitExplanation {
   name: string;
   requestsPerUnit: number;
   unit: string;
+  /** The limit's own algorithm (it may differ from its rule's). */
+  algorithm: string;
+  /** token_bucket only: the bucket's capacity. */
+  burst?: number;
   /** Set when another matched limit's `replaces` drops this one. */
   replacedBy?: string;
   /** Live counters (POST /explain on a running service), for the limits that apply. */
@@ -118,7 +122,7 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
   out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, unlimited: r.unlimited } : null;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
-    return { name: l.name, requestsPerUnit: l.requestsPerUnit, unit: l.unit, ...(by && { replacedBy: by }) };
+    return { name: l.name, requestsPerUnit: l.requestsPerUnit, unit: l.unit, algorithm: l.algorithm, ...(l.burst > 0 && { burst: l.burst }), ...(by && { replacedBy: by }) };
   });
   out.firstToReject = firstFull(plan)?.limit.name ?? null;
   return out;
@@ -162,10 +166,12 @@ function whyUnlimited(match: MatchStep[], shown: StepExplanation[], plan: Descri
 
 /** Requests a window admits from empty before it is full, when each counts `hits`: a check-only request
  * (hits 0) counts nothing, so it fills no window (but finds a limit of 0 full). Fixed and sliding windows
- * agree here, as a burst has no previous window. */
+ * agree here, as a burst has no previous window; a token bucket starts full and admits its burst (a burst
+ * is taken at once, before any refill). */
 function allowance(limit: CompiledLimit, hits: number): number {
-  if (hits > 0) return Math.floor(limit.requestsPerUnit / hits);
-  return limit.requestsPerUnit >= 1 ? Infinity : 0;
+  const capacity = limit.burst > 0 ? limit.burst : limit.requestsPerUnit;
+  if (hits > 0) return Math.floor(capacity / hits);
+  return capacity >= 1 ? Infinity : 0;
 }
 
 /** A window in a burst: how many requests it admits, and its length (the shorter fills first on a tie). */

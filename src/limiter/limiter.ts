@@ -1,5 +1,6 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { systemClock, type Clock } from '../counters/clock.js';
+import { bucketFullInMs, bucketRemaining, bucketRetryMs } from '../counters/bucket.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, Maybe, Store } from '../store/store.js';
 import { noTiers, planRequest, toChecks, type DecisionInput, type DescriptorPlan, type PlanContext, type TierSource } from './plan.js';
@@ -8,8 +9,9 @@ export type { DecisionInput, DescriptorInput } from './plan.js';
 
 export interface WindowState {
   limit: CompiledLimit;
-  /** What is left after this request was (or was not) counted. */
+  /** What is left after this request was (or was not) counted (a bucket: whole tokens). */
   remaining: number;
+  /** When the window ends; a bucket: when it is full again. */
   resetAtMs: number;
   over: boolean;
   /** When over: milliseconds until the request would fit. */
@@ -79,21 +81,29 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     const o = outcomes[c.group]!;
     const prev = r.prev[i]!;
     const curr = r.curr[i]!;
-    const used = c.sliding ? slidingUsed(prev, curr, r.nowMs, c.windowMs) : curr;
     const counted = r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
-    const wait = over ? (r.retryAfterMs ?? retryAfterMs(c, prev, curr, r.nowMs)) : 0;
+    const bucket = c.burst > 0;
+    // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
+    const debt = bucket ? curr + counted * c.windowMs : 0;
+    const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : retryAfterMs(c, prev, curr, r.nowMs)));
     if (over && !c.shadow) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
     o.windows.push({
       limit,
-      remaining: Math.max(0, Math.floor(c.limit - used - counted)),
-      resetAtMs: windowStartMs(r.nowMs, c.windowMs) + c.windowMs,
+      remaining: bucket ? bucketRemaining(debt, c.windowMs, c.burst) : windowRemaining(c, prev, curr, counted, r.nowMs),
+      resetAtMs: bucket ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit) : windowStartMs(r.nowMs, c.windowMs) + c.windowMs,
       over,
       retryAfterMs: wait,
     });
   }
   return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
+}
+
+/** Requests left in a window after this one was (or was not) counted; a sliding estimate rounds down. */
+function windowRemaining(c: CounterCheck, prev: number, curr: number, counted: number, nowMs: number): number {
+  const used = c.sliding ? slidingUsed(prev, curr, nowMs, c.windowMs) : curr;
+  return Math.max(0, Math.floor(c.limit - used - counted));
 }
 
 function unlimitedDecision(domain: CompiledDomain | undefined, plans: DescriptorPlan[], nowMs: number): Decision {

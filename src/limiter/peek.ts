@@ -1,8 +1,10 @@
+import { bucketFits, bucketFullInMs, bucketRemaining } from '../counters/bucket.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
 import type { Store } from '../store/store.js';
 import { toChecks, type DescriptorPlan } from './plan.js';
 
 export interface WindowUse {
+  /** Requests counted (a token bucket: tokens taken, burst minus what is in it). */
   used: number;
   remaining: number;
   /** No room for one more request. */
@@ -18,6 +20,16 @@ export async function peekWindows(store: Store, plans: readonly DescriptorPlan[]
   if (checks.length === 0) return out;
   const r = await store.check(checks);
   checks.forEach((c, i) => {
+    if (c.burst > 0) {
+      const debt = r.curr[i]!;
+      out[c.group]!.push({
+        used: Math.round((debt / c.windowMs) * 100) / 100,
+        remaining: bucketRemaining(debt, c.windowMs, c.burst),
+        full: !bucketFits(debt, 1, c.windowMs, c.burst),
+        resetAtMs: r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit),
+      });
+      return;
+    }
     const used = c.sliding ? slidingUsed(r.prev[i]!, r.curr[i]!, r.nowMs, c.windowMs) : r.curr[i]!;
     out[c.group]!.push({
       used: Math.round(used * 100) / 100,

@@ -1,8 +1,9 @@
 import { compileLimit } from '../config/compile.js';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { matchRule, type EntryLike, type MatchStep } from '../config/match.js';
+import type { Algorithm } from '../config/spec.js';
 import type { Unit } from '../config/units.js';
-import { counterKey, counterKeyOf, overrideCounterKey, windowKey } from '../counters/keys.js';
+import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, windowKey } from '../counters/keys.js';
 import { cachedFingerprint } from '../fingerprint.js';
 import type { CounterCheck } from '../store/store.js';
 
@@ -48,7 +49,6 @@ export interface DescriptorPlan {
   /** The windows to check, after `replaces`. Empty when nothing limits the descriptor. */
   limits: readonly CompiledLimit[];
   shadow: boolean;
-  sliding: boolean;
   /** Hits this descriptor asks for (0 = check only). */
   hits: number;
   /** The descriptor's counter key (counters/keys.ts); '' when nothing limits it. */
@@ -97,8 +97,10 @@ function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, 
   if (d.override) {
     // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
     const key = rule ? counterKey(rule.counterId, rule.variable, d.entries) : overrideCounterKey(domain.name, d.entries);
-    const limit = compileLimit({ unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] }, domain.name, 'override');
-    return { rule, tier: undefined, limits: [limit], shadow, sliding: rule?.algorithm === 'sliding_window', hits, key, override: true };
+    const limit = compileLimit(
+      { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] }, domain.name, 'override', overriddenAlgorithm(rule, d.override.unit),
+    );
+    return { rule, tier: undefined, limits: [limit], shadow, hits, key, override: true };
   }
   if (!rule || rule.unlimited) return unlimited(rule, shadow, hits);
   // The token's fingerprint is computed only for rules that have tier limits.
@@ -108,7 +110,15 @@ function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, 
 
 /** A descriptor nothing limits: an unknown domain, no rule, or an unlimited rule (without Envoy's limit). */
 function unlimited(rule: Rule | undefined, shadow: boolean, hits: number): DescriptorPlan {
-  return { rule, tier: undefined, limits: [], shadow, sliding: false, hits, key: '', override: false };
+  return { rule, tier: undefined, limits: [], shadow, hits, key: '', override: false };
+}
+
+/** Envoy's limit keeps the algorithm of the rule's limit it stands in for (same unit), else the rule's; a
+ * bucket's burst is then Envoy's requests_per_unit. */
+function overriddenAlgorithm(rule: Rule | undefined, unit: Unit): Algorithm {
+  if (!rule) return 'fixed_window';
+  for (const l of rule.limits) if (l.unit === unit) return l.algorithm;
+  return rule.algorithm;
 }
 
 /** The plan of a rule for a client known only by the fingerprint of its token, on a rule where the token is
@@ -122,7 +132,7 @@ export function planForClient(rule: Rule, fingerprint: string, tiers: TierSource
 function rulePlan(rule: Rule, client: string | undefined, key: string, hits: number, shadow: boolean, tiers: TierSource): DescriptorPlan {
   const tier = client !== undefined && rule.tierLimits.size > 0 ? tiers.tierOf(client) : undefined;
   const limits = (tier !== undefined && rule.tierLimits.get(tier)) || rule.limits;
-  return { rule, tier, limits, shadow, sliding: rule.algorithm === 'sliding_window', hits, key, override: false };
+  return { rule, tier, limits, shadow, hits, key, override: false };
 }
 
 /** The fingerprint of the descriptor's token entry (the domain's token_key), if it has one. */
@@ -155,11 +165,12 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
     const p = plans[group]!;
     for (const l of p.limits) {
       checks.push({
-        key: windowKey(p.key, l.unit),
+        key: l.burst > 0 ? bucketKey(p.key, l.unit) : windowKey(p.key, l.unit),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
         hits: peek ? 0 : p.hits,
-        sliding: p.sliding,
+        sliding: l.algorithm === 'sliding_window',
+        burst: l.burst,
         group,
         shadow: peek || p.shadow,
       });

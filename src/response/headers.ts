@@ -1,5 +1,5 @@
 import type { HeaderSpec } from '../config/spec.js';
-import type { Decision } from '../limiter/limiter.js';
+import type { Decision, WindowState } from '../limiter/limiter.js';
 import { reportedWindow } from './pick.js';
 import type { WireHeader } from './wire.js';
 
@@ -15,13 +15,12 @@ export function rateLimitHeaders(d: Decision, spec: HeaderSpec): WireHeader[] {
   if (picked) {
     const { window: w, owner } = picked;
     if (spec.style === 'draft') {
-      const policies = owner.windows.map((x) => `"${x.limit.name}";q=${x.limit.requestsPerUnit};w=${x.limit.windowSeconds}`);
-      headers.push({ key: 'RateLimit-Policy', value: policies.join(', ') });
-      const t = Math.max(0, Math.ceil((w.resetAtMs - d.nowMs) / 1000));
-      headers.push({ key: 'RateLimit', value: `"${w.limit.name}";r=${w.remaining};t=${t}` });
+      headers.push({ key: 'RateLimit-Policy', value: owner.windows.map(policyItem).join(', ') });
+      headers.push({ key: 'RateLimit', value: serviceLimitItem(w, d.nowMs) });
     } else {
+      // A bucket holds up to its burst, so that is its limit here (remaining counts tokens, up to the burst).
       headers.push(
-        { key: spec.limit, value: String(w.limit.requestsPerUnit) },
+        { key: spec.limit, value: String(w.limit.burst > 0 ? w.limit.burst : w.limit.requestsPerUnit) },
         { key: spec.remaining, value: String(w.remaining) },
         { key: spec.reset, value: String(Math.ceil(w.resetAtMs / 1000)) },
       );
@@ -32,4 +31,31 @@ export function rateLimitHeaders(d: Decision, spec: HeaderSpec): WireHeader[] {
     headers.push({ key: 'content-type', value: 'application/problem+json' });
   }
   return headers;
+}
+
+/** A policy of draft-ietf-httpapi-ratelimit-headers (-11): q requests per w seconds. A token bucket's q/w is
+ * its refill rate, and its burst goes in a vendor-prefixed parameter, as the draft asks of parameters of
+ * its own: `"read";q=10;w=1;tollgate-burst=20`. */
+function policyItem(x: WindowState): string {
+  const item = `${sfString(x.limit.name)};q=${x.limit.requestsPerUnit};w=${x.limit.windowSeconds}`;
+  return x.limit.burst > 0 ? `${item};tollgate-burst=${x.limit.burst}` : item;
+}
+
+/** The service limit: r left, and t, the seconds within which no more than r can be used. For a window,
+ * until it resets. For a bucket, until its next token (it refills continuously, so "until full" would
+ * promise too little); a full bucket gets no next token, so it has no t. */
+function serviceLimitItem(w: WindowState, nowMs: number): string {
+  const head = `${sfString(w.limit.name)};r=${w.remaining}`;
+  if (w.limit.burst === 0) return `${head};t=${Math.max(0, Math.ceil((w.resetAtMs - nowMs) / 1000))}`;
+  const missing = w.limit.burst - w.remaining;
+  if (missing <= 0 || w.limit.requestsPerUnit === 0) return head;
+  // Full at resetAtMs; each missing token before the next takes one emission interval.
+  const intervalMs = (w.limit.windowSeconds * 1000) / w.limit.requestsPerUnit;
+  return `${head};t=${Math.max(0, Math.ceil((w.resetAtMs - nowMs - (missing - 1) * intervalMs) / 1000))}`;
+}
+
+/** A Structured Field String (RFC 9651): printable ASCII, with `"` and `\` escaped. Limit names come from
+ * the config; anything else is left out rather than breaking the client's parser. */
+function sfString(text: string): string {
+  return `"${text.replace(/[^\x20-\x7e]/g, '').replace(/["\\]/g, (c) => `\\${c}`)}"`;
 }

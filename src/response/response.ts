@@ -23,20 +23,29 @@ function toStatus(o: DescriptorOutcome, nowMs: number): WireStatus {
     code: o.over ? Code.OVER_LIMIT : Code.OK,
     current_limit: { name: w.limit.name, requests_per_unit: w.limit.requestsPerUnit, unit: w.limit.unitCode },
     limit_remaining: w.remaining,
-    duration_until_reset: durationFromMs(w.resetAtMs - nowMs),
+    // A window ends when it lets requests in again; a bucket is full long after the next request fits, so a
+    // blocking bucket reports when this request would fit (its Retry-After), an open one when it is full.
+    duration_until_reset: durationFromMs(w.over && w.limit.burst > 0 ? w.retryAfterMs : w.resetAtMs - nowMs),
   };
 }
 
-/** RFC 9457 problem details. Names the limit that was hit, never the client's token. */
+/** The problem type draft-ietf-httpapi-ratelimit-headers registers for an exceeded quota. */
+export const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+
+/** RFC 9457 problem details, of the draft's quota-exceeded type: `violated-policies` names every limit that
+ * blocks the request; `limit` (the one with the longest wait) and `retry_after` stay for older clients. Never
+ * the client's token. */
 function problem(d: Decision): Record<string, unknown> {
-  const blocking = d.descriptors.filter((o) => o.over && !o.shadow).map((o) => bindingWindow(o.windows)!);
+  const blockingDescriptors = d.descriptors.filter((o) => o.over && !o.shadow);
+  const blocking = blockingDescriptors.map((o) => bindingWindow(o.windows)!);
   const worst = blocking.reduce((a, b) => (b.retryAfterMs > a.retryAfterMs ? b : a));
   const retryAfter = retryAfterSeconds(d.retryAfterMs);
   return {
-    type: 'about:blank',
-    title: 'Too Many Requests',
+    type: QUOTA_EXCEEDED,
+    title: 'Quota Exceeded',
     status: 429,
     detail: `Rate limit exceeded: ${worst.limit.requestsPerUnit} requests per ${worst.limit.unit} (${worst.limit.name}). Retry after ${retryAfter} s.`,
+    'violated-policies': blockingDescriptors.flatMap((o) => o.windows.filter((w) => w.over).map((w) => w.limit.name)),
     limit: worst.limit.name,
     retry_after: retryAfter,
   };

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../counters/clock.js';
+import { bucketDebt, bucketFits } from '../counters/bucket.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
 import { settle, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth } from './store.js';
 
@@ -18,12 +19,14 @@ const defaults = {
 
 /** One counter, shaped like the Redis hash of the Lua script: the window it counts, its count, and the
  * count of the window before (sliding windows). Times are whole seconds from the store's base, so they stay
- * small integers (no boxed doubles per counter). */
+ * small integers (no boxed doubles per counter). A token bucket uses w and c for its { at, debt }
+ * (src/counters/bucket.ts), `at` in ms from the base: a bucket refills by the ms. */
 interface Series {
   /** The key, flat (see flat()); the expiry buckets hold this copy, not the request's. */
   k: string;
-  /** Window start. */
+  /** Window start (a bucket: when it was last written). */
   w: number;
+  /** Count (a bucket: its debt). */
   c: number;
   p: number;
   /** When the series can be dropped: the end of the last window that still reads it. */
@@ -74,6 +77,12 @@ export class MemoryStore implements Store {
     for (let i = 0; i < n; i++) {
       const c = checks[i]!;
       const s = this.series.get(c.key);
+      if (c.burst > 0) {
+        curr[i] = s === undefined ? 0 : bucketDebt(s.c, s.w + this.baseMs, nowMs, c.limit);
+        prev[i] = 0;
+        over[i] = !bucketFits(curr[i]!, c.hits, c.windowMs, c.burst);
+        continue;
+      }
       const start = this.seconds(windowStartMs(nowMs, c.windowMs));
       const windowS = c.windowMs / 1000;
       curr[i] = s !== undefined && s.w === start ? s.c : 0;
@@ -123,21 +132,39 @@ export class MemoryStore implements Store {
     return (ms - this.baseMs) / 1000;
   }
 
-  /** Counts `c.hits` in the current window; curr/prev are what check() read, so the series rolls over here. */
+  /** Counts `c.hits` in the current window; curr/prev are what check() read, so the series rolls over here.
+   * A bucket takes hits × T: its debt grows by hits × windowMs ticks. */
   private add(c: CounterCheck, curr: number, prev: number, nowMs: number): void {
-    const start = this.seconds(windowStartMs(nowMs, c.windowMs));
-    // A sliding window's count is still read as "previous" during the next window.
-    const expires = start + (c.windowMs / 1000) * (c.sliding ? 2 : 1);
-    let s = this.series.get(c.key);
-    if (s === undefined) {
-      if (this.series.size >= this.maxCounters) this.makeRoom(nowMs);
-      const key = flat(c.key);
-      s = { k: key, w: start, c: 0, p: 0, e: 0 };
-      this.series.set(key, s);
+    const s = this.seriesFor(c.key, nowMs);
+    if (c.burst > 0) {
+      s.w = nowMs - this.baseMs;
+      s.c = curr + c.hits * c.windowMs;
+      s.p = 0;
+      // Kept until it is full again (then it reads as empty anyway), plus a second, as in Redis.
+      this.expireAt(s, Math.ceil((s.w + (c.limit === 0 ? c.windowMs : s.c / c.limit)) / 1000) + 1);
+      return;
     }
+    const start = this.seconds(windowStartMs(nowMs, c.windowMs));
     s.w = start;
     s.c = curr + c.hits;
     s.p = prev;
+    // A sliding window's count is still read as "previous" during the next window.
+    this.expireAt(s, start + (c.windowMs / 1000) * (c.sliding ? 2 : 1));
+  }
+
+  private seriesFor(key: string, nowMs: number): Series {
+    let s = this.series.get(key);
+    if (s === undefined) {
+      if (this.series.size >= this.maxCounters) this.makeRoom(nowMs);
+      const k = flat(key);
+      s = { k, w: 0, c: 0, p: 0, e: 0 };
+      this.series.set(k, s);
+    }
+    return s;
+  }
+
+  /** Moves a series to the expiry bucket of second `expires` (from the base). */
+  private expireAt(s: Series, expires: number): void {
     if (s.e !== expires) {
       this.expiries.get(s.e)?.delete(s.k);
       s.e = expires;

@@ -1,10 +1,12 @@
 import { systemClock, type Clock } from '../counters/clock.js';
+import { bucketDebt, bucketRetryMs } from '../counters/bucket.js';
 import { retryAfterMs, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
 
 interface Snapshot {
   key: string;
   windowMs: number;
+  /** Window start; a bucket: the store time its debt (curr) was read at. */
   start: number;
   curr: number;
   prev: number;
@@ -13,8 +15,12 @@ interface Snapshot {
 interface Entry {
   /** Local time until which the window stays full. */
   untilMs: number;
-  /** The limit it is full for: a raised limit (tier, reload) makes the entry useless. */
+  /** The limit (and burst) it is full for: a raised limit (tier, reload) makes the entry useless. */
   limit: number;
+  burst: number;
+  /** The hits the wait was computed for: a smaller request may fit sooner, so only as many or more are
+   * answered from the entry. */
+  hits: number;
   /** Store clock minus local clock, to report resets in the store's time. */
   offsetMs: number;
   /** The other windows of the same descriptor, as last seen, for the statuses. */
@@ -25,7 +31,8 @@ const MAX_ENTRIES = 100_000;
 
 /** Answers requests whose every descriptor has a window known to be full, without asking the store.
  * Exact, because rejected requests never count: once a window is full it stays full until it ends (fixed)
- * or has decayed enough (sliding), whatever other replicas do. */
+ * or has decayed enough (sliding), and a token bucket stays short of the request's tokens until they have
+ * refilled (its debt only grows by others' requests), whatever other replicas do. */
 export class OverLimitCache implements Store {
   readonly kind: string;
   private readonly entries = new Map<string, Entry>();
@@ -83,7 +90,7 @@ export class OverLimitCache implements Store {
     for (const c of checks) {
       if (c.shadow) return undefined;
       const e = this.entries.get(c.key);
-      if (e && e.limit === c.limit && e.untilMs > now) blocked[c.group] = e;
+      if (e && valid(e, c, now)) blocked[c.group] = e;
     }
     for (const c of checks) if (!blocked[c.group]) return undefined;
     const first = blocked[checks[0]!.group]!;
@@ -92,11 +99,17 @@ export class OverLimitCache implements Store {
     const result: CheckResult = { nowMs, admitted: false, curr: new Array(n), prev: new Array(n), over: new Array(n), source: 'cache' };
     checks.forEach((c, i) => {
       const e = this.entries.get(c.key);
-      const full = e !== undefined && e.limit === c.limit && e.untilMs > now;
+      const full = e !== undefined && valid(e, c, now);
       const seen = blocked[c.group]!.group.find((s) => s.key === c.key);
-      const current = seen && seen.start === windowStartMs(nowMs, c.windowMs);
-      result.curr[i] = current ? seen.curr : full ? c.limit : 0;
-      result.prev[i] = current ? seen.prev : 0;
+      if (c.burst > 0) {
+        // The debt as last seen, paid back since; unseen and full: as full as it can be.
+        result.curr[i] = seen ? bucketDebt(seen.curr, seen.start, nowMs, c.limit) : full ? c.burst * c.windowMs : 0;
+        result.prev[i] = 0;
+      } else {
+        const current = seen && seen.start === windowStartMs(nowMs, c.windowMs);
+        result.curr[i] = current ? seen.curr : full ? c.limit : 0;
+        result.prev[i] = current ? seen.prev : 0;
+      }
       result.over[i] = full;
     });
     return result;
@@ -108,15 +121,24 @@ export class OverLimitCache implements Store {
       if (!r.over[i] || c.shadow) return;
       const group: Snapshot[] = [];
       checks.forEach((o, j) => {
-        if (o.group === c.group) group.push({ key: o.key, windowMs: o.windowMs, start: windowStartMs(r.nowMs, o.windowMs), curr: r.curr[j]!, prev: r.prev[j]! });
+        const start = o.burst > 0 ? r.nowMs : windowStartMs(r.nowMs, o.windowMs);
+        if (o.group === c.group) group.push({ key: o.key, windowMs: o.windowMs, start, curr: r.curr[j]!, prev: r.prev[j]! });
       });
+      const wait = c.burst > 0 ? bucketRetryMs(r.curr[i]!, c.hits, c.windowMs, c.burst, c.limit) : retryAfterMs(c, r.prev[i]!, r.curr[i]!, r.nowMs);
       // From the send time: the store's "now" was no earlier, so the entry never outlives the real window.
       this.entries.set(c.key, {
-        untilMs: sentAt + retryAfterMs(c, r.prev[i]!, r.curr[i]!, r.nowMs),
+        untilMs: sentAt + wait,
         limit: c.limit,
+        burst: c.burst,
+        hits: Math.max(c.hits, 1),
         offsetMs: r.nowMs - sentAt,
         group,
       });
     });
   }
+}
+
+/** An entry still answers for this check: not expired, same limit and burst, and no smaller a request. */
+function valid(e: Entry, c: CounterCheck, now: number): boolean {
+  return e.untilMs > now && e.limit === c.limit && e.burst === c.burst && Math.max(c.hits, 1) >= e.hits;
 }

@@ -179,7 +179,7 @@ export class RedisStore implements Store {
       }
     }
     const args: (string | number)[] = [this.opts.clock ? this.opts.clock.now() : 0, shapes.length];
-    for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0);
+    for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst);
     for (const a of tail) args.push(a);
     withTimeout(this.evalScript(keys, args), this.opts.timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
@@ -300,7 +300,7 @@ function merge(n: number, slots: number[][], parts: CheckResult[]): CheckResult 
 function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
   for (let i = 0; i < shapes.length; i++) {
     const s = shapes[i]!;
-    if (s.windowMs === c.windowMs && s.limit === c.limit && s.hits === c.hits && s.sliding === c.sliding && s.shadow === c.shadow) return i + 1;
+    if (s.windowMs === c.windowMs && s.limit === c.limit && s.hits === c.hits && s.sliding === c.sliding && s.shadow === c.shadow && s.burst === c.burst) return i + 1;
   }
   return shapes.push(c);
 }

@@ -9,6 +9,9 @@ export interface CounterCheck {
   /** Added when admitted; 0 = check only. */
   hits: number;
   sliding: boolean;
+  /** 0 for a window; else a token bucket (GCRA, src/counters/bucket.ts) of this many requests, refilled at
+   * `limit` per `windowMs`. */
+  burst: number;
   /** The descriptor this window belongs to: a descriptor's windows are counted all together or not at all. */
   group: number;
   /** A shadow descriptor never blocks the request. */
@@ -25,7 +28,8 @@ export interface CheckResult {
   nowMs: number;
   /** True when no non-shadow descriptor is over its limit; then every descriptor with room was counted. */
   admitted: boolean;
-  /** Per check, before this request: the current window's count and (sliding only) the previous one's. */
+  /** Per check, before this request: the current window's count and (sliding only) the previous one's; for a
+   * token bucket, curr is its debt (src/counters/bucket.ts) and prev 0. */
   curr: number[];
   prev: number[];
   over: boolean[];

@@ -80,7 +80,8 @@ export function formatExplanation(e: Explanation): string {
     lines.push(`  tier: ${d.tier ?? '(none)'}`);
     for (const l of d.limits) {
       const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
-      lines.push(`  limit ${l.name}: ${l.requestsPerUnit} per ${l.unit}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
+      const bucket = l.burst !== undefined ? ` (token_bucket, burst ${l.burst})` : '';
+      lines.push(`  limit ${l.name}: ${l.requestsPerUnit} per ${l.unit}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
     }
     if (d.firstToReject) lines.push(d.shadow ? `  a burst fills ${d.firstToReject} first (shadow: reported, not rejected)` : `  a burst is stopped first by ${d.firstToReject}`);
   });

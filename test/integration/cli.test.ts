@@ -72,6 +72,7 @@ describe('tollgate CLI', () => {
     const run = await runCli(['check-config', 'test/fixtures/config']);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('test/fixtures/config/bad-unit.yaml:5:13: descriptors[0].rate_limit.unit: unknown unit "fortnight"');
+    expect(run.stderr).toContain('test/fixtures/config/burst-below-one.yaml:5:62: descriptors[0].rate_limit.burst: must be at least 1');
     expect(run.stderr).toMatch(/\d+ problem\(s\); nothing loaded/);
   });
 

@@ -48,6 +48,15 @@ descriptors:
           big:
             - {unit: second, requests_per_unit: 12, name: pro-big-second}
             - {unit: hour, requests_per_unit: 3, name: pro-big-hour}
+  - key: bucket
+    algorithm: token_bucket
+    rate_limits:
+      - {unit: second, requests_per_unit: 2, burst: 6, name: bucket-second}
+      - {unit: minute, requests_per_unit: 9, algorithm: fixed_window, name: bucket-minute}
+  - key: narrow
+    rate_limits:
+      - {unit: second, requests_per_unit: 2, algorithm: token_bucket, burst: 6, name: narrow-bucket}
+      - {unit: minute, requests_per_unit: 4, name: narrow-minute}
   - key: free
     rate_limit: {unlimited: true}
 `;
@@ -84,6 +93,9 @@ const TABLE: Row[] = [
   { name: 'a shadow rule alone stops nothing', request: request([d({ quiet: 'x' })]), expected: null },
   { name: 'under --shadow-mode nothing does', request: request([d({ two: 'x' })]), globalShadow: true, expected: null },
   { name: 'a sliding window', request: request([d({ sliding: 'x' })]), expected: { descriptor: 0, limit: 'sliding' } },
+  { name: 'a token bucket admits its burst, not its rate', request: request([d({ bucket: 'x' })]), expected: { descriptor: 0, limit: 'bucket-second' } },
+  { name: "a token bucket's burst against a window", request: request([d({ narrow: 'x' })]), expected: { descriptor: 0, limit: 'narrow-minute' } },
+  { name: 'a token bucket with hits', request: request([d({ bucket: 'x' })], 4), expected: { descriptor: 0, limit: 'bucket-second' } },
   { name: "a client's tier", request: request([d({ plan: 'pro', token: 'Bearer big-client' })]), expected: { descriptor: 0, limit: 'pro-big-hour' } },
   { name: 'a client without a tier', request: request([d({ plan: 'pro', token: 'Bearer small' })]), expected: { descriptor: 0, limit: 'pro-default' } },
   { name: 'across descriptors, the fewest requests', request: request([d({ two: 'x' }), d({ tie: 'y' })]), tie: true, expected: { descriptor: 1, limit: 'tie-second' } },

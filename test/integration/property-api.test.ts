@@ -42,7 +42,9 @@ describe('property API limits over gRPC', () => {
     expect(header(over, 'X-RateLimit-Remaining')).toBe(String(perHour - perSecond));
     expect(header(over, 'content-type')).toBe('application/problem+json');
     const body = JSON.parse(over.raw_body.toString('utf8'));
-    expect(body).toMatchObject({ status: 429, title: 'Too Many Requests', retry_after: 1, limit: `${category}-per-second` });
+    expect(body).toMatchObject({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded', status: 429, 'violated-policies': [`${category}-per-second`], retry_after: 1, limit: `${category}-per-second`,
+    });
   });
 
   it('rejected requests do not consume hourly quota', async () => {

@@ -3,7 +3,7 @@ import { fingerprint } from '../../src/fingerprint.js';
 import { startRedis, startRedisCluster, startSentinel, type RedisCluster, type RedisServer } from '../helpers/redis.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { startOfSecond } from '../helpers/time.js';
-import { header, property, repeat, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+import { configDir, header, property, repeat, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 /** `n` concurrent reads for one new token, spread over the instances, all sent and answered within one
  * second (Redis's clock and this one agree here). A burst that straddles a second boundary on a slow
@@ -71,6 +71,43 @@ describe('redis store behind the service', () => {
     const keys = (await redis.cli('--scan', '--pattern', 'tollgate:*override*')).split('\n').filter(Boolean);
     expect(keys.length).toBeGreaterThan(0);
     expect(keys.filter((k) => k.includes(secret))).toEqual([]);
+  });
+});
+
+describe('token buckets on one Redis, three instances', () => {
+  // One token a minute, burst 25: refill during the test is nil, so exactly the burst may pass in all.
+  const dir = configDir({
+    'tb.yaml': [
+      'domain: tb', 'descriptors:', '  - key: client', '    rate_limits:',
+      '      - {unit: minute, requests_per_unit: 1, algorithm: token_bucket, burst: 25, name: tb-minute}',
+      '      - {unit: hour, requests_per_unit: 1000, name: tb-hour}', '',
+    ].join('\n'),
+  });
+  let redis: RedisServer;
+  let instances: TestService[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+    instances = await Promise.all(
+      [0, 1, 2].map(() => startTestService({ configDir: dir, realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] })),
+    );
+    for (const t of instances) await t.service.stack.redis!.waitReady(5000);
+  });
+  afterAll(async () => {
+    await Promise.all(instances.map((t) => t.close()));
+    await redis?.stop();
+  });
+
+  it('admit exactly the burst of 200 concurrent requests, and count the hour only for those', async () => {
+    const req: RlsRequest = { domain: 'tb', descriptors: [{ entries: [{ key: 'client', value: `c-${Math.random()}` }] }], hits_addend: 0 };
+    const rs = await Promise.all(Array.from({ length: 200 }, (_, i) => instances[i % 3]!.rls.call(req)));
+    expect(rs.filter((r) => r.overall_code === 'OK')).toHaveLength(25);
+    const keys = (await redis.cli('--scan', '--pattern', 'tollgate:tb:*')).split('\n').filter(Boolean).sort();
+    expect(keys.map((k) => k.replace(/\{.*\}/, '{…}'))).toEqual(['tollgate:tb:client:{…}:hour', 'tollgate:tb:client:{…}:minute.bucket']);
+    expect(await redis.cli('HGET', keys[0]!, 'c')).toBe('25');
+    // 25 tokens of 60 000 ms each, in ticks of 1/1 ms, less what was paid back since.
+    const debt = Number(await redis.cli('HGET', keys[1]!, 'c'));
+    expect(debt).toBeGreaterThan(25 * 60_000 - 5000);
+    expect(debt).toBeLessThanOrEqual(25 * 60_000);
   });
 });
 

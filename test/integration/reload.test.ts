@@ -42,6 +42,28 @@ describe('hot reload of the config directory', () => {
     expect(metric(series, 'tollgate_config_reloads_total', { result: 'success' })).toBe(1);
   });
 
+  it('a limit moved to a token bucket starts fresh (logged); a bucket whose numbers change keeps its state', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-reload-'));
+    writeFileSync(join(dir, 'reload.yaml'), domain(3));
+    const log = capturingLogger();
+    t = await startTestService({ configDir: dir, args: ['--config-poll-ms', '200'], logger: log.logger });
+    expect(await admitted(t, 'tb', 4)).toBe(3);
+    const reloads = (): number => log.lines().filter((l) => l.msg === 'config reloaded').length;
+
+    writeFileSync(join(dir, 'reload.yaml'), domain(3).replace('name: client-minute', 'name: client-minute, algorithm: token_bucket'));
+    await within(5000, async () => reloads() === 1);
+    expect(log.lines().find((l) => l.msg === 'config reloaded')).toMatchObject({ changed: ['reload/client'], restarted: ['reload/client per_minute'] });
+    expect(log.lines().some((l) => String(l.msg).startsWith('limits moved between a window and a token bucket'))).toBe(true);
+    // The manual clock stands still: the bucket refills nothing, so a fresh one admits exactly its burst of 3.
+    expect(await admitted(t, 'tb', 4)).toBe(3);
+
+    writeFileSync(join(dir, 'reload.yaml'), domain(3).replace('name: client-minute', 'name: client-minute, algorithm: token_bucket, burst: 5'));
+    await within(5000, async () => reloads() === 2);
+    expect(log.lines().filter((l) => l.msg === 'config reloaded')[1]).toMatchObject({ changed: ['reload/client'], restarted: [] });
+    // 3 tokens already taken: 2 more of the 5.
+    expect(await admitted(t, 'tb', 4)).toBe(2);
+  });
+
   it('keeps the last good config when a file breaks, and says where', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-reload-'));
     writeFileSync(join(dir, 'reload.yaml'), domain(3));

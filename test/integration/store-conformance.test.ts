@@ -10,7 +10,7 @@ import { startRedis, type RedisServer } from '../helpers/redis.js';
 const T0 = 1_800_000_000_000;
 let keySeq = 0;
 const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, group: 0, shadow: false, ...over,
+  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, ...over,
 });
 
 /** The same scenarios against every store: they must decide identically. */
@@ -114,6 +114,94 @@ describe.each(stores)('store conformance: %s', (_name, make) => {
     expect([full.admitted, full.curr[0]]).toEqual([false, 3]);
   });
 
+  // Token bucket (GCRA): 10 per second (T = 100 ms = 1000 ticks of 1/10 ms), so curr (the debt) counts
+  // 1000 per request taken and is paid back at 10 per ms.
+  const bucket = (over: Partial<CounterCheck> = {}): CounterCheck => check({ key: 'tb', limit: 10, windowMs: 1000, burst: 20, ...over });
+  const admits = async (store: Store, c: CounterCheck, n: number): Promise<boolean[]> => {
+    const out = [];
+    for (let i = 0; i < n; i++) out.push((await store.check([c])).admitted);
+    return out;
+  };
+
+  it('token bucket: a steady rate with burst 1 admits one request per emission interval, evenly', async () => {
+    const { store, clock } = await setup();
+    const even = bucket({ burst: 1 });
+    for (let i = 0; i < 15; i++) {
+      clock.set(T0 + i * 100);
+      const r = await store.check([even]);
+      expect([r.admitted, r.curr[0]]).toEqual([true, 0]);
+      clock.set(T0 + i * 100 + 50);
+      const early = await store.check([even]);
+      expect([early.admitted, early.curr[0]]).toEqual([false, 500]);
+    }
+  });
+
+  it('token bucket: after an idle spell, admits exactly the burst at once', async () => {
+    const { store, clock } = await setup();
+    clock.set(T0 + 3_600_000);
+    const rs = [];
+    for (let i = 0; i < 21; i++) rs.push(await store.check([bucket()]));
+    expect(rs.map((r) => r.admitted)).toEqual([...Array(20).fill(true), false]);
+    expect(rs.map((r) => r.curr[0])).toEqual([...Array.from({ length: 20 }, (_, i) => i * 1000), 20_000]);
+  });
+
+  it('token bucket: refills partially, one token per emission interval', async () => {
+    const { store, clock } = await setup();
+    await admits(store, bucket(), 20);
+    clock.set(T0 + 250);
+    const rs = [];
+    for (let i = 0; i < 3; i++) rs.push(await store.check([bucket()]));
+    expect(rs.map((r) => [r.admitted, r.curr[0]])).toEqual([[true, 17_500], [true, 18_500], [false, 19_500]]);
+    clock.set(T0 + 2250);
+    expect((await store.check([bucket({ hits: 0 })])).curr[0]).toBe(0);
+  });
+
+  it('token bucket: hits_addend n takes n tokens at once; more than the burst never fits; 0 only checks', async () => {
+    const { store, clock } = await setup();
+    expect(await admits(store, bucket({ hits: 5 }), 5)).toEqual([true, true, true, true, false]);
+    const peek = await store.check([bucket({ hits: 0 })]);
+    expect([peek.admitted, peek.curr[0], peek.over[0]]).toEqual([false, 20_000, true]);
+    clock.set(T0 + 500);
+    expect(await admits(store, bucket({ hits: 5 }), 2)).toEqual([true, false]);
+    clock.set(T0 + 3_600_000);
+    const huge = await store.check([bucket({ hits: 21 })]);
+    expect([huge.admitted, huge.curr[0]]).toEqual([false, 0]);
+  });
+
+  it('token bucket: rejected requests take nothing', async () => {
+    const { store, clock } = await setup();
+    const slow = bucket({ limit: 1, burst: 2 });
+    expect(await admits(store, slow, 2)).toEqual([true, true]);
+    clock.set(T0 + 500);
+    const rejected = await Promise.all(Array.from({ length: 50 }, () => store.check([slow])));
+    expect(rejected.every((r) => !r.admitted && r.curr[0] === 1500)).toBe(true);
+    clock.set(T0 + 1000);
+    const r = await store.check([slow]);
+    expect([r.admitted, r.curr[0]]).toEqual([true, 1000]);
+  });
+
+  it('token bucket with a fixed hourly window on one descriptor: both must fit, both are counted', async () => {
+    const { store, clock } = await setup();
+    const both = [bucket(), check({ key: 'hour', limit: 25, windowMs: 3_600_000 })];
+    const first = [];
+    for (let i = 0; i < 21; i++) first.push(await store.check(both));
+    expect(first.map((r) => r.admitted)).toEqual([...Array(20).fill(true), false]);
+    expect(first[20]!.over).toEqual([true, false]);
+    expect(first[20]!.curr).toEqual([20_000, 20]);
+    clock.set(T0 + 1000);
+    const next = [];
+    for (let i = 0; i < 6; i++) next.push(await store.check(both));
+    expect(next.map((r) => r.admitted)).toEqual([true, true, true, true, true, false]);
+    // The hour is full; the bucket, blocked with it, was not counted.
+    expect([next[5]!.over, next[5]!.curr]).toEqual([[false, true], [15_000, 25]]);
+  });
+
+  it('token bucket: exact under 200 concurrent checks', async () => {
+    const { store } = await setup();
+    const rs = await Promise.all(Array.from({ length: 200 }, () => store.check([bucket({ key: 'tb-conc', burst: 37 })])));
+    expect(rs.filter((r) => r.admitted)).toHaveLength(37);
+  });
+
   it('is exact under 200 concurrent checks', async () => {
     const { store } = await setup();
     const rs = await Promise.all(Array.from({ length: 200 }, () => store.check([check({ limit: 37, key: 'conc' })])));
@@ -142,5 +230,16 @@ describe('redis store specifics', () => {
     expect(fixed).toBeLessThanOrEqual(61_000);
     expect(slide).toBeGreaterThan(60_000);
     expect(slide).toBeLessThanOrEqual(121_000);
+  });
+
+  it('a token bucket key lives until the bucket is full again, plus a second', async () => {
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'ttlb:', logger: silentLogger });
+    opened.push(store);
+    await store.waitReady(5000);
+    // 1 per minute, 3 taken: full again in 3 minutes.
+    await store.check([check({ key: 'tb', windowMs: 60_000, limit: 1, burst: 5, hits: 3 })]);
+    const ttl = Number(await redis.cli('PTTL', 'ttlb:tb'));
+    expect(ttl).toBeGreaterThan(180_000);
+    expect(ttl).toBeLessThanOrEqual(181_000);
   });
 });

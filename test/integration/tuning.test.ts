@@ -61,6 +61,19 @@ describe('tollgate simulate', () => {
     expect(r.admitted).toBe(30);
   });
 
+  it('a bucketed read limit (10/s, burst 20): after an idle gap, a burst admits exactly the burst', async () => {
+    const bucketed = configDir({
+      'property-api.yaml': readFileSync('config/property-api.yaml', 'utf8').replace(
+        '{unit: second, requests_per_unit: 10, name: read-per-second}',
+        '{unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20, name: read-per-second}',
+      ),
+    });
+    const steady = reads(3, 'Bearer tb', T0, 1000);
+    const burst = reads(40, 'Bearer tb', T0 + 60_000, 1);
+    const r = await simulate(trafficFile([...steady, ...burst]), bucketed);
+    expect(rule(r, 'category_read.token')).toMatchObject({ requests: 43, admitted: 23, rejected: 20 });
+  });
+
   it('--compare shows a raised limit admitting more', async () => {
     const raised = configDir({ 'property-api.yaml': readFileSync('config/property-api.yaml', 'utf8').replace('{unit: second, requests_per_unit: 10, name: read-per-second}', '{unit: second, requests_per_unit: 12, name: read-per-second}') });
     const file = trafficFile(reads(15, 'Bearer cmp'));
@@ -145,8 +158,8 @@ descriptors:
       const body = await res.json();
       expect(body.descriptors[0].rule.id).toBe('category_reports.token');
       expect(body.descriptors[0].limits).toEqual([
-        { name: 'reports-per-second', requestsPerUnit: 2, unit: 'second', used: 2, remaining: 0, wouldReject: true },
-        { name: 'reports-per-hour', requestsPerUnit: 200, unit: 'hour', used: 2, remaining: 198, wouldReject: false },
+        { name: 'reports-per-second', requestsPerUnit: 2, unit: 'second', algorithm: 'fixed_window', used: 2, remaining: 0, wouldReject: true },
+        { name: 'reports-per-hour', requestsPerUnit: 200, unit: 'hour', algorithm: 'fixed_window', used: 2, remaining: 198, wouldReject: false },
       ]);
       expect(JSON.stringify(body)).not.toContain('Bearer live');
     } finally {

@@ -39,7 +39,9 @@ describe('descriptor config errors name the file, the line and the key', () => {
     ['missing-requests-per-unit.yaml', 5, 'descriptors[0].rate_limit.requests_per_unit', /is required/],
     ['wildcard-not-at-end.yaml', 4, 'descriptors[0].value', /wildcard/],
     ['rate-limit-and-rate-limits.yaml', 6, 'descriptors[0].rate_limits', /not both/],
-    ['bad-algorithm.yaml', 4, 'descriptors[0].algorithm', /fixed_window, sliding_window/],
+    ['bad-algorithm.yaml', 4, 'descriptors[0].algorithm', /fixed_window, sliding_window, token_bucket/],
+    ['burst-below-one.yaml', 5, 'descriptors[0].rate_limit.burst', /must be at least 1/],
+    ['burst-without-token-bucket.yaml', 7, 'descriptors[0].rate_limits[1].burst', /only a token_bucket limit has a burst \(this limit is fixed_window\)/],
     ['unlimited-with-unit.yaml', 6, 'descriptors[0].rate_limit.unit', /unlimited/],
     ['yaml-syntax-error.yaml', 5, '', /./],
     ['bad-header-name.yaml', 3, 'response_headers.limit', /not a valid HTTP header name/],
@@ -56,6 +58,26 @@ describe('descriptor config errors name the file, the line and the key', () => {
     expect(() => loadConfigDir(join(FIXTURES, 'duplicate-domain'))).toThrow(
       `${join(FIXTURES, 'duplicate-domain', 'b.yaml')}:2:1: domain: domain "same" is already defined in ${join(FIXTURES, 'duplicate-domain', 'a.yaml')}`,
     );
+  });
+
+  it('a bad burst points at file:line:column', () => {
+    expect(() => loadConfigDir(join(FIXTURES, 'burst-below-one.yaml'))).toThrow(`${join(FIXTURES, 'burst-below-one.yaml')}:5:62: descriptors[0].rate_limit.burst: must be at least 1`);
+    expect(() => loadConfigDir(join(FIXTURES, 'burst-without-token-bucket.yaml'))).toThrow(
+      `${join(FIXTURES, 'burst-without-token-bucket.yaml')}:7:79: descriptors[0].rate_limits[1].burst: only a token_bucket limit has a burst`,
+    );
+  });
+
+  it("token_bucket: a limit's own algorithm wins over its rule's, burst defaults to requests_per_unit", () => {
+    const text = [
+      'domain: x', 'descriptors:', '  - key: a', '    algorithm: token_bucket', '    rate_limits:',
+      '      - {unit: second, requests_per_unit: 10, burst: 20}', '      - {unit: minute, requests_per_unit: 100}',
+      '      - {unit: hour, requests_per_unit: 1000, algorithm: fixed_window}',
+      '  - key: b', '    rate_limit: {unit: second, requests_per_unit: 5, algorithm: token_bucket}', '',
+    ].join('\n');
+    const rules = compileSources([{ file: 'tb.yaml', text }]).domains.get('x')!.rules;
+    expect(rules[0]!.limits.map((l) => [l.algorithm, l.burst])).toEqual([['token_bucket', 20], ['token_bucket', 100], ['fixed_window', 0]]);
+    expect(rules[1]!.limits.map((l) => [l.algorithm, l.burst])).toEqual([['token_bucket', 5]]);
+    expect(rules[1]!.algorithm).toBe('fixed_window');
   });
 
   it('reports every problem of a file, not just the first', () => {

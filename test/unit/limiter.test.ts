@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import type { Decision } from '../../src/limiter/limiter.js';
-import { entries, harness, T0 } from '../helpers/decide.js';
+import { peekWindows } from '../../src/limiter/peek.js';
+import { noTiers, planRequest } from '../../src/limiter/plan.js';
+import { compileYaml, entries, harness, T0 } from '../helpers/decide.js';
 
 // The Limiter over the in-process store, on a manual clock: every window boundary is where the test puts it.
 
@@ -235,5 +237,94 @@ describe('nothing to count', () => {
     expect(d).toMatchObject({ overLimit: false, source: 'none' });
     expect(d.descriptors.map((o) => [o.rule?.id, o.windows.length])).toEqual([[undefined, 0], ['free', 0]]);
     expect(h.store.size).toBe(0);
+  });
+});
+
+const BUCKETS = `
+domain: tb
+descriptors:
+  - key: bucket
+    algorithm: token_bucket
+    rate_limit: {unit: second, requests_per_unit: 10, burst: 20, name: tb}
+  - key: even
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 1, name: even}
+  - key: mixed
+    rate_limits:
+      - {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20, name: mixed-tb}
+      - {unit: hour, requests_per_unit: 20, name: mixed-hour}
+`;
+
+describe('token buckets (GCRA): 10 per second, burst 20', () => {
+  it('remaining counts whole tokens; reset is when the bucket is full; retry is when one more fits', async () => {
+    const h = harness(BUCKETS);
+    const rs = await times(21, () => h.decide('tb', [{ bucket: 'a' }]));
+    expect(over(rs)).toEqual([...Array(20).fill(false), true]);
+    expect(rs.map((d) => remaining(d)[0])).toEqual([...Array.from({ length: 20 }, (_, i) => 19 - i), 0]);
+    expect(rs[0]!.descriptors[0]!.windows[0]).toMatchObject({ resetAtMs: T0 + 100, over: false, retryAfterMs: 0 });
+    expect(rs[20]!.descriptors[0]!.windows[0]).toMatchObject({ resetAtMs: T0 + 2000, over: true, retryAfterMs: 100 });
+    expect(rs[20]!.retryAfterMs).toBe(100);
+    h.clock.advance(30);
+    expect((await h.decide('tb', [{ bucket: 'a' }])).retryAfterMs).toBe(70);
+    h.clock.advance(170);
+    const refilled = await h.decide('tb', [{ bucket: 'a' }]);
+    expect([refilled.overLimit, remaining(refilled)[0]]).toEqual([false, 1]);
+  });
+
+  it('burst 1 admits evenly: one request per 100 ms', async () => {
+    const h = harness(BUCKETS);
+    expect((await h.decide('tb', [{ even: 'a' }])).overLimit).toBe(false);
+    h.clock.advance(99);
+    const early = await h.decide('tb', [{ even: 'a' }]);
+    expect([early.overLimit, early.retryAfterMs]).toEqual([true, 1]);
+    h.clock.advance(1);
+    expect((await h.decide('tb', [{ even: 'a' }])).overLimit).toBe(false);
+  });
+
+  it('hits_addend takes that many tokens; more than the burst is refused with the wait until the bucket is full', async () => {
+    const h = harness(BUCKETS);
+    const five = await h.decide('tb', [{ bucket: 'a' }], 5);
+    expect(remaining(five)).toEqual([15]);
+    const tooMany = await h.decide('tb', [{ bucket: 'a' }], 21);
+    expect(tooMany.overLimit).toBe(true);
+    expect(tooMany.retryAfterMs).toBe(500);
+    expect(remaining(tooMany)).toEqual([15]);
+    h.clock.advance(500);
+    const onFull = await h.decide('tb', [{ bucket: 'a' }], 21);
+    expect([onFull.overLimit, onFull.retryAfterMs]).toEqual([true, 1]);
+  });
+
+  it('mixed with a fixed hourly window: the wait covers every blocking limit', async () => {
+    const h = harness(BUCKETS);
+    await times(20, () => h.decide('tb', [{ mixed: 'a' }]));
+    const d = await h.decide('tb', [{ mixed: 'a' }]);
+    expect(d.descriptors[0]!.windows.map((w) => [w.limit.name, w.over, w.retryAfterMs])).toEqual([['mixed-tb', true, 100], ['mixed-hour', true, 3_600_000]]);
+    expect(d.retryAfterMs).toBe(3_600_000);
+  });
+
+  it("Envoy's limit override keeps the bucket of the limit it stands in for, with its requests_per_unit as the burst", async () => {
+    const h = harness(BUCKETS);
+    // `even` is a bucket by its limit's own algorithm; its rule's is the default fixed window.
+    const d = { entries: entries({ even: 'o' }), override: { requestsPerUnit: 2, unit: 'second' as const } };
+    const rs = await times(3, () => h.decide('tb', [d]));
+    expect(over(rs)).toEqual([false, false, true]);
+    expect(rs[2]!.descriptors[0]!.windows[0]!.limit).toMatchObject({ algorithm: 'token_bucket', burst: 2 });
+    expect(rs[2]!.retryAfterMs).toBe(500);
+  });
+});
+
+describe('peekWindows (explain, inspect) on a token bucket', () => {
+  it('reads tokens taken, whole tokens left, full or not, and when it is full, counting nothing', async () => {
+    const h = harness(BUCKETS);
+    const config = compileYaml(BUCKETS);
+    const plans = () => planRequest(config.domains.get('tb'), { descriptors: [{ entries: entries({ bucket: 'p' }) }], hits: 1 }, { tiers: noTiers, globalShadow: false });
+    await times(20, () => h.decide('tb', [{ bucket: 'p' }]));
+    h.clock.advance(50);
+    const full = (await peekWindows(h.store, plans()))[0]![0];
+    expect(full).toEqual({ used: 19.5, remaining: 0, full: true, resetAtMs: T0 + 2000 });
+    h.clock.advance(100);
+    const use = (await peekWindows(h.store, plans()))[0]![0];
+    expect(use).toEqual({ used: 18.5, remaining: 1, full: false, resetAtMs: T0 + 2000 });
+    // The peeks took nothing: one token is there for the next request, and only one.
+    expect(over(await times(2, () => h.decide('tb', [{ bucket: 'p' }])))).toEqual([false, true]);
   });
 });

@@ -6,7 +6,7 @@ import type { CheckResult, CounterCheck, Maybe, Store } from '../../src/store/st
 
 const T0 = 1_800_000_000_000;
 const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k', windowMs: 1000, limit: 2, hits: 1, sliding: false, group: 0, shadow: false, ...over,
+  key: 'k', windowMs: 1000, limit: 2, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, ...over,
 });
 
 /** Counts the calls that reach the real store underneath. */
@@ -45,6 +45,24 @@ describe('over-limit cache', () => {
     expect(inner.calls).toBe(3);
     clock.set(T0 + 1000);
     expect((await cache.check([check()])).admitted).toBe(true);
+    expect(inner.calls).toBe(4);
+  });
+
+  it("a token bucket: answered locally only until the request's tokens are back, and only for as many", async () => {
+    const { clock, inner, cache } = setup();
+    // 10 per second (100 ms a token), burst 2.
+    const b = (over: Partial<CounterCheck> = {}) => check({ key: 'tb', limit: 10, burst: 2, ...over });
+    for (let i = 0; i < 2; i++) await cache.check([b()]);
+    expect((await cache.check([b({ hits: 2 })])).admitted).toBe(false);
+    expect(inner.calls).toBe(3);
+    clock.set(T0 + 99);
+    const local = await cache.check([b({ hits: 2 })]);
+    // The debt reported is the one last read (2000 ticks at T0) paid back since: 2000 − 99 × 10.
+    expect(local).toMatchObject({ admitted: false, over: [true], curr: [1010], source: 'cache' });
+    expect(inner.calls).toBe(3);
+    // One token is back at T0 + 100; the entry, for two, must not answer a request for one.
+    clock.set(T0 + 100);
+    expect((await cache.check([b()])).admitted).toBe(true);
     expect(inner.calls).toBe(4);
   });
 

@@ -43,7 +43,7 @@ const names = (limits: readonly { name: string }[]) => limits.map((l) => l.name)
 describe('planRequest: what each descriptor counts against', () => {
   it('a rule with varying values: its limits, and a counter per token', () => {
     const [p] = planRequest(domain, { descriptors: [d({ category: 'read', token: 'Bearer t' })], hits: 1 }, ctx);
-    expect(p).toMatchObject({ tier: undefined, shadow: false, sliding: false, hits: 1, override: false });
+    expect(p).toMatchObject({ tier: undefined, shadow: false, hits: 1, override: false });
     expect(p!.rule?.id).toBe('category_read.token');
     expect(names(p!.limits)).toEqual(['read-per-second', 'read-per-hour']);
     expect(p!.key).toBe(counterKeyOf(p!.rule!.counterId, fingerprint('t')));
@@ -60,7 +60,7 @@ describe('planRequest: what each descriptor counts against', () => {
     const plans = planRequest(domain, { descriptors: [d({ category: 'read', token: 't' }), d({ path: '/admin/x' })], hits: 1 }, ctx);
     expect(names(plans[0]!.limits)).toEqual(['read-per-hour']);
     expect(names(plans[1]!.limits)).toEqual(['admin']);
-    expect(plans[1]!.sliding).toBe(true);
+    expect(plans[1]!.limits[0]!.algorithm).toBe('sliding_window');
     // Alone, the same descriptor keeps its limit.
     expect(names(planRequest(domain, { descriptors: [d({ category: 'read', token: 't' })], hits: 1 }, ctx)[0]!.limits)).toContain('read-per-second');
   });

@@ -5,6 +5,7 @@ import { rateLimitHeaders, retryAfterSeconds } from '../../src/response/headers.
 import { bindingWindow, reportedWindow } from '../../src/response/pick.js';
 import { toWireResponse } from '../../src/response/response.js';
 import { Code, type WireHeader } from '../../src/response/wire.js';
+import { parseList, type Item } from 'structured-headers';
 import { compileYaml, entries, harness, T0, type Harness } from '../helpers/decide.js';
 
 // Responses built from real decisions (the Limiter over the in-process store, manual clock).
@@ -193,10 +194,12 @@ describe('the 429 problem body', () => {
     const response = toWireResponse(await h.decide('api', [{ client: SECRET }, { burst: SECRET }, { trial: SECRET }]));
     const text = response.raw_body!.toString();
     expect(JSON.parse(text)).toEqual({
-      type: 'about:blank',
-      title: 'Too Many Requests',
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Quota Exceeded',
       status: 429,
       detail: 'Rate limit exceeded: 1 requests per minute (api.burst.per_minute). Retry after 60 s.',
+      // Every blocking limit of every enforced descriptor; the shadow one is nobody's business.
+      'violated-policies': ['api.client.per_second', 'api.burst.per_minute'],
       limit: 'api.burst.per_minute',
       retry_after: 60,
     });
@@ -213,5 +216,73 @@ describe('the 429 problem body', () => {
   it('headers come from the domain spec given, even for a decision made elsewhere', async () => {
     const d = await fresh().decide('api', [{ client: 'c' }]);
     expect(rateLimitHeaders(d, { ...d.domain!.headers, style: 'none' })).toEqual([]);
+  });
+});
+
+describe('a token bucket in the response (10 per second, burst 20)', () => {
+  const BUCKET = compileYaml(`domain: tb\ndescriptors:\n  - key: b\n    algorithm: token_bucket\n    rate_limit: {unit: second, requests_per_unit: 10, burst: 20, name: tb}\n`);
+
+  it('X-RateLimit-Limit is the burst, Remaining whole tokens, Reset when the bucket is full again', async () => {
+    const h = harness(BUCKET);
+    for (let i = 0; i < 4; i++) await h.decide('tb', [{ b: 'x' }]);
+    h.clock.set(T0 + 150);
+    const d = await h.decide('tb', [{ b: 'x' }]);
+    // Debt: 4 × 100 ms − 150 ms + 100 ms = 350 ms: full at T0 + 500, 16 tokens left.
+    expect(headersOf(d)).toEqual({ 'X-RateLimit-Limit': '20', 'X-RateLimit-Remaining': '16', 'X-RateLimit-Reset': String(Math.ceil((T0 + 500) / 1000)) });
+    const status = toWireResponse(d).statuses[0]!;
+    expect(status).toMatchObject({ code: Code.OK, limit_remaining: 16, current_limit: { requests_per_unit: 10 }, duration_until_reset: { seconds: 0, nanos: 350_000_000 } });
+  });
+
+  it('over limit: Retry-After is at least 1 s, duration_until_reset is when the request would fit', async () => {
+    const h = harness(BUCKET);
+    for (let i = 0; i < 20; i++) await h.decide('tb', [{ b: 'x' }]);
+    const d = await h.decide('tb', [{ b: 'x' }]);
+    const res = toWireResponse(d);
+    expect(headerMap(res.response_headers_to_add)).toMatchObject({ 'X-RateLimit-Remaining': '0', 'Retry-After': '1' });
+    expect(res.statuses[0]).toMatchObject({ code: Code.OVER_LIMIT, duration_until_reset: { seconds: 0, nanos: 100_000_000 } });
+    const big = toWireResponse(await h.decide('tb', [{ b: 'y' }], 45));
+    // 45 tokens never fit a bucket of 20: the wait offered is until it is full (here it already is: 1 s).
+    expect(headerMap(big.response_headers_to_add)['Retry-After']).toBe('1');
+    expect(big.overall_code).toBe(Code.OVER_LIMIT);
+  });
+});
+
+describe('draft headers (draft-ietf-httpapi-ratelimit-headers-11), read with a Structured Field parser', () => {
+  const DRAFT = compileYaml(
+    `domain: d\nresponse_headers: draft\ndescriptors:\n  - key: b\n    rate_limits:\n` +
+      `      - {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20, name: 'tb "quoted" \\ name'}\n` +
+      `      - {unit: hour, requests_per_unit: 1000, name: hourly}\n` +
+      `  - key: w\n    rate_limit: {unit: minute, requests_per_unit: 5, name: per-minute}\n`,
+  );
+  const items = (value: string): { name: unknown; params: Record<string, unknown> }[] =>
+    parseList(value).map((m) => ({ name: (m as Item)[0], params: Object.fromEntries((m as Item)[1]) }));
+
+  it('RateLimit-Policy: every limit a String item with q and w; a bucket adds tollgate-burst', async () => {
+    const h = harness(DRAFT);
+    const hs = headersOf(await h.decide('d', [{ b: 'x' }]));
+    expect(items(hs['RateLimit-Policy']!)).toEqual([
+      { name: 'tb "quoted" \\ name', params: { q: 10, w: 1, 'tollgate-burst': 20 } },
+      { name: 'hourly', params: { q: 1000, w: 3600 } },
+    ]);
+    expect(items(hs.RateLimit!)).toEqual([{ name: 'hourly', params: { r: 999, t: 3600 } }]);
+  });
+
+  it('RateLimit of a bucket: r whole tokens, t the seconds until the next token; a full bucket has no t', async () => {
+    const h = harness(compileYaml(`domain: d\nresponse_headers: {style: draft, window: tightest}\ndescriptors:\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: token_bucket, burst: 4, name: slow}\n`));
+    const first = headersOf(await h.decide('d', [{ b: 'x' }]));
+    // 3 tokens left; the one taken is back in 30 s (2 a minute).
+    expect(items(first.RateLimit!)).toEqual([{ name: 'slow', params: { r: 3, t: 30 } }]);
+    await h.decide('d', [{ b: 'x' }]);
+    h.clock.advance(10_000);
+    // 2 left; full again in 50 s, the next token in 20 s.
+    expect(items(headersOf(await h.decide('d', [{ b: 'x' }], 0)).RateLimit!)).toEqual([{ name: 'slow', params: { r: 2, t: 20 } }]);
+    h.clock.advance(60_000);
+    expect(items(headersOf(await h.decide('d', [{ b: 'x' }], 0)).RateLimit!)).toEqual([{ name: 'slow', params: { r: 4 } }]);
+  });
+
+  it('a window keeps t, the seconds until it resets', async () => {
+    const h = harness(DRAFT);
+    h.clock.advance(15_500);
+    expect(items(headersOf(await h.decide('d', [{ w: 'x' }])).RateLimit!)).toEqual([{ name: 'per-minute', params: { r: 4, t: 45 } }]);
   });
 });

@@ -22,6 +22,7 @@ const BEYOND_A_SCHEMA: Record<string, string> = {
   'unknown-tier.yaml': 'a reference to the tiers: declared elsewhere in the file',
   'duplicate-yaml-key.yaml': 'YAML text: a mapping with a key twice',
   'yaml-syntax-error.yaml': 'YAML text that does not parse',
+  'burst-without-token-bucket.yaml': "a limit's algorithm inherited from its descriptor or the domain",
 };
 
 describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {

@@ -10,10 +10,13 @@
              w  start of the window it counts (ms since the epoch, aligned to the epoch)
              c  count in window w
              p  count in the window before w (sliding windows only)
+           or, for a token bucket (its own key, src/counters/keys.ts):
+             w  when it was last written (ms)
+             c  its debt then, in ticks of 1/limit ms (src/counters/bucket.ts)
   ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
-  ARGV[2]  s, the number of window shapes; then s shapes of five values each (a batch's windows mostly share
+  ARGV[2]  s, the number of window shapes; then s shapes of six values each (a batch's windows mostly share
            a few, so each is sent once):
-                  window_ms, limit, hits (0 = check only), sliding (0|1), shadow (0|1)
+                  window_ms, limit, hits (0 = check only), sliding (0|1), shadow (0|1), burst (0 = a window)
   then, per request:
            mode   "count", or "peek" to decide without writing anything (the first phase of a request whose
                   counters live in several Redis Cluster slots)
@@ -21,12 +24,17 @@
            then per window, two values: its shape (1-based), and its group (descriptor index)
 
   Returns  { now_ms, then per request: admitted (0|1), curr_1, prev_1, over_1, ..., curr_n, prev_n, over_n }
-           curr/prev are the counts before this request; over_i is 1 when window i has no room.
+           curr/prev are the counts before this request (a bucket: curr = its debt now, prev = 0); over_i is 1
+           when window i has no room.
 
   Rules (the same as src/store/store.ts settle() and src/counters/window.ts):
     used  = c                                  fixed window
     used  = p * (window - elapsed) / window + c  sliding window
     over  = used + max(hits, 1) > limit
+    token bucket (GCRA), in ticks of 1/limit ms, where one request costs window ticks:
+    debt  = max(0, c - (now - w) * limit)
+    over  = debt + max(hits, 1) * window > burst * window
+    counted: w = now, c = debt + hits * window, expiring when the debt is paid back, plus a second
     a group (descriptor) is over if any of its windows is; the request is admitted if no non-shadow group is
     over; then every window of every group that is not over is counted.
   Each hash expires one second after the last window that can still read it.
@@ -44,14 +52,50 @@ local out = { now }
 local shapes = {}
 local s = tonumber(ARGV[2])
 for i = 1, s do
-  local a = 2 + (i - 1) * 5
+  local a = 2 + (i - 1) * 6
   shapes[i] = {
     window = tonumber(ARGV[a + 1]),
     limit = tonumber(ARGV[a + 2]),
     hits = tonumber(ARGV[a + 3]),
     sliding = ARGV[a + 4] == '1',
     shadow = ARGV[a + 5] == '1',
+    burst = tonumber(ARGV[a + 6]),
   }
+end
+
+-- A window's count, the previous window's (sliding only), and whether it has room (see the rules above).
+local function counts(key, w, start)
+  local f = redis.call('HMGET', key, 'w', 'c', 'p')
+  local fw = tonumber(f[1])
+  local c, p = 0, 0
+  if fw == start then
+    c = tonumber(f[2]) or 0
+    p = tonumber(f[3]) or 0
+  elseif fw == start - w.window then
+    p = tonumber(f[2]) or 0
+  end
+  if not w.sliding then p = 0 end
+  local used = c
+  if w.sliding then used = (p * (w.window - (now % w.window))) / w.window + c end
+  return c, p, used + math.max(w.hits, 1) > w.limit
+end
+
+-- A bucket's debt now and whether it has room (see the rules above).
+local function bucket(key, w)
+  local f = redis.call('HMGET', key, 'w', 'c')
+  local at, debt = tonumber(f[1]), tonumber(f[2])
+  local d = 0
+  if at and debt then d = math.max(0, debt - (now - at) * w.limit) end
+  return d, d + math.max(w.hits, 1) * w.window > w.burst * w.window
+end
+
+-- Writes a bucket that was admitted. Integers are written with %.0f: tostring keeps only 14 digits.
+local function take(key, w, debt)
+  local after = debt + w.hits * w.window
+  local full = w.window
+  if w.limit > 0 then full = math.ceil(after / w.limit) end
+  redis.call('HSET', key, 'w', string.format('%.0f', now), 'c', string.format('%.0f', after))
+  redis.call('PEXPIRE', key, full + 1000)
 end
 
 -- Decides one request whose windows are KEYS[k0 + 1 .. k0 + n], described by ARGV[a0 + 1 .. a0 + 2n].
@@ -64,22 +108,14 @@ local function decide(count, n, k0, a0)
     local group = ARGV[a0 + (i - 1) * 2 + 2]
     local start = now - (now % w.window)
     starts[i] = start
-
-    local f = redis.call('HMGET', KEYS[k0 + i], 'w', 'c', 'p')
-    local fw = tonumber(f[1])
-    local c, p = 0, 0
-    if fw == start then
-      c = tonumber(f[2]) or 0
-      p = tonumber(f[3]) or 0
-    elseif fw == start - w.window then
-      p = tonumber(f[2]) or 0
+    local is_over
+    if w.burst > 0 then
+      curr[i], is_over = bucket(KEYS[k0 + i], w)
+      prev[i] = 0
+    else
+      curr[i], prev[i], is_over = counts(KEYS[k0 + i], w, start)
     end
-    if not w.sliding then p = 0 end
-    curr[i], prev[i] = c, p
-
-    local used = c
-    if w.sliding then used = (p * (w.window - (now % w.window))) / w.window + c end
-    if used + math.max(w.hits, 1) > w.limit then
+    if is_over then
       over[i] = 1
       group_over[group] = true
       if not w.shadow then admitted = 0 end
@@ -91,7 +127,9 @@ local function decide(count, n, k0, a0)
   if admitted == 1 and count then
     for i = 1, n do
       local w = shapes[tonumber(ARGV[a0 + (i - 1) * 2 + 1])]
-      if w.hits > 0 and not group_over[ARGV[a0 + (i - 1) * 2 + 2]] then
+      if w.hits > 0 and w.burst > 0 and not group_over[ARGV[a0 + (i - 1) * 2 + 2]] then
+        take(KEYS[k0 + i], w, curr[i])
+      elseif w.hits > 0 and not group_over[ARGV[a0 + (i - 1) * 2 + 2]] then
         local lives = w.window
         if w.sliding then lives = 2 * w.window end
         redis.call('HSET', KEYS[k0 + i], 'w', starts[i], 'c', curr[i] + w.hits, 'p', prev[i])
@@ -109,7 +147,7 @@ local function decide(count, n, k0, a0)
 end
 
 -- The requests, one after another.
-local k, a = 0, 3 + s * 5
+local k, a = 0, 3 + s * 6
 while a <= #ARGV do
   local count = ARGV[a] == 'count'
   local n = tonumber(ARGV[a + 1])
