@@ -50,7 +50,8 @@ export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
     connection: opts.redis!,
     timeoutMs: opts.redisTimeoutMs,
     keyPrefix: opts.redisKeyPrefix,
-    logger: deps.logger,
+    // Every line of the store names where it connects (host:port of each node), never the credentials.
+    logger: deps.logger.child({ redis: opts.redis!.nodes.map((n) => `${n.host}:${n.port}`).join(',') }),
     sentinelPassword: opts.redisSentinelPassword,
     clock: deps.clock,
   });
