@@ -163,7 +163,7 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
   const tiers = readTierNames(r, f.get('tiers'));
   const algorithm = r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window';
   const ctx: DescriptorContext = {
-    domain: domain ?? '', tiers, names: new Map(), generated: new Set(), replaces: [], segments: [], algorithm, ruleAlgorithm: algorithm,
+    domain: domain ?? '', tiers, names: new Map(), generated: new Set(), replaces: [], segments: [], rulePaths: new Map(), algorithm, ruleAlgorithm: algorithm,
   };
   const spec: DomainSpec = {
     domain: domain ?? '',
@@ -244,6 +244,8 @@ interface DescriptorContext {
   replaces: { name: string; node: Node; path: string }[];
   /** The rule path of the descriptor being read (key, or key_value, per level), as compile builds it. */
   segments: string[];
+  /** Rule paths seen so far, with their line: two descriptors must not share one. */
+  rulePaths: Map<string, number>;
   /** The domain's algorithm, and the one the descriptor being read gives its limits (its own, else the
    * domain's): a limit's `burst` is checked against what applies to it. */
   algorithm: Algorithm;
@@ -262,9 +264,19 @@ function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx
       return;
     }
     seen.add(id);
+    checkRulePath(r, item, `${path}[${i}]`, [...ctx.segments, d.value === undefined ? d.key : `${d.key}_${d.value}`].join('.'), ctx);
     out.push(d);
   });
   return out;
+}
+
+/** The rule path (segments joined by '.') names a rule's counters, metric labels and default limit names. A
+ * key `a.b` and a key `a` with a child `b` (or values `x_y` and `x` + `_y` one level apart) spell the same
+ * path: they would share all three without a word, so the second is refused. */
+function checkRulePath(r: Reader, node: Node, path: string, rulePath: string, ctx: DescriptorContext): void {
+  const first = ctx.rulePaths.get(rulePath);
+  if (first === undefined) ctx.rulePaths.set(rulePath, r.line(node));
+  else r.fail(node, path, `rule path "${rulePath}" is also the path of the descriptor at line ${first}: they would share counters, metric labels and limit names; rename a key or value`);
 }
 
 function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorContext): DescriptorSpec | undefined {

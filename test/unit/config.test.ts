@@ -45,6 +45,7 @@ describe('descriptor config errors name the file, the line and the key', () => {
     ['unlimited-with-unit.yaml', 6, 'descriptors[0].rate_limit.unit', /unlimited/],
     ['yaml-syntax-error.yaml', 5, '', /./],
     ['bad-header-name.yaml', 3, 'response_headers.limit', /not a valid HTTP header name/],
+    ['rule-path-collision.yaml', 7, 'descriptors[1]', /rule path "a.b" is also the path of the descriptor at line 5/],
   ])('%s → line %i, key %s', (name, line, key, message) => {
     const [first] = problemsOf(name);
     expect(first).toBeDefined();
