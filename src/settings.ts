@@ -101,8 +101,9 @@ function settingsReader(values: Record<string, unknown>, env: NodeJS.ProcessEnv)
     const o = SERVE_OPTIONS[name];
     const flag = values[name] as string | undefined;
     if (flag !== undefined) return { value: flag, from: `--${name}` };
+    // An empty variable is unset (as a shell's `VAR=` in a manifest usually means), so the default applies.
     const fromEnv = env[o.env];
-    if (fromEnv !== undefined) return { value: fromEnv, from: o.env };
+    if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, from: o.env };
     const compat = COMPAT_ENV[name]?.(env);
     return compat ?? { value: o.default, from: `--${name}` };
   };

@@ -99,7 +99,8 @@ async function assignTier(deps: AdminDeps, who: string, req: IncomingMessage, re
   const tier = body?.tier;
   if (typeof tier !== 'string' || tier === '') throw new InvalidRequestError('body must be {"tier": "<tier name>"}');
   const known = [...deps.config().domains.values()].flatMap((d) => [...d.tiers]);
-  if (!known.includes(tier)) throw new InvalidRequestError(`unknown tier "${tier}" (known: ${known.join(', ') || 'none'})`);
+  // The name sent is not repeated: answers carry configured text only (its length says which one was meant).
+  if (!known.includes(tier)) throw new InvalidRequestError(`unknown tier (${tier.length} characters): known tiers are ${known.join(', ') || 'none'}`);
   const assignment = { fingerprint: fp, tier, assignedAt: new Date().toISOString(), by: who };
   await deps.tiers.assign(assignment);
   deps.logger.info({ admin: who, action: 'tier.assign', fingerprint: fp, tier }, 'admin change');

@@ -188,8 +188,7 @@ function adminCase(r: Rng, marker: string): HttpCase {
   let body: Buffer | undefined;
   if (method === 'PUT' || method === 'POST') {
     headers['content-type'] = r.pick([JSON_TYPE, JSON_TYPE, 'text/plain']);
-    // Tier names never carry the marker: an unknown tier is named back to the authenticated admin (see README).
-    body = Buffer.from(r.pick([`{"tier":"${r.pick(KNOWN_TIERS)}"}`, `{"tier":"platinum-${r.int(100)}"}`, '{"tier":5}', `{"${marker}":1}`, '{', `"${marker}"`]));
+    body = Buffer.from(r.pick([`{"tier":"${r.pick(KNOWN_TIERS)}"}`, `{"tier":"${marker}-${r.int(100)}"}`, '{"tier":5}', `{"${marker}":1}`, '{', `"${marker}"`]));
   }
   const authorized = auth === `Bearer ${ADMIN_TOKEN}`;
   return { kind: `admin ${authorized ? 'authorized' : 'unauthorized'} ${method}`, admin: true, method, path, headers, body, allowed: authorized ? [200, 400, 404, 415] : [401] };

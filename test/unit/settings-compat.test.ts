@@ -78,3 +78,10 @@ describe('moving from envoyproxy/ratelimit: other settings', () => {
     );
   });
 });
+
+describe('an environment variable set to nothing', () => {
+  it('is unset: the default applies (a manifest line `GRPC_PORT=` or `value: ""` does not fail the start)', () => {
+    const s = parseServeArgs([], { GRPC_PORT: '', PORT: '', REDIS_TIMEOUT_MS: '', SHADOW_MODE: '' });
+    expect({ grpc: s.grpcPort, http: s.httpPort, timeout: s.redisTimeoutMs, shadow: s.shadowMode }).toEqual({ grpc: 8081, http: 8080, timeout: 25, shadow: false });
+  });
+});
