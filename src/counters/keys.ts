@@ -7,8 +7,9 @@ import { cachedFingerprint } from '../fingerprint.js';
  *   counter key   <counter id>:{<fp>.<fp>…}        a rule with varying values: one fingerprint per value the
  *                                                  rule does not fix (wildcards, default keys), in entry order
  *                 {<counter id>}                   a rule that fixes every value: one counter for everyone
- *   override id   <domain>:~override.<fp>          Envoy's per-descriptor limit on a descriptor no rule
- *                                                  matches; <fp> is the fingerprint of its entry keys
+ *   override id   <domain>:~override:<fp>          Envoy's per-descriptor limit on a descriptor no rule
+ *                                                  matches; <fp> is the fingerprint of its entry keys. The
+ *                                                  ':' after ~override is one no rule path can hold (encoded)
  *   window key    <counter key>:<unit>             one window of a counter (second, minute, …)
  *   bucket key    <counter key>:<unit>.bucket      a token bucket: its own key, so switching a limit between
  *                                                  a window and a bucket starts it fresh, never misread
@@ -19,8 +20,8 @@ import { cachedFingerprint } from '../fingerprint.js';
  * bounded. The {…} is a Redis Cluster hash tag: all windows of a descriptor, and all counters of one client,
  * share a slot. Keys are ASCII by construction (the memory store relies on it).
  *
- * Not covered here: the rule path itself joins keys and values with '.' and '_', which config keys and values
- * may contain, so two rules can share one path (key `a.b`, and key `a` with child `b`) and so one counter. */
+ * The rule path joins keys and values with '.' and '_', which config keys and values may contain: two rules
+ * that would share a path (key `a.b`, and key `a` with child `b`) are refused when the config is validated. */
 
 /** The rule's part of every counter key. */
 export function counterId(domain: string, rulePath: string): string {
@@ -44,7 +45,7 @@ export function counterKeyOf(id: string, fingerprints: string): string {
 /** The counter of a descriptor that carries Envoy's limit but matches no rule: every value is part of its
  * identity, and so are its keys. The keys come from the request, so only their fingerprint is used. */
 export function overrideCounterKey(domain: string, entries: readonly { key: string; value: string }[]): string {
-  const id = counterId(domain, `~override.${cachedFingerprint(JSON.stringify(entries.map((e) => e.key)))}`);
+  const id = `${counterId(domain, '~override')}:${cachedFingerprint(JSON.stringify(entries.map((e) => e.key)))}`;
   return counterKey(id, entries.map(() => true), entries);
 }
 

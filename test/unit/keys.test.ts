@@ -47,7 +47,10 @@ describe('counter keys (src/counters/keys.ts)', () => {
     const e = entries(['s3cr3t-key'.repeat(1000), SECRET], ['other', 'v']);
     const key = overrideCounterKey('d', e);
     const keysFp = fingerprint(JSON.stringify(e.map((x) => x.key)));
-    expect(key).toBe(`d:~override.${keysFp}:{${fingerprint(SECRET)}.${fingerprint('v')}}`);
+    expect(key).toBe(`d:~override:${keysFp}:{${fingerprint(SECRET)}.${fingerprint('v')}}`);
+    // No config rule can be given the override's id: its rule path is encoded, so it never holds that ':'.
+    expect(counterKeyOf(counterId('d', `~override:${keysFp}`), `${fingerprint(SECRET)}.${fingerprint('v')}`)).not.toBe(key);
+    expect(counterKeyOf(counterId('d', `~override.${keysFp}`), `${fingerprint(SECRET)}.${fingerprint('v')}`)).not.toBe(key);
     expect(key).not.toContain('s3cr3t');
     expect(key.length).toBeLessThan(200);
     // Other keys, other counters.

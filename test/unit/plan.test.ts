@@ -72,7 +72,7 @@ describe('planRequest: what each descriptor counts against', () => {
     expect(withRule!.limits).toEqual([expect.objectContaining({ name: 'p.override.per_hour', requestsPerUnit: 2, windowSeconds: 3600 })]);
     expect(withRule!.key).toBe(counterKey(withRule!.rule!.counterId, withRule!.rule!.variable, d({ category: 'read', token: 't' }).entries));
     expect(without!.rule).toBeUndefined();
-    expect(without!.key).toMatch(/^p:~override\.[0-9a-f]{32}:\{[0-9a-f]{32}\}$/);
+    expect(without!.key).toMatch(/^p:~override:[0-9a-f]{32}:\{[0-9a-f]{32}\}$/);
   });
 
   it('shadow: the rule\'s shadow_mode, or the service\'s --shadow-mode for every descriptor', () => {
