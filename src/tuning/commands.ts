@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfigDir } from '../config/load.js';
+import { parseUnit, UNIT_NAMES } from '../config/units.js';
 import type { TierAssignment } from '../control/tier-store.js';
 import { loadEnvoyConfig } from '../envoy/routes.js';
 import { explain } from '../limiter/explain.js';
@@ -34,10 +35,12 @@ rule: requests, admitted, rejected, peak per-second use, and the most limited to
   --generate N     write N lines of realistic property-API traffic (stdout, or --out FILE)
 `;
 
-export const EXPLAIN_HELP = `Usage: tollgate explain [--config DIR] [--tiers FILE] [--json] DOMAIN key=value [key=value …] [+ key=value …]
+export const EXPLAIN_HELP = `Usage: tollgate explain [--config DIR] [--tiers FILE] [--hits N] [--json] DOMAIN key=value [key=value …] [+ key=value …]
 
 Shows which rule each descriptor matches and why (exact value, wildcard, the key's default), the tier and
 limits that apply, replaced limits, and which window a burst runs into first. '+' starts another descriptor.
+What Envoy can add to a descriptor, written after its entries: @limit=N/UNIT (its per-descriptor limit, e.g.
+@limit=5/minute) and @hits=N (its hits_addend; 0 checks only). --hits N: the request's hits_addend.
 On a running service, POST /explain with a RateLimitRequest as JSON adds the live counters.
 `;
 
@@ -174,7 +177,7 @@ export async function explainCommand(args: string[]): Promise<number> {
     args,
     allowPositionals: true,
     strict: true,
-    options: { config: { type: 'string', default: './config' }, tiers: { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: { config: { type: 'string', default: './config' }, tiers: { type: 'string' }, hits: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
   const [domain, ...pairs] = positionals;
   if (!domain || pairs.length === 0) {
@@ -183,21 +186,34 @@ export async function explainCommand(args: string[]): Promise<number> {
   }
   const descriptors: DescriptorInput[] = [{ entries: [] }];
   for (const p of pairs) {
-    if (p === '+') {
-      descriptors.push({ entries: [] });
-      continue;
-    }
-    const at = p.indexOf('=');
-    if (at <= 0) {
-      process.stderr.write(`tollgate: "${p.slice(0, 40)}" is not key=value\n`);
-      return 2;
-    }
-    descriptors.at(-1)!.entries.push({ key: p.slice(0, at), value: p.slice(at + 1) });
+    if (p === '+') descriptors.push({ entries: [] });
+    else addToDescriptor(descriptors.at(-1)!, p);
   }
   const byFingerprint = new Map(readAssignments(values.tiers).map((a) => [a.fingerprint, a.tier]));
   if (!existsSync(values.config)) throw new CliError(`${values.config}: no such file or directory (--config)`);
-  const request = { domain, descriptors: descriptors.filter((d) => d.entries.length > 0), hits: 1 };
+  const hits = values.hits === undefined ? 1 : wholeNumber(values.hits, '--hits');
+  const request = { domain, descriptors: descriptors.filter((d) => d.entries.length > 0), hits: hits > 0 ? hits : 1 };
   const e = await explain(loadConfigDir(values.config), { tierOf: (fp: string) => byFingerprint.get(fp) }, request);
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return 0;
+}
+
+/** One explain argument: key=value, or what Envoy adds to a descriptor (@limit=N/UNIT, @hits=N). */
+function addToDescriptor(d: DescriptorInput, arg: string): void {
+  const at = arg.indexOf('=');
+  if (at <= 0) throw new CliError(`"${arg.slice(0, 40)}" is not key=value`, 2);
+  const [key, value] = [arg.slice(0, at), arg.slice(at + 1)];
+  if (key === '@hits') d.hits = wholeNumber(value, '@hits');
+  else if (key === '@limit') {
+    const m = /^(\d+)\/(\w+)$/.exec(value);
+    const unit = m ? parseUnit(m[2]!) : undefined;
+    if (!m || !unit) throw new CliError(`@limit takes N/UNIT, e.g. @limit=5/minute (units: ${UNIT_NAMES.join(', ')})`, 2);
+    d.override = { requestsPerUnit: wholeNumber(m[1]!, '@limit'), unit };
+  } else d.entries.push({ key, value });
+}
+
+function wholeNumber(text: string, what: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n > 0xffff_ffff) throw new CliError(`${what} takes a whole number from 0 to 4294967295`, 2);
+  return n;
 }

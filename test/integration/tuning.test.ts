@@ -145,6 +145,19 @@ descriptors:
     expect(none.stdout).toContain(`no descriptor matches category=fingerprint:${fingerprint('admin')}`);
   });
 
+  it('the CLI takes what Envoy adds to a descriptor: its limit (@limit) and hits (@hits), as a decision would', async () => {
+    const run = await runCli(['explain', 'property-api', 'category=read', 'token=t', '@limit=5/minute']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("Envoy's per-descriptor limit replaces the config's");
+    expect(run.stdout).toContain('5 per minute');
+    const json = await runCli(['explain', '--json', '--hits', '4', 'property-api', 'category=read', 'token=t', '+', 'category=write', 'token=t', '@hits=0']);
+    const hits = (JSON.parse(json.stdout) as { descriptors: { hits: number }[] }).descriptors.map((d) => d.hits);
+    expect(hits).toEqual([4, 0]);
+    const bad = await runCli(['explain', 'property-api', 'category=read', '@limit=5/fortnight']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toEqual(['tollgate: @limit takes N/UNIT, e.g. @limit=5/minute (units: second, minute, hour, day, month, year, week)']);
+  });
+
   it('POST /explain adds live counters and says which window would reject', async () => {
     const t = await startTestService();
     try {
