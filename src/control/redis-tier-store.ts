@@ -1,7 +1,7 @@
-import { Cluster, ReplyError, type Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { StoreConnectionError, StoreUnavailableError } from '../errors.js';
-import { TimeoutError, withTimeout } from '../store/timeout.js';
+import { redisFailure } from '../store/redis-connection.js';
+import { withTimeout } from '../store/timeout.js';
 import type { TierAssignment, TierStore } from './tier-store.js';
 
 export interface RedisTierStoreOptions {
@@ -116,9 +116,7 @@ export class RedisTierStore implements TierStore {
     try {
       return await withTimeout(command, this.opts.timeoutMs);
     } catch (err) {
-      const message = `redis: ${(err as Error).message}`;
-      if (err instanceof TimeoutError || err instanceof ReplyError) throw new StoreUnavailableError(message, { cause: err });
-      throw new StoreConnectionError(message, { cause: err });
+      throw redisFailure(err);
     }
   }
 

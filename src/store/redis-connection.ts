@@ -1,4 +1,6 @@
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, ReplyError, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { StoreConnectionError, StoreUnavailableError } from '../errors.js';
+import { TimeoutError } from './timeout.js';
 
 export type RedisType = 'single' | 'sentinel' | 'cluster';
 
@@ -95,4 +97,14 @@ export function createClient(conn: RedisConnection, opts: ClientOptions): Redis 
     return new Redis({ ...common, sentinels: conn.nodes, name: conn.masterName, sentinelPassword: opts.sentinelPassword, sentinelRetryStrategy: retryStrategy });
   }
   return new Redis({ ...common, host: conn.nodes[0]!.host, port: conn.nodes[0]!.port, db: conn.db });
+}
+
+/** What a failed Redis call was, by the error's class: our deadline (TimeoutError) or an error reply from
+ * Redis means Redis is there but could not answer; anything else means ioredis had no usable connection (it
+ * says so with plain errors: closed, not writable, cluster not ready, or the socket's own: ECONNREFUSED…).
+ * The counter store and the tier store both classify through here. */
+export function redisFailure(err: unknown): StoreUnavailableError {
+  const message = `redis: ${(err as Error).message}`;
+  if (err instanceof TimeoutError || err instanceof ReplyError) return new StoreUnavailableError(message, { cause: err });
+  return new StoreConnectionError(message, { cause: err });
 }

@@ -1,12 +1,12 @@
-import { Cluster, ReplyError, type Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { StoreConnectionError, StoreDegradedError, StoreUnavailableError } from '../errors.js';
+import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../counters/clock.js';
 import { hashTag, storeKey } from '../counters/keys.js';
-import { createClient, type RedisConnection } from './redis-connection.js';
+import { createClient, redisFailure, type RedisConnection } from './redis-connection.js';
 import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
@@ -210,7 +210,7 @@ export class RedisStore implements Store {
       // One hash per window series; a client's keys share a hash tag, so this is one slot in Cluster mode.
       return await withTimeout(this.client.del(...windows.map((w) => storeKey(this.opts.keyPrefix, w.key))), this.opts.timeoutMs * 4);
     } catch (err) {
-      throw new StoreUnavailableError(`redis: ${(err as Error).message}`, { cause: err });
+      throw redisFailure(err);
     }
   }
 
@@ -232,11 +232,7 @@ export class RedisStore implements Store {
       this.degrade(`no answer within ${this.opts.timeoutMs} ms`);
       this.startProbe();
     }
-    const message = `redis: ${err.message}`;
-    if (err instanceof TimeoutError || err instanceof ReplyError) return new StoreUnavailableError(message, { cause: err });
-    // Neither our deadline nor an error reply from Redis: ioredis found no usable connection. It says so with
-    // plain errors (closed, not writable, cluster not ready) or the socket's own (ECONNREFUSED, EPIPE…).
-    return new StoreConnectionError(message, { cause: err });
+    return redisFailure(err);
   }
 
   /** While Redis is connected but silent, ping it until it answers again. */
