@@ -6,6 +6,7 @@ import { ConfigError } from './config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
 import { AdminClient, toFingerprint } from './control/admin-client.js';
 import { CliError, ListenError } from './errors.js';
+import { isWorker, runPrimary } from './workers.js';
 import { fingerprint } from './fingerprint.js';
 import { EnvoyConfigError } from './envoy/routes.js';
 import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './tuning/commands.js';
@@ -96,6 +97,7 @@ async function main(argv: string[]): Promise<number> {
 async function serve(args: string[]): Promise<number> {
   const settings = parseServeArgs(args);
   const logger = createLogger(settings.logLevel, settings.logFormat);
+  if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
   let service;
   try {
     service = await startService(settings, { logger });

@@ -13,6 +13,7 @@ import { explain, type Explanation } from './limiter/explain.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
+import { isWorker, workerMetrics } from './workers.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { rateLimitService, type HandlerDeps } from './server/ratelimit-handler.js';
@@ -150,7 +151,8 @@ async function startServers(
   const https: HttpServer[] = [];
   try {
     const grpcPort = await bindGrpc(grpcServer, settings.grpcHost, settings.grpcPort);
-    const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain });
+    const metricsText = isWorker() && deps.handler.metrics ? workerMetrics(deps.handler.metrics.registry) : undefined;
+    const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain, metricsText });
     https.push(http);
     const httpPort = await listen(http, settings.httpHost, settings.httpPort, 'HTTP', 'http-port');
     const adminServer = deps.admin && createAdminServer(deps.admin, deps.logger);

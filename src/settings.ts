@@ -47,6 +47,8 @@ export interface Settings {
   adminToken: string | undefined;
   /** How often each replica re-reads tier assignments from Redis, behind pub/sub. */
   tierRefreshMs: number;
+  /** Processes serving the same ports (node:cluster); more than one needs the Redis store. */
+  workers: number;
 }
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -84,6 +86,7 @@ export const SERVE_OPTIONS = {
   'max-config-bytes': { env: 'MAX_CONFIG_BYTES', default: String(DEFAULT_MAX_CONFIG_BYTES), help: `largest config file read, in bytes (the directory: ${DIR_BYTES_FACTOR} times this)` },
   'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
   'tier-refresh-ms': { env: 'TIER_REFRESH_MS', default: '2000', help: 'redis store: re-read tier assignments this often (pub/sub is faster)' },
+  workers: { env: 'WORKERS', default: '1', help: 'redis store: processes sharing the ports, one per core to use' },
 } as const;
 
 type OptionName = keyof typeof SERVE_OPTIONS;
@@ -163,7 +166,15 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     nearLimitRatio: num('near-limit-ratio', 'ratio'),
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
     tierRefreshMs: num('tier-refresh-ms', 'positive'),
+    workers: workersOf(setting('workers'), store),
   };
+}
+
+/** Several workers share counters only through Redis: with the memory store each would admit the whole limit. */
+function workersOf(s: Setting, store: 'memory' | 'redis'): number {
+  const n = numberOf(s, 'positive');
+  if (n > 1 && store !== 'redis') throw new SettingsError(`${s.from} ${n} needs --store redis: the memory store's counters are per process, so ${n} workers would each admit the whole limit`);
+  return n;
 }
 
 /** One of `options`, in any case (envoyproxy/ratelimit writes BACKEND_TYPE=REDIS, REDIS_TYPE=SINGLE). */

@@ -14,6 +14,8 @@ export interface HttpDeps {
   explain?: (input: DecisionInput) => Promise<unknown>;
   /** Alive and able to decide (config loaded, store usable or absorbed by the failure policy). */
   ready: () => { ready: boolean; reason?: string };
+  /** The /metrics text when it is not this process's registry alone (--workers: every worker's, summed). */
+  metricsText?: () => Promise<string>;
 }
 
 type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
@@ -55,7 +57,13 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
   }
   if (path === '/metrics' && req.method === 'GET' && deps.handler.metrics) {
     const registry = deps.handler.metrics.registry;
-    const text = await registry.metrics();
+    let text: string;
+    try {
+      text = await (deps.metricsText ?? (() => registry.metrics()))();
+    } catch (err) {
+      deps.handler.logger.warn({ err: (err as Error).message }, 'metrics not gathered');
+      return send(res, 503, { error: 'metrics not gathered: the other workers did not answer in time' });
+    }
     res.writeHead(200, { 'content-type': registry.contentType });
     res.end(text);
     return;

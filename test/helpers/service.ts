@@ -52,9 +52,10 @@ export interface RlsResponse {
 /** A real @grpc/grpc-js client over TCP; enums come back as names to keep assertions readable. */
 export class RlsClient {
   private readonly client: grpc.Client & { ShouldRateLimit: UnaryMethod };
-  constructor(port: number) {
+  /** `options`: channel options; a distinct value of any option gives the client a connection of its own. */
+  constructor(port: number, options: grpc.ChannelOptions = {}) {
     const Ctor = clientConstructor(RLS_SERVICE);
-    this.client = new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { ShouldRateLimit: UnaryMethod };
+    this.client = new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), options) as unknown as grpc.Client & { ShouldRateLimit: UnaryMethod };
   }
 
   call(req: RlsRequest, deadlineMs = 5000): Promise<RlsResponse> {

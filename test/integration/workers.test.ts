@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { metric, scrape } from '../helpers/metrics.js';
+import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
+import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { property, RlsClient } from '../helpers/service.js';
+
+describe('serve --workers 2 (Redis store)', () => {
+  let redis: RedisServer;
+  let daemon: Daemon;
+  let grpcPort: number;
+  let httpPort: number;
+  beforeAll(async () => {
+    redis = await startRedis();
+    [grpcPort, httpPort] = [await freePort(), await freePort()];
+    daemon = await startCli(
+      ['serve', '--workers', '2', '--store', 'redis', '--redis-url', redis.url, '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort)],
+      /tollgate serving[\s\S]*tollgate serving/,
+    );
+  });
+  afterAll(async () => {
+    if (daemon && daemon.child.exitCode === null) {
+      daemon.child.kill('SIGTERM');
+      await daemon.exited;
+    }
+    await redis?.stop();
+  });
+
+  it('two processes answer on one port, share the counters, and /metrics on either counts every call', async () => {
+    expect(daemon.output().match(/tollgate serving/g)).toHaveLength(2);
+    // A connection each, so node:cluster can hand them to either worker.
+    const clients = Array.from({ length: 8 }, (_, i) => new RlsClient(grpcPort, { 'grpc.tollgate_test_connection': i }));
+    const token = `Bearer workers-${Math.random()}`;
+    const codes = await Promise.all(Array.from({ length: 40 }, (_, i) => clients[i % 8]!.call(property('reports', token)).then((r) => r.overall_code)));
+    for (const c of clients) c.close();
+    // One shared counter (reports: 2 a second), whichever worker answered: at most 2 a second admitted.
+    expect(codes.filter((c) => c === 'OK').length).toBeGreaterThanOrEqual(2);
+    expect(codes.filter((c) => c === 'OK').length).toBeLessThanOrEqual(6);
+    // Each scrape lands on one worker, which answers for both.
+    for (let i = 0; i < 4; i++) {
+      const { series } = await scrape(httpPort);
+      const ok = metric(series, 'tollgate_requests_total', { domain: 'property-api', result: 'ok' }) ?? 0;
+      const over = metric(series, 'tollgate_requests_total', { domain: 'property-api', result: 'over_limit' }) ?? 0;
+      expect(ok + over).toBe(40);
+    }
+  });
+
+  it('SIGTERM stops every worker and the primary exits 0', async () => {
+    daemon.child.kill('SIGTERM');
+    expect(await daemon.exited).toBe(0);
+    expect(daemon.output().match(/tollgate stopped/g)).toHaveLength(2);
+  });
+});
+
+describe('--workers with the memory store', () => {
+  it('is refused in one line: each worker would admit the whole limit', async () => {
+    const run = await runCli(['serve', '--workers', '2']);
+    expect(run.code).not.toBe(0);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    expect(run.stderr).toContain('--workers 2 needs --store redis');
+  });
+});
