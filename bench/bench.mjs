@@ -74,7 +74,7 @@ async function main() {
       const r = await measure(name, targets[name], redis, redisPort, rate);
       if (name === 'noop' && values.rate === 'half') rate = Math.round(r.sat.perSecond / 2);
       runs[name].push(r);
-      console.error(`round ${round} ${name}: ${Math.round(r.sat.perSecond)}/s, ${r.sat.serviceUs.toFixed(1)} µs/decision, h2load CPU ${(r.sat.driverShare * 100).toFixed(0)}%`);
+      console.error(`round ${round} ${name}: ${Math.round(r.sat.perSecond)}/s, ${(r.sat.serviceUs ?? NaN).toFixed(1)} µs/decision, h2load CPU ${(r.sat.driverShare * 100).toFixed(0)}%`);
     }
   }
   await stop(redis);
