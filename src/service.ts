@@ -155,7 +155,7 @@ async function startServers(
     const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain, metricsText });
     https.push(http);
     const httpPort = await listen(http, settings.httpHost, settings.httpPort, 'HTTP', 'http-port');
-    const adminServer = deps.admin && createAdminServer(deps.admin, deps.logger);
+    const adminServer = deps.admin && createAdminServer(deps.admin, { logger: deps.logger, metrics: deps.handler.metrics });
     if (adminServer) https.push(adminServer);
     const adminPort = adminServer ? await listen(adminServer, settings.adminHost, settings.adminPort, 'the admin API', 'admin-port') : undefined;
     return { grpc: grpcServer, https, grpcPort, httpPort, adminPort };

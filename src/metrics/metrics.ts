@@ -64,7 +64,7 @@ export class Metrics {
   });
   readonly httpErrors = new Counter({
     name: 'tollgate_http_errors_total',
-    help: 'POST /json and /explain calls answered with an error, by endpoint and HTTP status (gRPC calls count in tollgate_grpc_errors_total)',
+    help: 'HTTP calls answered with an error, by endpoint (/json, /explain, /admin, …, other) and HTTP status (gRPC calls count in tollgate_grpc_errors_total)',
     labelNames: ['endpoint', 'code'] as const,
     registers: [this.registry],
   });

@@ -27,27 +27,36 @@ type Refuse = (status: number, error: string) => void;
 
 /** Health and debugging endpoints on the HTTP port. */
 export function createHttpServer(deps: HttpDeps): Server {
-  return serve(deps.handler.logger, (req, res, path) => route(deps, req, res, path));
+  return serve(deps.handler, (req, res, path) => route(deps, req, res, path));
 }
 
 /** The admin API (/admin/*) on a listener of its own, bound to loopback by default: the HTTP port can then
- * be opened to Prometheus without opening the admin API. */
-export function createAdminServer(admin: Route, logger: HandlerDeps['logger']): Server {
-  return serve(logger, async (req, res, path) => {
+ * be opened to Prometheus without opening the admin API. Its error answers count under endpoint "/admin". */
+export function createAdminServer(admin: Route, deps: Pick<HandlerDeps, 'logger' | 'metrics'>): Server {
+  return serve(deps, async (req, res, path) => {
+    res.once('finish', () => {
+      if (res.statusCode >= 400) deps.metrics?.httpErrors.inc({ endpoint: '/admin', code: String(res.statusCode) });
+    });
     if (path.startsWith('/admin/') || path === '/admin') return admin(req, res, path);
     send(res, 404, { error: 'not found', endpoints: ['/admin/tiers', '/admin/tokens'] });
   });
 }
 
-function serve(logger: HandlerDeps['logger'], handle: Route): Server {
+/** A handler that throws is answered 500 and counted, under its endpoint's name (never the path sent). */
+function serve(deps: Pick<HandlerDeps, 'logger' | 'metrics'>, handle: Route): Server {
   return createServer((req, res) => {
-    handle(req, res, (req.url ?? '/').split('?')[0] ?? '/').catch((err: unknown) => {
-      logger.error({ err }, 'http handler failed');
-      if (!res.headersSent) send(res, 500, { error: 'internal error' });
-      else res.destroy();
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    handle(req, res, path).catch((err: unknown) => {
+      deps.logger.error({ err }, 'http handler failed');
+      if (res.headersSent) return void res.destroy();
+      send(res, 500, { error: 'internal error' });
+      if (!path.startsWith('/admin')) deps.metrics?.httpErrors.inc({ endpoint: endpointOf(path), code: '500' });
     });
   });
 }
+
+const NAMED = ['/json', '/explain', '/metrics', '/healthz', '/readyz'];
+const endpointOf = (path: string): string => (NAMED.includes(path) ? path : 'other');
 
 async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
   if (path === '/healthz' && req.method === 'GET') return send(res, 200, { status: 'ok' });

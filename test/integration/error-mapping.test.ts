@@ -116,6 +116,18 @@ describe('the admin API maps errors through the one mapping', () => {
     expect(res.status).toBe(400);
     expect((await res.json()).error).toMatch(/^not a fingerprint/);
   });
+
+  it('admin error answers are counted under endpoint /admin, never under the path sent', async () => {
+    t = await startTestService({ env: { TOLLGATE_ADMIN_TOKEN: ADMIN } });
+    await admin('/admin/tiers/not-hex', { method: 'PUT', body: '{}' });
+    await fetch(`http://127.0.0.1:${t.service.adminPort}/admin/tiers`); // no credential
+    await admin('/s3cr3t-path');
+    const { text, series } = await scrape(t.service.httpPort);
+    expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/admin', code: '400' })).toBe(1);
+    expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/admin', code: '401' })).toBe(1);
+    expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/admin', code: '404' })).toBe(1);
+    expect(text).not.toContain('s3cr3t');
+  });
 });
 
 describe('HTTP /json and /explain failures are counted apart from gRPC errors', () => {
