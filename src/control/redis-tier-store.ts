@@ -1,5 +1,6 @@
 import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { eventsChannel, tierHashKey } from '../counters/keys.js';
 import { redisFailure } from '../store/redis-connection.js';
 import { withTimeout } from '../store/timeout.js';
 import type { TierAssignment, TierStore } from './tier-store.js';
@@ -29,8 +30,8 @@ export class RedisTierStore implements TierStore {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: RedisTierStoreOptions) {
-    this.key = `${opts.keyPrefix}tiers`;
-    this.channel = `${opts.keyPrefix}events`;
+    this.key = tierHashKey(opts.keyPrefix);
+    this.channel = eventsChannel(opts.keyPrefix);
     this.subscriber = opts.client instanceof Cluster ? opts.client.duplicate() : opts.client.duplicate();
     // ioredis resubscribes after a reconnect by itself; the first subscription waits for the connection.
     this.subscriber.once('ready', () => {

@@ -14,6 +14,9 @@ import { cachedFingerprint } from '../fingerprint.js';
  *   bucket key    <counter key>:<unit>.bucket      a token bucket: its own key, so switching a limit between
  *                                                  a window and a bucket starts it fresh, never misread
  *   store key     <prefix><window key>             the Redis store adds --redis-key-prefix
+ *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
+ *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets
+ *                                                  (neither holds a ':', which every store key does)
  *
  * Domain and rule path are URL-encoded, so config text never holds ':', '{' or '}' of its own; request values
  * and request keys appear only as fingerprints (hex), so a key never holds raw request text and its length is
@@ -63,6 +66,15 @@ export function bucketKey(counterKey: string, unit: string): string {
  * one Redis. */
 export function storeKey(prefix: string, windowKey: string): string {
   return prefix + windowKey;
+}
+
+/** The Redis hash of tier assignments, and the channel replicas tell each other of changes on. */
+export function tierHashKey(prefix: string): string {
+  return `${prefix}tiers`;
+}
+
+export function eventsChannel(prefix: string): string {
+  return `${prefix}events`;
 }
 
 /** The Redis Cluster hash tag of a counter or window key: the text inside its first {…}. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { counterId, counterKey, counterKeyOf, hashTag, overrideCounterKey, storeKey, windowKey } from '../../src/counters/keys.js';
+import { counterId, counterKey, counterKeyOf, eventsChannel, hashTag, overrideCounterKey, storeKey, tierHashKey, windowKey } from '../../src/counters/keys.js';
 import { fingerprint } from '../../src/fingerprint.js';
 
 const SECRET = 'Bearer s3cr3t-token';
@@ -72,5 +72,13 @@ describe('counter keys (src/counters/keys.ts)', () => {
   it('keys are ASCII, so the memory store may copy them as latin1', () => {
     const key = windowKey(counterKey(counterId('dömäin', 'ключ_värde'), [true], entries(['k', 'välue'])), 'day');
     expect(key).toMatch(/^[\x20-\x7e]+$/);
+  });
+
+  it('tier hash and events channel: under the prefix, and never the name of a counter', () => {
+    expect(tierHashKey('tollgate:')).toBe('tollgate:tiers');
+    expect(eventsChannel('tollgate:')).toBe('tollgate:events');
+    // Every store key holds a ':' after the prefix (domain:rule path); these hold none.
+    expect(storeKey('tollgate:', windowKey(counterKeyOf(counterId('tiers', ''), ''), 'hour'))).not.toBe(tierHashKey('tollgate:'));
+    expect(tierHashKey('p:').slice(2)).not.toContain(':');
   });
 });
