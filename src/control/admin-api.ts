@@ -80,9 +80,14 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
       const removed = await deps.store.reset(windows);
       const keys = windows.map((w) => w.key);
       deps.onLocalReset(keys);
-      await deps.tiers.announceReset(keys);
-      deps.logger.info({ admin: who, action: 'counters.reset', fingerprint: fp, windows: windows.length, removed }, 'admin change');
-      return send(res, 200, { fingerprint: fp, reset: windows.length, existed: removed });
+      // The counters are reset whatever happens next: a failed announcement is reported, not an error. Other
+      // replicas then answer from their over-limit cache until those windows end.
+      const announced = await deps.tiers.announceReset(keys).then(
+        () => true,
+        (err: unknown) => (deps.logger.warn({ err: (err as Error).message }, 'counter reset not announced to other replicas'), false),
+      );
+      deps.logger.info({ admin: who, action: 'counters.reset', fingerprint: fp, windows: windows.length, removed, announced }, 'admin change');
+      return send(res, 200, { fingerprint: fp, reset: windows.length, existed: removed, announced });
     }
   }
   send(res, 404, {

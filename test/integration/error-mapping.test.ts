@@ -117,6 +117,18 @@ describe('the admin API maps errors through the one mapping', () => {
     expect((await res.json()).error).toMatch(/^not a fingerprint/);
   });
 
+  it('a counter reset that cannot be announced to the other replicas still answers 200, saying so', async () => {
+    class SilentTierStore extends MemoryTierStore {
+      override announceReset(): Promise<void> {
+        return Promise.reject(new Error('redis: Connection is closed.'));
+      }
+    }
+    t = await startTestService({ tiers: new SilentTierStore(), env: { TOLLGATE_ADMIN_TOKEN: ADMIN } });
+    const res = await admin(`/admin/tokens/${FP}/counters`, { method: 'DELETE' });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ fingerprint: FP, announced: false });
+  });
+
   it('admin error answers are counted under endpoint /admin, never under the path sent', async () => {
     t = await startTestService({ env: { TOLLGATE_ADMIN_TOKEN: ADMIN } });
     await admin('/admin/tiers/not-hex', { method: 'PUT', body: '{}' });
