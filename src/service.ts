@@ -83,7 +83,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   if (config.domains.size === 0) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   const { grpcPort, httpPort, adminPort } = servers;
   logger.info(
-    { version: VERSION, grpcPort, httpPort, adminPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
+    { version: VERSION, ...(isWorker() && { worker: process.pid }), grpcPort, httpPort, adminPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
   );
   const stop = async (): Promise<void> => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
 import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { within } from '../helpers/time.js';
 import { property, RlsClient } from '../helpers/service.js';
 
 describe('serve --workers 2 (Redis store)', () => {
@@ -44,10 +45,22 @@ describe('serve --workers 2 (Redis store)', () => {
     }
   });
 
+  it('a worker that dies is started again, and calls keep being answered meanwhile', async () => {
+    const workers = [...daemon.output().matchAll(/"worker":(\d+)/g)].map((m) => Number(m[1]));
+    expect(workers).toHaveLength(2);
+    process.kill(workers[0]!, 'SIGKILL');
+    await within(10_000, () => (daemon.output().match(/tollgate serving/g) ?? []).length === 3);
+    expect(daemon.output()).toContain('worker exited');
+    const clients = Array.from({ length: 4 }, (_, i) => new RlsClient(grpcPort, { 'grpc.tollgate_test_connection': 100 + i }));
+    const codes = await Promise.all(clients.map((c) => c.call(property('read', `Bearer after-${Math.random()}`)).then((r) => r.overall_code)));
+    for (const c of clients) c.close();
+    expect(codes).toEqual(['OK', 'OK', 'OK', 'OK']);
+  });
+
   it('SIGTERM stops every worker and the primary exits 0', async () => {
     daemon.child.kill('SIGTERM');
     expect(await daemon.exited).toBe(0);
-    expect(daemon.output().match(/tollgate stopped/g)).toHaveLength(2);
+    expect(daemon.output().match(/tollgate stopped/g)).toHaveLength(2); // the two living workers
   });
 });
 
