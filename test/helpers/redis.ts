@@ -70,7 +70,12 @@ export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   let proc: ChildProcess;
   const launch = async (): Promise<void> => {
     proc = spawn('redis-server', args, { stdio: 'ignore' });
-    await waitFor(() => ping(port), `redis-server on ${port}`);
+    try {
+      await waitFor(() => ping(port), `redis-server on ${port}`);
+    } catch (err) {
+      proc.kill('SIGKILL'); // never leave a server behind that the test could not use
+      throw err;
+    }
   };
   await launch();
   const server: RedisServer = {
