@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { CompiledConfig } from '../config/compiled.js';
 import { InvalidRequestError } from '../errors.js';
 import { asFingerprint, fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
-import { readJson, send } from '../server/http-util.js';
+import { readJsonBody, send } from '../server/http-util.js';
 import { httpStatusOf, toStatus } from '../server/status.js';
 import type { Store } from '../store/store.js';
 import { inspectToken, tokenWindows } from './inspect.js';
@@ -97,10 +97,8 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
 }
 
 async function assignTier(deps: AdminDeps, who: string, req: IncomingMessage, res: ServerResponse, fp: string): Promise<void> {
-  if ((req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== 'application/json') {
-    return send(res, 415, { error: 'send the body as content-type: application/json' });
-  }
-  const body = (await readJson(req)) as { tier?: unknown } | null;
+  const body = (await readJsonBody(req, (status, error) => send(res, status, { error }))) as { tier?: unknown } | null | undefined;
+  if (body === undefined) return; // refused (415, 413, 400): answered already
   const tier = body?.tier;
   if (typeof tier !== 'string' || tier === '') throw new InvalidRequestError('body must be {"tier": "<tier name>"}');
   const known = [...deps.config().domains.values()].flatMap((d) => [...d.tiers]);

@@ -1,11 +1,10 @@
-import { isUtf8 } from 'node:buffer';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Code } from '../response/wire.js';
 import { requestFromJson, responseToJson } from './json.js';
 import { decideWire, type HandlerDeps } from './ratelimit-handler.js';
 import { toDecisionInput } from './request.js';
 import type { DecisionInput } from '../limiter/limiter.js';
-import { send } from './http-util.js';
+import { readJsonBody, send, type Refuse } from './http-util.js';
 import { httpStatusOf, toStatus } from './status.js';
 
 export interface HttpDeps {
@@ -22,8 +21,6 @@ type Route = (req: IncomingMessage, res: ServerResponse, path: string) => Promis
 
 /** The endpoints whose failures are counted (tollgate_http_errors_total), by path. */
 type Endpoint = '/json' | '/explain';
-/** Answers a failed call with a status and a message, and counts it. */
-type Refuse = (status: number, error: string) => void;
 
 /** Health and debugging endpoints on the HTTP port. */
 export function createHttpServer(deps: HttpDeps): Server {
@@ -108,7 +105,7 @@ function refuseError(deps: HttpDeps, refuse: Refuse, err: unknown, during: strin
 
 async function explainRequest(deps: HttpDeps, explain: NonNullable<HttpDeps['explain']>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const refuse = refuser(deps, res, '/explain');
-  const body = await readBody(req, refuse);
+  const body = await readJsonBody(req, refuse);
   if (body === undefined) return;
   try {
     const input = toDecisionInput(requestFromJson(body), deps.handler.bounds);
@@ -120,7 +117,7 @@ async function explainRequest(deps: HttpDeps, explain: NonNullable<HttpDeps['exp
 
 async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const refuse = refuser(deps, res, '/json');
-  const body = await readBody(req, refuse);
+  const body = await readJsonBody(req, refuse);
   if (body === undefined) return;
   try {
     const response = await decideWire(deps.handler, requestFromJson(body));
@@ -128,75 +125,4 @@ async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): 
   } catch (err) {
     refuseError(deps, refuse, err, 'deciding');
   }
-}
-
-const MAX_BODY_BYTES = 1024 * 1024;
-
-/** The parsed JSON body, or undefined after answering 415 (not application/json), 413 (over the bound)
- * or 400 (not UTF-8, not JSON). Bytes are checked for UTF-8 before decoding: decoding would replace bad
- * bytes with U+FFFD, and distinct invalid tokens would share one counter. */
-async function readBody(req: IncomingMessage, refuse: Refuse): Promise<unknown> {
-  if (!isJsonType(req.headers['content-type'])) {
-    refuse(415, 'send the body as content-type: application/json');
-    drain(req);
-    return undefined;
-  }
-  const declared = Number(req.headers['content-length'] ?? 0);
-  const bytes = declared > MAX_BODY_BYTES ? 'too large' : await collect(req, MAX_BODY_BYTES);
-  if (bytes === 'aborted') return undefined;
-  if (bytes === 'too large') {
-    refuse(413, `body is larger than ${MAX_BODY_BYTES} bytes`);
-    drain(req);
-    return undefined;
-  }
-  if (!isUtf8(bytes)) {
-    refuse(400, 'body is not valid UTF-8');
-    return undefined;
-  }
-  try {
-    return JSON.parse(bytes.toString('utf8')) as unknown;
-  } catch {
-    refuse(400, 'body is not valid JSON');
-    return undefined;
-  }
-}
-
-/** Reads and drops the rest of a refused body: closing with bytes unread would reset the connection, and a
- * client still writing could lose the answer. Bounded: past 16 MiB or 5 seconds the connection is cut. */
-function drain(req: IncomingMessage): void {
-  if (req.readableEnded) return;
-  let dropped = 0;
-  const timer = setTimeout(() => req.destroy(), 5000).unref();
-  req.on('data', (chunk: Buffer) => {
-    dropped += chunk.length;
-    if (dropped > 16 * 1024 * 1024) req.destroy();
-  });
-  req.once('end', () => clearTimeout(timer));
-  req.once('close', () => clearTimeout(timer));
-}
-
-/** application/json, in any case, with or without parameters such as charset. */
-function isJsonType(header: string | undefined): boolean {
-  return (header ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
-}
-
-/** The body; 'too large' as soon as it grows past `max` (the rest is left to drain()); 'aborted' when
- * the client goes away first. */
-function collect(req: IncomingMessage, max: number): Promise<Buffer | 'too large' | 'aborted'> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size <= max) return void chunks.push(chunk);
-      req.off('data', onData);
-      req.pause();
-      resolve('too large');
-    };
-    req.on('data', onData);
-    req.once('end', () => resolve(Buffer.concat(chunks)));
-    // After 'end' these change nothing: a promise settles once.
-    req.once('error', () => resolve('aborted'));
-    req.once('close', () => resolve('aborted'));
-  });
 }
