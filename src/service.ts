@@ -21,6 +21,7 @@ import { SERVE_OPTIONS, type Settings } from './settings.js';
 import { ListenError } from './errors.js';
 import { VERSION } from './version.js';
 import { createStore, type StoreStack } from './store/create-store.js';
+import { redisAddress } from './store/redis-connection.js';
 import type { Store } from './store/store.js';
 import { adminApi, type AdminHandler } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
@@ -102,7 +103,8 @@ async function openStores(
   const { logger, metrics } = deps;
   const stack = createStore(settings, { logger, clock: deps.clock, measure: (s) => new InstrumentedStore(s, metrics) });
   if (stack.redis && !(await stack.redis.waitReady(2000))) {
-    logger.warn({ redis: redisAddress(settings), policy: settings.redisFailure }, `redis not reachable at ${redisAddress(settings)} at start: serving under the failure policy until it is`);
+    const at = redisAddress(settings.redis!);
+    logger.warn({ redis: at, policy: settings.redisFailure }, `redis not reachable at ${at} at start: serving under the failure policy until it is`);
   }
   const tiers = deps.tiers ?? (await createTierStore(settings, stack, logger));
   tiers.onReset((keys) => stack.cache?.forget(keys));
@@ -164,11 +166,6 @@ async function startServers(
     for (const h of https) h.close();
     throw err;
   }
-}
-
-/** Where the Redis store connects, for log lines: host:port of each node, never the credentials. */
-function redisAddress(settings: Settings): string {
-  return (settings.redis?.nodes ?? []).map((n) => `${n.host}:${n.port}`).join(',');
 }
 
 /** Keys that load but change nothing (detailed_metric): one line, naming where each is written. */

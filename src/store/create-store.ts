@@ -4,6 +4,7 @@ import { PolicyStore, type FailurePolicy } from './failure-policy.js';
 import { MemoryStore } from './memory-store.js';
 import { OverLimitCache } from './over-limit-cache.js';
 import type { RedisConnection } from './redis-connection.js';
+import { redisAddress } from './redis-connection.js';
 import { RedisStore } from './redis-store.js';
 import type { Store } from './store.js';
 
@@ -51,7 +52,7 @@ export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
     timeoutMs: opts.redisTimeoutMs,
     keyPrefix: opts.redisKeyPrefix,
     // Every line of the store names where it connects (host:port of each node), never the credentials.
-    logger: deps.logger.child({ redis: opts.redis!.nodes.map((n) => `${n.host}:${n.port}`).join(',') }),
+    logger: deps.logger.child({ redis: redisAddress(opts.redis!) }),
     sentinelPassword: opts.redisSentinelPassword,
     clock: deps.clock,
   });

@@ -58,6 +58,11 @@ export function parseRedisUrl(url: string, type: RedisType): RedisConnection {
   return conn;
 }
 
+/** Where a connection goes, for log lines: host:port of each node, never the credentials. */
+export function redisAddress(conn: RedisConnection): string {
+  return conn.nodes.map((n) => `${n.host}:${n.port}`).join(',');
+}
+
 export interface ClientOptions {
   commandTimeoutMs: number;
   sentinelPassword: string | undefined;
