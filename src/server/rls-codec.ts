@@ -249,29 +249,49 @@ function varintSize(n: number): number {
 }
 
 const lenSize = (len: number): number => varintSize(len) + len;
-const strSize = (s: string): number => lenSize(Buffer.byteLength(s));
 
-function limitSize(l: NonNullable<WireStatus['current_limit']>): number {
-  return 1 + varintSize(l.requests_per_unit) + 1 + varintSize(l.unit) + 1 + strSize(l.name);
+/** The sizes the writer needs (nested message lengths, string byte lengths), measured once in the sizing
+ * pass and pushed in the order the writer reads them; reused from call to call (encoding is synchronous). */
+const SIZES: number[] = [];
+
+/** A status's size; pushes [status, limit, name] sizes (limit and name only when it has a limit). */
+function sizeStatus(s: WireStatus): number {
+  let n = 1 + varintSize(s.code) + 1 + varintSize(s.limit_remaining);
+  const at = SIZES.push(0) - 1;
+  if (s.current_limit != null) {
+    const l = s.current_limit;
+    const name = Buffer.byteLength(l.name);
+    const limit = 1 + varintSize(l.requests_per_unit) + 1 + varintSize(l.unit) + 1 + lenSize(name);
+    SIZES.push(limit, name);
+    n += 1 + lenSize(limit);
+  }
+  if (s.duration_until_reset != null) n += 1 + lenSize(durationSize(s.duration_until_reset));
+  SIZES[at] = n;
+  return n;
 }
 
 function durationSize(d: NonNullable<WireStatus['duration_until_reset']>): number {
   return 1 + varintSize(d.seconds) + 1 + varintSize(d.nanos);
 }
 
-function statusSize(s: WireStatus): number {
-  let n = 1 + varintSize(s.code) + 1 + varintSize(s.limit_remaining);
-  if (s.current_limit != null) n += 1 + lenSize(limitSize(s.current_limit));
-  if (s.duration_until_reset != null) n += 1 + lenSize(durationSize(s.duration_until_reset));
+/** A header's size; pushes [header, key, value] sizes. */
+function sizeHeader(h: WireHeader): number {
+  const key = Buffer.byteLength(h.key);
+  const value = Buffer.byteLength(h.value);
+  const n = 1 + lenSize(key) + 1 + lenSize(value);
+  SIZES.push(n, key, value);
   return n;
 }
 
-const headerSize = (h: WireHeader): number => 1 + strSize(h.key) + 1 + strSize(h.value);
-
-/** Writes into a Buffer sized exactly beforehand. */
+/** Writes into a Buffer sized exactly beforehand, taking lengths from SIZES in order. */
 class Writer {
   pos = 0;
+  private next = 0;
   constructor(readonly buf: Buffer) {}
+
+  private size(): number {
+    return SIZES[this.next++]!;
+  }
 
   varint(n: number): void {
     if (n < 0) {
@@ -289,14 +309,14 @@ class Writer {
   }
 
   string(s: string): void {
-    const len = Buffer.byteLength(s);
+    const len = this.size();
     this.varint(len);
     this.pos += this.buf.write(s, this.pos, len, 'utf8');
   }
 
   header(field: number, h: WireHeader): void {
     this.buf[this.pos++] = (field << 3) | LEN;
-    this.varint(headerSize(h));
+    this.varint(this.size());
     this.buf[this.pos++] = (1 << 3) | LEN;
     this.string(h.key);
     this.buf[this.pos++] = (2 << 3) | LEN;
@@ -305,13 +325,13 @@ class Writer {
 
   status(s: WireStatus): void {
     this.buf[this.pos++] = (2 << 3) | LEN;
-    this.varint(statusSize(s));
+    this.varint(this.size());
     this.buf[this.pos++] = (1 << 3) | VARINT;
     this.varint(s.code);
     if (s.current_limit != null) {
       const l = s.current_limit;
       this.buf[this.pos++] = (2 << 3) | LEN;
-      this.varint(limitSize(l));
+      this.varint(this.size());
       this.buf[this.pos++] = (1 << 3) | VARINT;
       this.varint(l.requests_per_unit);
       this.buf[this.pos++] = (2 << 3) | VARINT;
@@ -361,10 +381,11 @@ export function encodeRateLimitResponse(m: WireResponse): Buffer {
   const statuses = m.statuses ?? NONE;
   const response = m.response_headers_to_add ?? NONE;
   const request = m.request_headers_to_add ?? NONE;
+  SIZES.length = 0;
   let size = m.overall_code != null ? 1 + varintSize(m.overall_code) : 0;
-  for (const s of statuses) size += 1 + lenSize(statusSize(s));
-  for (const h of response) size += 1 + lenSize(headerSize(h));
-  for (const h of request) size += 1 + lenSize(headerSize(h));
+  for (const s of statuses) size += 1 + lenSize(sizeStatus(s));
+  for (const h of response) size += 1 + lenSize(sizeHeader(h));
+  for (const h of request) size += 1 + lenSize(sizeHeader(h));
   if (m.raw_body != null) size += 1 + lenSize(m.raw_body.length);
   const w = new Writer(Buffer.allocUnsafe(size));
   if (m.overall_code != null) {
