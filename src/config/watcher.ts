@@ -77,10 +77,13 @@ export class ConfigWatcher {
 
   /** Reloads if the directory changed; resolves to what happened, for tests and logs. One reload runs at a
    * time: checks asked for during one run once after it (however many were asked), since the change that
-   * prompted them may have come too late for the running one to see. */
+   * prompted them may have come too late for the running one to see. A check asked for after a run ended
+   * but before the queued one started joins the queued one: launching its own would run two reloads at
+   * once, and the reader thread, which serves one request at a time, would leave one of them unanswered. */
   check(): Promise<ReloadOutcome> {
+    if (this.queued) return this.queued;
     if (!this.running) return this.launch();
-    this.queued ??= this.running.then(() => {
+    this.queued = this.running.then(() => {
       this.queued = undefined;
       return this.launch();
     });
@@ -240,6 +243,8 @@ class ReaderThread {
   ) {}
 
   ask(req: ReaderRequest): Promise<ReaderReply> {
+    // A second request would take the first one's answer and leave the first waiting for ever.
+    if (this.pending) return Promise.reject(new ReaderError('BUSY', 'the config reader is busy with another request'));
     if (req.type === 'read') this.lastHash = undefined;
     const worker = (this.worker ??= this.spawn());
     return new Promise((resolve, reject) => {
@@ -258,17 +263,21 @@ class ReaderThread {
     const w = new Worker(readerScript(), { resourceLimits: { maxOldGenerationSizeMb: this.heapMb } });
     w.unref(); // never what keeps the process running
     w.on('message', (reply: ReaderReply) => {
+      if (this.worker !== w) return; // a stopped thread's late answer is not the pending request's
       if (reply.type !== 'hashed') return this.settle(undefined, reply);
       this.lastHash = reply.hash;
       this.onRead(reply.hash);
     });
     w.on('error', (err: Error & { code?: string }) => {
+      if (this.worker !== w) return;
       this.kill(err.code === 'ERR_WORKER_OUT_OF_MEMORY'
         ? new ReaderError('OUT_OF_MEMORY', `parsing needs more than the config reader's ${this.heapMb} MB of memory`)
         : new ReaderError('READER_FAILED', `the config reader failed: ${err.message}`));
     });
     w.on('exit', (code) => {
-      if (this.worker === w) this.worker = undefined;
+      // A thread that was stopped (kill) has already settled its request; the one now pending is its successor's.
+      if (this.worker !== w) return;
+      this.worker = undefined;
       this.settle(new ReaderError('READER_FAILED', `the config reader exited (code ${code})`));
     });
     return w;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
 import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
-import { within } from '../helpers/time.js';
+import { bounded, within } from '../helpers/time.js';
 import { property, RlsClient } from '../helpers/service.js';
 
 describe('serve --workers 2 (Redis store)', () => {
@@ -21,7 +21,7 @@ describe('serve --workers 2 (Redis store)', () => {
   afterAll(async () => {
     if (daemon && daemon.child.exitCode === null) {
       daemon.child.kill('SIGTERM');
-      await daemon.exited;
+      await bounded(daemon.exited, 10_000, 'workers stopped');
     }
     await redis?.stop();
   });
@@ -59,7 +59,7 @@ describe('serve --workers 2 (Redis store)', () => {
 
   it('SIGTERM stops every worker and the primary exits 0', async () => {
     daemon.child.kill('SIGTERM');
-    expect(await daemon.exited).toBe(0);
+    expect(await bounded(daemon.exited, 10_000, 'the primary exited after SIGTERM')).toBe(0);
     expect(daemon.output().match(/tollgate stopped/g)).toHaveLength(2); // the two living workers
   });
 });
