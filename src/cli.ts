@@ -14,6 +14,7 @@ import { TrafficError } from './tuning/traffic.js';
 import { createLogger } from './logger.js';
 import { startService } from './service.js';
 import { maxConfigBytesOf, parseServeArgs, serveHelp, SettingsError } from './settings.js';
+import { parseBool } from './settings-compat.js';
 import { VERSION } from './version.js';
 
 /** The longest token `fingerprint -` reads: the longest value a request may carry (--max-value-bytes). */
@@ -53,7 +54,7 @@ const HELP: Record<string, string> = {
   explain: EXPLAIN_HELP,
   tiers: `Usage: tollgate tiers assign TOKEN_OR_FINGERPRINT TIER\n       tollgate tiers remove TOKEN_OR_FINGERPRINT\n       tollgate tiers list\n\n${ADMIN_HELP}`,
   inspect: `Usage: tollgate inspect TOKEN_OR_FINGERPRINT [--reset]\n\nShows the client's tier and its counters; --reset deletes them.\n${ADMIN_HELP}`,
-  'check-config': `Usage: tollgate check-config [--max-config-bytes N] DIR_OR_FILE\n\nValidates every YAML file in DIR (or the one FILE) as serve would load it, prints each\ndomain's rules and the config hash (of file names and contents: the same files give the\nsame hash wherever they are), and exits 1 with file:line:column: key: problem for each\nerror. A directory with no .yaml or .yml file passes with a warning, as serve starts on\nit (a reload that would empty a running config is refused). --max-config-bytes (env\nMAX_CONFIG_BYTES) as for serve.\n`,
+  'check-config': `Usage: tollgate check-config [--max-config-bytes N] [--merge-domain-config] DIR_OR_FILE\n\nValidates every YAML file in DIR (or the one FILE) as serve would load it, prints each\ndomain's rules and the config hash (of file names and contents: the same files give the\nsame hash wherever they are), and exits 1 with file:line:column: key: problem for each\nerror. A directory with no .yaml or .yml file passes with a warning, as serve starts on\nit (a reload that would empty a running config is refused). --max-config-bytes (env\nMAX_CONFIG_BYTES) and --merge-domain-config (env MERGE_DOMAIN_CONFIG) as for serve.\n`,
   fingerprint: `Usage: tollgate fingerprint TOKEN\n       tollgate fingerprint -          (or no TOKEN, with stdin not a terminal)\n\nPrints the SHA-256 fingerprint (first 32 hex characters) of TOKEN, with any\n"Bearer " scheme stripped. Use it wherever Tollgate names a client. With -, the token\nis read from stdin (one line; at most ${MAX_STDIN_TOKEN_BYTES} bytes), so it stays out of argv and shell\nhistory: tollgate fingerprint - < token.txt\n`,
 };
 
@@ -134,7 +135,8 @@ async function serve(args: string[]): Promise<number> {
 }
 
 function checkConfig(args: string[]): number {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: { 'max-config-bytes': { type: 'string' } } });
+  const options = { 'max-config-bytes': { type: 'string' }, 'merge-domain-config': { type: 'boolean' } } as const;
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options });
   const path = positionals[0];
   if (positionals.length !== 1 || !path) {
     process.stderr.write(HELP['check-config']!);
@@ -142,7 +144,8 @@ function checkConfig(args: string[]): number {
   }
   if (!existsSync(path)) throw new CliError(`${path}: no such file or directory`);
   try {
-    const config = loadConfigDir(path, configLimits(maxConfigBytesOf(values['max-config-bytes'])));
+    const merge = values['merge-domain-config'] ?? parseBool(process.env.MERGE_DOMAIN_CONFIG ?? '', 'MERGE_DOMAIN_CONFIG');
+    const config = loadConfigDir(path, configLimits(maxConfigBytesOf(values['max-config-bytes']), merge));
     // The same rule as serve, which starts on an empty directory with this warning.
     if (config.domains.size === 0) process.stderr.write(`tollgate: warning: ${path}: ${NO_CONFIG_WARNING}\n`);
     for (const domain of config.domains.values()) {
@@ -161,7 +164,7 @@ function checkConfig(args: string[]): number {
 function describeDomain(d: CompiledDomain): string {
   const lines = [`domain ${d.name} (${d.file}), headers: ${d.headers.style}${d.tiers.size ? `, tiers: ${[...d.tiers].join(', ')}` : ''}`];
   for (const r of d.rules) {
-    const flags = [r.algorithm, r.shadow ? 'shadow' : '', r.unlimited ? 'unlimited' : ''].filter(Boolean).join(', ');
+    const flags = [r.algorithm, r.shadow ? 'shadow' : '', r.quota ? 'quota_mode' : '', r.unlimited ? 'unlimited' : '', r.variable.some((v) => !v) && r.id.includes('*') ? 'shared' : ''].filter(Boolean).join(', ');
     lines.push(`  ${r.id}  ${r.unlimited ? 'unlimited' : r.limits.map(limitText).join(' + ')}  [${flags}]  ${r.source}`);
     for (const [tier, limits] of r.tierLimits) lines.push(`    tier ${tier}: ${limits.map(limitText).join(' + ')}`);
   }

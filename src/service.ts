@@ -56,7 +56,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { logger } = opts;
   const clock = opts.clock ?? systemClock;
   quietLibraries(settings, logger);
-  const limits = configLimits(settings.maxConfigBytes);
+  const limits = configLimits(settings.maxConfigBytes, settings.mergeDomainConfig);
   let config = loadConfigDir(settings.configDir, limits);
   logNotes(logger, config);
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
@@ -66,15 +66,15 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { store } = stack;
 
   const watcher = watchConfig(settings, limits, config, { logger, metrics, clock, stack }, (next) => (config = next));
-  const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, clock: opts.clock });
-  const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics };
+  const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, clock: opts.clock });
+  const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata };
   const health = new HealthService([RLS_SERVICE]);
   const ready = readiness(health, stack, settings);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
-  const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, globalShadow: settings.shadowMode });
+  const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
   const servers = await startServers(settings, { handler, health, ready, explain: explainLive, admin, logger }).catch(async (err: unknown) => {
     await Promise.all([tiers.close(), store.close()]);
     throw err;

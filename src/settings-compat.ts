@@ -36,7 +36,7 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'REDIS_TLS_CLIENT_CERT' }, { name: 'REDIS_TLS_CLIENT_KEY' }, { name: 'REDIS_TLS_CACERT' },
   { name: 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', same: FALSE }, { name: 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', same: FALSE },
   { name: 'REDIS_PERSECOND', same: FALSE }, { name: 'REDIS_PERSECOND_*' }, { name: 'MEMCACHE_*' },
-  { name: 'MERGE_DOMAIN_CONFIG', same: FALSE }, { name: 'TRACING_ENABLED', same: FALSE }, { name: 'TRACING_*' },
+  { name: 'TRACING_ENABLED', same: FALSE }, { name: 'TRACING_*' },
 ];
 
 /** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value). */

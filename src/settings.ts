@@ -29,6 +29,12 @@ export interface Settings {
   /** Answer requests for windows known to be full without a store round trip. */
   localCache: boolean;
   shadowMode: boolean;
+  /** envoyproxy/ratelimit's QUOTA_MODE: every descriptor in quota mode. */
+  quotaMode: boolean;
+  /** envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA: answers carry dynamic_metadata. */
+  responseDynamicMetadata: boolean;
+  /** envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: files of one domain are merged. */
+  mergeDomainConfig: boolean;
   bounds: RequestBounds;
   maxCounters: number;
   logLevel: LogLevel;
@@ -75,6 +81,9 @@ export const SERVE_OPTIONS = {
   'redis-sentinel-password': { env: 'REDIS_SENTINEL_PASSWORD', default: '', help: 'password of the sentinels (prefer the env variable)' },
   'local-cache': { env: 'LOCAL_CACHE', default: 'true', help: 'answer windows known to be full without Redis (true | false)' },
   'shadow-mode': { env: 'SHADOW_MODE', default: 'false', help: 'report decisions but admit every request (true | false)' },
+  'quota-mode': { env: 'QUOTA_MODE', default: 'false', help: 'every descriptor in quota mode: over only when all quota descriptors are (true | false)' },
+  'response-dynamic-metadata': { env: 'RESPONSE_DYNAMIC_METADATA', default: 'false', help: 'answer with dynamic_metadata: domain, descriptors, metadata (true | false)' },
+  'merge-domain-config': { env: 'MERGE_DOMAIN_CONFIG', default: 'false', help: 'merge config files that name the same domain (true | false)' },
   'max-descriptors': { env: 'MAX_DESCRIPTORS', default: String(defaultBounds.maxDescriptors), help: 'most descriptors in one request' },
   'max-entries': { env: 'MAX_DESCRIPTOR_ENTRIES', default: String(defaultBounds.maxEntries), help: 'most entries in one descriptor' },
   'max-value-bytes': { env: 'MAX_VALUE_BYTES', default: String(defaultBounds.maxValueBytes), help: 'longest entry key or value, in bytes' },
@@ -151,6 +160,9 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     redisSentinelPassword: get('redis-sentinel-password') || undefined,
     localCache: flag('local-cache'),
     shadowMode: flag('shadow-mode'),
+    quotaMode: flag('quota-mode'),
+    responseDynamicMetadata: flag('response-dynamic-metadata'),
+    mergeDomainConfig: flag('merge-domain-config'),
     bounds: {
       maxDescriptors: num('max-descriptors', 'positive'),
       maxEntries: num('max-entries', 'positive'),

@@ -1,5 +1,6 @@
 import { counterId } from '../counters/keys.js';
-import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule } from './compiled.js';
+import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule, WildcardNode } from './compiled.js';
+import { compileGlob, isGlob } from './glob.js';
 import type { Algorithm, DescriptorSpec, DomainSpec, LimitSpec } from './spec.js';
 import { UNITS } from './units.js';
 
@@ -29,23 +30,19 @@ interface Path {
 function compileLevel(
   spec: DomainSpec, list: DescriptorSpec[], path: Path, rules: Rule[], category: string | undefined,
 ): Map<string, KeyBranch> {
-  const byKey = new Map<string, { exact: Map<string, MatchNode>; prefixes: { prefix: string; node: MatchNode }[]; any?: MatchNode }>();
+  const out = new Map<string, { exact: Map<string, MatchNode>; patterns: WildcardNode[]; any: MatchNode | undefined }>();
   for (const d of list) {
-    let branch = byKey.get(d.key);
-    if (!branch) byKey.set(d.key, (branch = { exact: new Map(), prefixes: [] }));
-    const isExact = d.value !== undefined && !d.value.endsWith('*');
+    let branch = out.get(d.key);
+    if (!branch) out.set(d.key, (branch = { exact: new Map(), patterns: [], any: undefined }));
+    const isExact = d.value !== undefined && !isGlob(d.value);
     const segment = d.value === undefined ? d.key : `${d.key}_${d.value}`;
-    const here: Path = { segments: [...path.segments, segment], keys: [...path.keys, d.key], variable: [...path.variable, !isExact] };
+    // A value is part of the counter unless the config fixes it, or a shared wildcard stands for all of them.
+    const variable = !isExact && !d.shareThreshold;
+    const here: Path = { segments: [...path.segments, segment], keys: [...path.keys, d.key], variable: [...path.variable, variable] };
     const node = compileNode(spec, d, here, rules, category ?? (isExact ? d.value! : ''));
     if (d.value === undefined) branch.any = node;
     else if (isExact) branch.exact.set(d.value, node);
-    else branch.prefixes.push({ prefix: d.value.slice(0, -1), node });
-  }
-  const out = new Map<string, KeyBranch>();
-  for (const [key, b] of byKey) {
-    // The most specific wildcard wins, as a longer prefix says more about the value.
-    b.prefixes.sort((x, y) => y.prefix.length - x.prefix.length);
-    out.set(key, { exact: b.exact, prefixes: b.prefixes, any: b.any });
+    else branch.patterns.push({ pattern: d.value, glob: compileGlob(d.value), shared: d.shareThreshold, node }); // file order: the first match wins
   }
   return out;
 }
@@ -59,10 +56,12 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       domain: spec.domain,
       id,
       counterId: counterId(spec.domain, id),
-      source: `${spec.file}:${d.line}`,
+      source: `${d.file ?? spec.file}:${d.line}`,
       limits: d.limits.map((l) => compileLimit(l, spec.domain, id, algorithm)),
       unlimited: d.unlimited,
       shadow: d.shadow,
+      quota: d.quota,
+      metadata: d.metadata,
       algorithm,
       tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id, algorithm))])),
       keys: path.keys,
@@ -72,7 +71,7 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
     rules.push(rule);
   }
   const children = d.children.length > 0 ? compileLevel(spec, d.children, path, rules, category) : undefined;
-  return { source: `${spec.file}:${d.line}`, rule, children };
+  return { source: `${d.file ?? spec.file}:${d.line}`, rule, children };
 }
 
 /** `ruleAlgorithm`: the rule's (or domain's) algorithm, used when the limit names none of its own. */

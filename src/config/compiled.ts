@@ -1,4 +1,5 @@
-import type { Algorithm, HeaderSpec } from './spec.js';
+import type { Glob } from './glob.js';
+import type { Algorithm, HeaderSpec, Metadata } from './spec.js';
 import type { Unit } from './units.js';
 
 /** A window of a rule, compiled: everything a decision needs, computed once at load. */
@@ -28,12 +29,18 @@ export interface Rule {
   limits: readonly CompiledLimit[];
   unlimited: boolean;
   shadow: boolean;
+  /** quota_mode: a soft limit. Over it, the request is still admitted unless every quota-mode descriptor of
+   * the request is over too (or a normal one is): envoyproxy/ratelimit's src/service/ratelimit.go. */
+  quota: boolean;
+  /** The descriptor's `metadata`, returned (merged) in the response's dynamic_metadata when it passed. */
+  metadata: Metadata | undefined;
   algorithm: Algorithm;
   tierLimits: ReadonlyMap<string, readonly CompiledLimit[]>;
   /** The entry key at each position of the rule's path. */
   keys: readonly string[];
   /** Per entry position: true where the value was matched by a wildcard or default key, so it is part of
-   * the counter's identity (every distinct value has its own counter). */
+   * the counter's identity (every distinct value has its own counter); false where the config fixes it, or
+   * where a wildcard has share_threshold (every value it matches shares the counter). */
   variable: readonly boolean[];
   /** The value of the rule's first entry when the config fixes it (the property API's category: read,
    * reports, write), else empty. A metrics label. */
@@ -47,11 +54,21 @@ export interface MatchNode {
   children: ReadonlyMap<string, KeyBranch> | undefined;
 }
 
-/** The nodes under one key: exact values first, then prefix wildcards (longest first), then the default. */
+/** The nodes under one key: exact values first, then wildcard values (the first that matches, in the
+ * order the config lists them, as envoyproxy/ratelimit's GetLimit tries them), then the default. */
 export interface KeyBranch {
   exact: ReadonlyMap<string, MatchNode>;
-  prefixes: readonly { prefix: string; node: MatchNode }[];
+  patterns: readonly WildcardNode[];
   any: MatchNode | undefined;
+}
+
+export interface WildcardNode {
+  /** The value as written, e.g. `files/*` or `foo*bar*baz`. */
+  pattern: string;
+  glob: Glob;
+  /** share_threshold: every value it matches counts on one counter. */
+  shared: boolean;
+  node: MatchNode;
 }
 
 export interface CompiledDomain {

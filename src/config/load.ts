@@ -12,14 +12,17 @@ import { validateDomainFile } from './validate.js';
 export interface ConfigLimits {
   maxFileBytes: number;
   maxDirBytes: number;
+  /** MERGE_DOMAIN_CONFIG: files naming the same domain are merged instead of refused (the way a load reads
+   * the set, so it travels with the bounds to the reader thread). */
+  mergeDomains?: boolean;
 }
 
 export const DEFAULT_MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 /** The directory may hold this many maximum-size files' worth of YAML. */
 export const DIR_BYTES_FACTOR = 4;
 
-export function configLimits(maxFileBytes = DEFAULT_MAX_CONFIG_BYTES): ConfigLimits {
-  return { maxFileBytes, maxDirBytes: DIR_BYTES_FACTOR * maxFileBytes };
+export function configLimits(maxFileBytes = DEFAULT_MAX_CONFIG_BYTES, mergeDomains = false): ConfigLimits {
+  return { maxFileBytes, maxDirBytes: DIR_BYTES_FACTOR * maxFileBytes, mergeDomains };
 }
 
 /** What serve logs and check-config prints for a directory without config: both accept it at start. */
@@ -53,7 +56,7 @@ const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
 
 /** Loads, validates and compiles every file in `dir`; throws ConfigError listing every problem found. */
 export function loadConfigDir(dir: string, limits: ConfigLimits = configLimits()): CompiledConfig {
-  return compileSources(readConfigSources(dir, limits));
+  return compileSources(readConfigSources(dir, limits), limits.mergeDomains);
 }
 
 /** Reads the YAML files of a config directory: top level only, hidden entries skipped (a Kubernetes
@@ -203,33 +206,68 @@ export function hashSources(sources: readonly ConfigSource[]): string {
   return hash.digest('hex').slice(0, 12);
 }
 
-/** Validates every file and the set as a whole (a domain is defined once); throws with every problem, a
- * domain defined twice among them even when either file has other problems too. */
-export function validateSources(sources: readonly ConfigSource[]): DomainSpec[] {
+/** Validates every file and the set as a whole (a domain is defined once, or with `merge` its files are
+ * merged); throws with every problem, a domain defined twice among them even when either file has other
+ * problems too. */
+export function validateSources(sources: readonly ConfigSource[], merge = false): DomainSpec[] {
   const problems: ConfigProblem[] = [];
-  const specs: DomainSpec[] = [];
+  const specs = new Map<string, DomainSpec | undefined>();
   const firstFile = new Map<string, string>();
   for (const { file, text } of sources) {
     const { spec, domain } = validateDomainFile(file, text, problems);
     if (!domain) continue;
     const earlier = firstFile.get(domain.name);
-    if (earlier !== undefined) {
-      problems.push({ file, line: domain.line, column: 1, key: 'domain', message: `domain "${domain.name}" is already defined in ${earlier}` });
-      continue;
+    if (earlier === undefined) {
+      firstFile.set(domain.name, file);
+      specs.set(domain.name, spec);
+    } else if (!merge) {
+      problems.push({ file, line: domain.line, column: 1, key: 'domain', message: `domain "${domain.name}" is already defined in ${earlier} (set MERGE_DOMAIN_CONFIG=true to merge them)` });
+    } else {
+      const into = specs.get(domain.name);
+      if (into && spec) mergeDomain(into, spec, problems);
     }
-    firstFile.set(domain.name, file);
-    if (spec) specs.push(spec);
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return specs;
+  return [...specs.values()].filter((s): s is DomainSpec => s !== undefined);
+}
+
+/** MERGE_DOMAIN_CONFIG, as envoyproxy/ratelimit's loadConfig does it (src/config/config_impl.go): the later
+ * file's top-level descriptors join the domain's; one the domain already has (same key and value) is
+ * refused. Tollgate's domain-level settings (headers, tiers, token_key, algorithm) must agree. */
+function mergeDomain(into: DomainSpec, from: DomainSpec, problems: ConfigProblem[]): void {
+  const settings = (s: DomainSpec): string => JSON.stringify([s.headers, s.tiers, s.tokenKey, s.algorithm]);
+  if (settings(into) !== settings(from)) {
+    problems.push({ file: from.file, line: from.line, column: 1, key: 'domain', message: `domain "${from.domain}" is merged with ${into.file}, whose response_headers, tiers, token_key or algorithm differ: merged files must agree on them` });
+    return;
+  }
+  const seen = new Map(into.descriptors.map((d) => [descriptorId(d), d]));
+  for (const d of from.descriptors) {
+    const first = seen.get(descriptorId(d));
+    if (first) {
+      problems.push({ file: from.file, line: d.line, column: 1, key: 'descriptors', message: `duplicate descriptor ${descriptorId(d)} in domain "${from.domain}" (also at ${first.file ?? into.file}:${first.line})` });
+      continue;
+    }
+    stampFile(d, from.file);
+    seen.set(descriptorId(d), d);
+    into.descriptors.push(d);
+  }
+  into.notes.push(...from.notes);
+}
+
+const descriptorId = (d: DescriptorSpec): string => (d.value === undefined ? d.key : `${d.key}=${d.value}`);
+
+/** Descriptors merged in from another file keep saying where they were written. */
+function stampFile(d: DescriptorSpec, file: string): void {
+  d.file = file;
+  for (const c of d.children) stampFile(c, file);
 }
 
 export function compileSpecs(specs: readonly DomainSpec[], hash: string): CompiledConfig {
   return { domains: new Map(specs.map((s) => [s.domain, compileDomain(s)])), hash };
 }
 
-export function compileSources(sources: ConfigSource[]): CompiledConfig {
-  return compileSpecs(validateSources(sources), hashSources(sources));
+export function compileSources(sources: ConfigSource[], mergeDomains = false): CompiledConfig {
+  return compileSpecs(validateSources(sources, mergeDomains), hashSources(sources));
 }
 
 // Compiling in slices. A large config takes ~100 ms to compile and as long again to copy from the thread
@@ -277,8 +315,7 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 /** Compiles slices one at a time into one config equal to compiling the whole at once. */
 export class ConfigAssembler {
   private readonly domains = new Map<string, CompiledDomain>();
-  private readonly prefixIndex = new WeakMap<KeyBranch, Map<string, MatchNode>>();
-  private readonly unsorted = new Set<KeyBranch>();
+  private readonly patternIndex = new WeakMap<KeyBranch, Map<string, MatchNode>>();
 
   /** Compiles and merges one slice; returns the rules it added. */
   add(slice: DomainSpec): readonly Rule[] {
@@ -292,9 +329,8 @@ export class ConfigAssembler {
     return part.rules;
   }
 
+  /** Slices arrive in file order, so wildcards appended here keep the order matching tries them in. */
   finish(hash: string): CompiledConfig {
-    // As compile orders them: the most specific wildcard (longest prefix) first, ties in file order.
-    for (const b of this.unsorted) (b.prefixes as KeyBranch['prefixes'][number][]).sort((x, y) => y.prefix.length - x.prefix.length);
     return { domains: this.domains, hash };
   }
 
@@ -310,15 +346,14 @@ export class ConfigAssembler {
         if (mine) this.mergeNode(mine, node);
         else (a.exact as Map<string, MatchNode>).set(value, node);
       }
-      const index = this.prefixIndex.get(a) ?? new Map(a.prefixes.map((p) => [p.prefix, p.node]));
-      this.prefixIndex.set(a, index);
-      for (const p of b.prefixes) {
-        const mine = index.get(p.prefix);
+      const index = this.patternIndex.get(a) ?? new Map(a.patterns.map((p) => [p.pattern, p.node]));
+      this.patternIndex.set(a, index);
+      for (const p of b.patterns) {
+        const mine = index.get(p.pattern);
         if (mine) this.mergeNode(mine, p.node);
         else {
-          (a.prefixes as KeyBranch['prefixes'][number][]).push(p);
-          index.set(p.prefix, p.node);
-          this.unsorted.add(a);
+          (a.patterns as KeyBranch['patterns'][number][]).push(p);
+          index.set(p.pattern, p.node);
         }
       }
       if (b.any) a.any ? this.mergeNode(a.any, b.any) : (a.any = b.any);

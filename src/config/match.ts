@@ -1,4 +1,5 @@
-import type { CompiledDomain, KeyBranch, MatchNode, Rule } from './compiled.js';
+import type { CompiledDomain, KeyBranch, MatchNode, Rule, WildcardNode } from './compiled.js';
+import { globMatch } from './glob.js';
 
 export interface EntryLike {
   key: string;
@@ -14,14 +15,17 @@ export interface MatchStep {
   level: boolean;
   /** The config has this key at this level (so the key is config text, even when its value matched nothing). */
   knownKey: boolean;
-  /** The prefix wildcard that matched, as written (`/admin*`). */
+  /** The wildcard value that matched, as written (`/admin*`). */
   pattern?: string;
+  /** The wildcard has share_threshold: every value it matches shares one counter. */
+  shared?: boolean;
   /** Where the matched descriptor is written (file:line). */
   source?: string;
 }
 
-/** Finds the rule for one descriptor: entries are matched level by level (exact value, then the longest
- * prefix wildcard, then the key's default); the rule is the one on the node the last entry reaches.
+/** Finds the rule for one descriptor: entries are matched level by level (exact value, then the first
+ * wildcard that matches, in file order, then the key's default: envoyproxy/ratelimit's GetLimit in
+ * src/config/config_impl.go); the rule is the one on the node the last entry reaches.
  * Allocates nothing unless `trace` is given, which receives one step per entry tried. */
 export function matchRule(domain: CompiledDomain, entries: readonly EntryLike[], trace?: MatchStep[]): Rule | undefined {
   let level: ReadonlyMap<string, KeyBranch> | undefined = domain.root;
@@ -39,26 +43,26 @@ export function matchRule(domain: CompiledDomain, entries: readonly EntryLike[],
 
 /** One level of matching: the node a value leads to under its key, in order of precedence. */
 export function step(branch: KeyBranch, value: string): MatchNode | undefined {
-  return branch.exact.get(value) ?? matchPrefix(branch, value) ?? branch.any;
+  return branch.exact.get(value) ?? matchPattern(branch, value)?.node ?? branch.any;
 }
 
 /** How `value` reached `node` under `branch` (step() chose it): told apart by which of the branch's nodes it is. */
-export function matchKind(branch: KeyBranch, node: MatchNode, value: string): { kind: MatchKind; pattern?: string } {
+export function matchKind(branch: KeyBranch, node: MatchNode, value: string): { kind: MatchKind; pattern?: string; shared?: boolean } {
   if (branch.exact.get(value) === node) return { kind: 'exact' };
-  const prefix = branch.prefixes.find((p) => p.node === node && value.startsWith(p.prefix));
-  if (prefix) return { kind: 'wildcard', pattern: `${prefix.prefix}*` };
+  const wildcard = matchPattern(branch, value);
+  if (wildcard && wildcard.node === node) return { kind: 'wildcard', pattern: wildcard.pattern, shared: wildcard.shared };
   return { kind: 'default' };
 }
 
 function traced(level: boolean, branch: KeyBranch | undefined, node: MatchNode | undefined, value: string): MatchStep {
   if (!branch || !node) return { matched: 'none', level, knownKey: branch !== undefined };
   const how = matchKind(branch, node, value);
-  return { matched: how.kind, level, knownKey: true, ...(how.pattern && { pattern: how.pattern }), source: node.source };
+  return { matched: how.kind, level, knownKey: true, ...(how.pattern && { pattern: how.pattern, shared: how.shared }), source: node.source };
 }
 
-function matchPrefix(branch: KeyBranch, value: string): MatchNode | undefined {
-  for (const p of branch.prefixes) {
-    if (value.startsWith(p.prefix)) return p.node;
+function matchPattern(branch: KeyBranch, value: string): WildcardNode | undefined {
+  for (const p of branch.patterns) {
+    if (globMatch(p.glob, value)) return p;
   }
   return undefined;
 }

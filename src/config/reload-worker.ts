@@ -41,7 +41,7 @@ function answer(req: ReaderRequest, post: (reply: ReaderReply) => void): void {
     hash = hashSources(sources);
     if (req.skip.includes(hash)) return post({ type: 'unchanged', hash, dirId });
     post({ type: 'hashed', hash });
-    const specs = validateSources(sources);
+    const specs = validateSources(sources, req.limits.mergeDomains);
     slices = sliceSpecs(specs, SLICE_WEIGHT);
     post({ type: 'valid', hash, dirId, domains: specs.length, slices: slices.length });
   } catch (err) {

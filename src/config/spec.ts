@@ -17,11 +17,22 @@ export interface LimitSpec {
   burst?: number | undefined;
 }
 
+/** A descriptor's `metadata`: a free mapping, as JSON holds it (envoyproxy/ratelimit turns it into a
+ * google.protobuf.Struct). */
+export type Metadata = { [key: string]: MetadataValue };
+export type MetadataValue = string | number | boolean | null | MetadataValue[] | Metadata;
+
 export interface DescriptorSpec {
   key: string;
-  /** undefined: every value gets its own counters; ending in '*': prefix wildcard. */
+  /** undefined: every value gets its own counters; holding '*': a wildcard (src/config/glob.ts). */
   value: string | undefined;
+  /** share_threshold: every value the wildcard matches counts on one counter. */
+  shareThreshold: boolean;
+  quota: boolean;
+  metadata: Metadata | undefined;
   line: number;
+  /** The file it was written in, when not its domain's (MERGE_DOMAIN_CONFIG merged it in). */
+  file?: string;
   limits: LimitSpec[];
   unlimited: boolean;
   shadow: boolean;

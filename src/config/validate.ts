@@ -8,7 +8,9 @@ import {
   type DomainSpec,
   type HeaderSpec,
   type LimitSpec,
+  type Metadata,
 } from './spec.js';
+import { MAX_WILDCARDS } from './glob.js';
 import { parseUnit, UNIT_NAMES, UNITS } from './units.js';
 
 const MAX_UINT32 = 0xffff_ffff;
@@ -17,7 +19,7 @@ const MAX_UINT32 = 0xffff_ffff;
 export const DOMAIN_KEYS = ['domain', 'descriptors', 'response_headers', 'tiers', 'token_key', 'algorithm'];
 export const DESCRIPTOR_KEYS = [
   'key', 'value', 'rate_limit', 'rate_limits', 'shadow_mode', 'descriptors', 'algorithm', 'tier_limits',
-  'detailed_metric', 'value_to_metric',
+  'detailed_metric', 'value_to_metric', 'share_threshold', 'quota_mode', 'metadata',
 ];
 export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst'];
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
@@ -114,7 +116,8 @@ class Reader {
   }
 
   list(node: Node | undefined, path: string): Node[] {
-    if (node === undefined) return [];
+    // `descriptors:` with nothing after it is an empty list, as envoyproxy/ratelimit reads it.
+    if (node === undefined || (isScalar(node) && node.value === null)) return [];
     if (isSeq(node)) return node.items as Node[];
     this.fail(node, path, 'must be a list');
     return [];
@@ -288,8 +291,14 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     return undefined;
   }
   const value = r.string(f.get('value'), `${path}.value`, { numbers: true });
-  if (value !== undefined && value.indexOf('*') !== -1 && value.indexOf('*') !== value.length - 1) {
-    r.fail(f.get('value'), `${path}.value`, 'a wildcard "*" may only end the value');
+  const wildcards = value === undefined ? 0 : value.split('*').length - 1;
+  if (wildcards > MAX_WILDCARDS) {
+    r.fail(f.get('value'), `${path}.value`, `${wildcards} wildcards "*": at most ${MAX_WILDCARDS} in one value`);
+  }
+  const shareThreshold = r.boolean(f.get('share_threshold'), `${path}.share_threshold`);
+  if (shareThreshold && wildcards === 0) {
+    // envoyproxy/ratelimit refuses it too (src/config/config_impl.go): there is nothing to share.
+    r.fail(f.get('share_threshold'), `${path}.share_threshold`, 'share_threshold can only be used with a wildcard value (one holding "*")');
   }
   if (f.has('rate_limit') && f.has('rate_limits')) {
     r.fail(f.get('rate_limits'), `${path}.rate_limits`, 'use rate_limit or rate_limits, not both');
@@ -301,13 +310,29 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   const single = readSingleLimit(r, f.get('rate_limit'), `${path}.rate_limit`, ctx);
   const limits = single ? single.limits : readLimitList(r, f.get('rate_limits'), `${path}.rate_limits`, ctx, true);
   const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
+  const quota = r.boolean(f.get('quota_mode'), `${path}.quota_mode`);
+  const metadata = readMetadata(r, f.get('metadata'), `${path}.metadata`);
   const tierLimits = readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
   metricOption(r, f, 'detailed_metric', path);
   const children = readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx);
   metricOption(r, f, 'value_to_metric', path);
-  const spec: DescriptorSpec = { key, value, line: r.line(node), limits, unlimited: single?.unlimited ?? false, shadow, algorithm, tierLimits, children };
+  const spec: DescriptorSpec = {
+    key, value, shareThreshold, quota, metadata, line: r.line(node), limits, unlimited: single?.unlimited ?? false, shadow, algorithm, tierLimits, children,
+  };
   ctx.segments.pop();
   return spec;
+}
+
+/** A descriptor's metadata: a mapping of anything (envoyproxy/ratelimit does not look inside it either),
+ * returned in the response's dynamic_metadata. */
+function readMetadata(r: Reader, node: Node | undefined, path: string): Metadata | undefined {
+  if (node === undefined || (isScalar(node) && node.value === null)) return undefined;
+  if (!isMap(node)) {
+    r.fail(node, path, 'must be a mapping');
+    return undefined;
+  }
+  const json = node.toJSON() as Metadata;
+  return Object.keys(json).length === 0 ? undefined : json;
 }
 
 /** detailed_metric / value_to_metric: checked to be a boolean, with a note when it asks for what Tollgate
@@ -367,10 +392,15 @@ function readLimitFields(
     if (first) r.fail(f.get('name'), `${path}.name`, `duplicate limit name "${name}" (first used at ${first})`);
     else ctx.names.set(name, `${r.file}:${r.line(f.get('name'))}`);
   }
+  const own = name ?? (unit === undefined ? undefined : `${ctx.domain}.${ctx.segments.join('.')}.per_${unit}`);
   const replaces = r.list(f.get('replaces'), `${path}.replaces`).flatMap((item, i) => {
     const rf = r.fields(item, `${path}.replaces[${i}]`, ['name']);
-    const n = rf && r.string(rf.get('name'), `${path}.replaces[${i}].name`, { nonEmpty: true });
-    if (n) ctx.replaces.push({ name: n, node: rf.get('name')!, path: `${path}.replaces[${i}].name` });
+    const at = `${path}.replaces[${i}].name`;
+    const n = rf && r.string(rf.get('name'), at, { nonEmpty: true });
+    if (rf && !rf.has('name')) r.fail(item, at, 'is required');
+    // envoyproxy/ratelimit: "replaces should not contain name of same descriptor" (src/config/config_impl.go).
+    if (n !== undefined && n === own) r.fail(rf!.get('name'), at, `a limit cannot replace itself ("${n}")`);
+    else if (n) ctx.replaces.push({ name: n, node: rf.get('name')!, path: at });
     return n === undefined ? [] : [n];
   });
   const { algorithm, burst } = readAlgorithm(r, f, path, ctx);

@@ -27,6 +27,8 @@ export interface StepExplanation {
   valueBytes: number;
   matched: MatchStep['matched'];
   pattern?: string;
+  /** The wildcard has share_threshold: every value it matches shares one counter. */
+  shared?: boolean;
   source?: string;
 }
 
@@ -48,7 +50,7 @@ export interface LimitExplanation {
 
 export interface DescriptorExplanation {
   steps: StepExplanation[];
-  rule: { id: string; source: string; algorithm: string; shadow: boolean; unlimited: boolean } | null;
+  rule: { id: string; source: string; algorithm: string; shadow: boolean; quota: boolean; unlimited: boolean } | null;
   /** Why nothing limits this descriptor, when nothing does. */
   reason?: string;
   tier: string | null;
@@ -56,6 +58,9 @@ export interface DescriptorExplanation {
   override: boolean;
   /** Reported but never rejected: the rule's shadow_mode, or the service's --shadow-mode. */
   shadow: boolean;
+  /** Quota mode (the rule's quota_mode, or the service's QUOTA_MODE): rejects only when every quota-mode
+   * descriptor of the request is full (or a normal one is). */
+  quota: boolean;
   /** Hits each request of this descriptor counts (0: check only). */
   hits: number;
   limits: LimitExplanation[];
@@ -82,13 +87,15 @@ export interface ExplainOptions {
   store?: Store;
   /** The service's --shadow-mode. */
   globalShadow?: boolean;
+  /** The service's QUOTA_MODE. */
+  globalQuota?: boolean;
 }
 
 export async function explain(config: CompiledConfig, tiers: TierSource, request: DecisionInput, opts: ExplainOptions = {}): Promise<Explanation> {
   const domain = config.domains.get(request.domain);
   const domainBytes = Buffer.byteLength(request.domain);
   const shadowMode = opts.globalShadow ?? false;
-  const { plans, trace } = traceRequest(domain, request, { tiers, globalShadow: shadowMode });
+  const { plans, trace } = traceRequest(domain, request, { tiers, globalShadow: shadowMode, globalQuota: opts.globalQuota ?? false });
   if (!domain) {
     const descriptors = plans.map((p, i) => outline(request.descriptors[i]!.entries, [], p, 'no such domain: every request passes'));
     return { domain: hidden(request.domain), domainBytes, known: false, shadowMode, descriptors, firstToReject: null };
@@ -111,7 +118,7 @@ function shownStep(j: number, e: EntryLike, key: string, value: string, matched:
 function explainStep(domain: CompiledDomain, j: number, e: EntryLike, s: MatchStep): StepExplanation {
   if (s.matched === 'none') return shownStep(j, e, s.knownKey ? e.key : hidden(e.key), hidden(e.value), 'none');
   const value = s.matched === 'exact' && e.key !== domain.tokenKey ? e.value : hidden(e.value);
-  return { ...shownStep(j, e, e.key, value, s.matched), ...(s.pattern && { pattern: s.pattern }), source: s.source };
+  return { ...shownStep(j, e, e.key, value, s.matched), ...(s.pattern && { pattern: s.pattern, shared: s.shared ?? false }), source: s.source };
 }
 
 function describe(domain: CompiledDomain, entries: EntryLike[], plan: DescriptorPlan, trace: PlanTrace, i: number): DescriptorExplanation {
@@ -119,7 +126,7 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
   const steps = match.map((s, j) => explainStep(domain, j, entries[j]!, s));
   const r = plan.rule;
   const out = outline(entries, steps, plan, plan.limits.length === 0 ? whyUnlimited(match, steps, plan, trace.configured[i]!) : undefined);
-  out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, unlimited: r.unlimited } : null;
+  out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, quota: r.quota, unlimited: r.unlimited } : null;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
     return { name: l.name, requestsPerUnit: l.requestsPerUnit, unit: l.unit, algorithm: l.algorithm, ...(l.burst > 0 && { burst: l.burst }), ...(by && { replacedBy: by }) };
@@ -139,6 +146,7 @@ function outline(entries: EntryLike[], steps: StepExplanation[], plan: Descripto
     tier: plan.tier ?? null,
     override: plan.override,
     shadow: plan.shadow,
+    quota: plan.quota,
     hits: plan.hits,
     limits: [],
     firstToReject: null,
@@ -196,15 +204,24 @@ function firstFull(plan: DescriptorPlan, descriptor = 0): Filling | undefined {
 }
 
 /** The window that first stops a burst of the whole request. Until then every request is admitted, so every
- * descriptor counts its hits each time: the window with the smallest allowance stops it (the shorter window,
- * then the earlier descriptor, on a tie). Shadow descriptors never stop a request. */
+ * descriptor counts its hits each time (until it is full): the window with the smallest allowance stops it
+ * (the shorter window, then the earlier descriptor, on a tie). Shadow descriptors never stop a request;
+ * quota-mode ones stop it together, once the last of them is full. */
 function firstStop(plans: readonly DescriptorPlan[]): Explanation['firstToReject'] {
   let first: Filling | undefined;
+  let lastQuota: Filling | undefined;
+  let quotaAllFill = true;
   plans.forEach((p, i) => {
-    const f = p.shadow ? undefined : firstFull(p, i);
-    if (f && fillsFirst(f, first)) first = f;
+    if (p.shadow) return;
+    const f = firstFull(p, i);
+    if (!p.quota) {
+      if (f && fillsFirst(f, first)) first = f;
+    } else if (!f) quotaAllFill = false;
+    else if (!lastQuota || !fillsFirst(f, lastQuota)) lastQuota = f;
   });
-  return first ? { descriptor: first.descriptor, limit: first.limit.name } : null;
+  if (quotaAllFill && lastQuota && fillsFirst(lastQuota, first)) first = lastQuota;
+  const stop = first as Filling | undefined;
+  return stop ? { descriptor: stop.descriptor, limit: stop.limit.name } : null;
 }
 
 /** Live counts of the limits that apply, read with check-only calls (nothing is counted). */

@@ -23,7 +23,14 @@ export interface DescriptorOutcome {
   /** Hits this descriptor asked for (0 = check only). */
   hits: number;
   tier: string | undefined;
+  /** Never blocks: the rule's shadow_mode or --shadow-mode. */
   shadow: boolean;
+  /** The rule's own shadow_mode: the descriptor's status says OK even when over (see DescriptorPlan). */
+  shadowStatus: boolean;
+  /** Quota mode: blocks only together with every other quota-mode descriptor of the request. */
+  quota: boolean;
+  /** An unlimited rule, which Envoy hears of as OK with 4294967295 remaining. */
+  unlimited: boolean;
   over: boolean;
   /** Empty when nothing limits this descriptor (no rule, unlimited, or all its limits replaced). */
   windows: WindowState[];
@@ -47,6 +54,8 @@ export interface LimiterDeps {
   tiers?: TierSource;
   /** Report every decision as it would be, but admit every request. */
   globalShadow?: boolean;
+  /** QUOTA_MODE: every descriptor in quota mode. */
+  globalQuota?: boolean;
   /** Only for decisions that reach no store (nothing limits them); otherwise the store's clock rules. */
   clock?: Clock;
 }
@@ -55,7 +64,7 @@ export interface LimiterDeps {
 export class Limiter {
   private readonly ctx: PlanContext;
   constructor(private readonly deps: LimiterDeps) {
-    this.ctx = { tiers: deps.tiers ?? noTiers, globalShadow: deps.globalShadow ?? false };
+    this.ctx = { tiers: deps.tiers ?? noTiers, globalShadow: deps.globalShadow ?? false, globalQuota: deps.globalQuota ?? false };
   }
 
   /** The decision, at once when the store answers at once (see Maybe). */
@@ -76,6 +85,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     if (r.over[i]) outcomes[checks[i]!.group]!.over = true;
   }
   let retry = 0;
+  const quotaWait = new Map<number, number>();
   for (let i = 0; i < checks.length; i++) {
     const c = checks[i]!;
     const o = outcomes[c.group]!;
@@ -87,7 +97,8 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
     const debt = bucket ? curr + counted * c.windowMs : 0;
     const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : retryAfterMs(c, prev, curr, r.nowMs)));
-    if (over && !c.shadow) retry = Math.max(retry, wait);
+    if (over && c.quota) quotaWait.set(c.group, Math.max(quotaWait.get(c.group) ?? 0, wait));
+    else if (over && !c.shadow) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
     o.windows.push({
       limit,
@@ -96,6 +107,10 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
       over,
       retryAfterMs: wait,
     });
+  }
+  if (!r.admitted && quotaWait.size > 0 && outcomes.every((o) => !o.quota || o.over)) {
+    // Every quota descriptor is over: the request fits again once any one of them has room.
+    retry = Math.max(retry, Math.min(...quotaWait.values()));
   }
   return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
 }
@@ -118,5 +133,6 @@ function unlimitedDecision(domain: CompiledDomain | undefined, plans: Descriptor
 }
 
 function outcomeOf(p: DescriptorPlan): DescriptorOutcome {
-  return { rule: p.rule, hits: p.hits, tier: p.tier, shadow: p.shadow, over: false, windows: [] };
+  const unlimited = p.limits.length === 0 && !p.override && (p.rule?.unlimited ?? false);
+  return { rule: p.rule, hits: p.hits, tier: p.tier, shadow: p.shadow, shadowStatus: p.shadowStatus, quota: p.quota, unlimited, over: false, windows: [] };
 }

@@ -40,6 +40,8 @@ export interface PlanContext {
   tiers: TierSource;
   /** Report every decision as it would be, but admit every request. */
   globalShadow: boolean;
+  /** QUOTA_MODE: every descriptor is in quota mode (see Rule.quota). */
+  globalQuota?: boolean;
 }
 
 /** What one descriptor counts against. */
@@ -49,6 +51,12 @@ export interface DescriptorPlan {
   /** The windows to check, after `replaces`. Empty when nothing limits the descriptor. */
   limits: readonly CompiledLimit[];
   shadow: boolean;
+  /** The rule's own shadow_mode: its status says OK even when over, as envoyproxy/ratelimit's base_limiter
+   * answers. --shadow-mode (global) leaves statuses as they are and only admits (its ratelimit.go). */
+  shadowStatus: boolean;
+  /** Quota mode (the rule's quota_mode or QUOTA_MODE): over it, the request is still admitted unless every
+   * quota-mode descriptor is over (src/store/store.ts settle). Never with shadow, which never blocks. */
+  quota: boolean;
   /** Hits this descriptor asks for (0 = check only). */
   hits: number;
   /** The descriptor's counter key (counters/keys.ts); '' when nothing limits it. */
@@ -92,25 +100,34 @@ export function traceRequest(domain: CompiledDomain | undefined, request: Pick<D
 function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, requestHits: number, ctx: PlanContext, steps: MatchStep[] | undefined): DescriptorPlan {
   const hits = d.hits ?? requestHits;
   const rule = domain && matchRule(domain, d.entries, steps);
-  const shadow = (rule?.shadow ?? false) || ctx.globalShadow;
-  if (!domain) return unlimited(rule, shadow, hits);
+  // Envoy's own limit takes neither the rule's shadow_mode nor its quota_mode (envoyproxy/ratelimit's
+  // GetLimit builds it with both off); the service-wide modes still apply.
+  const ruleShadow = !d.override && (rule?.shadow ?? false);
+  const mode = modes(ruleShadow || ctx.globalShadow, ruleShadow, (!d.override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false));
+  if (!domain) return unlimited(rule, mode, hits);
   if (d.override) {
     // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
     const key = rule ? counterKey(rule.counterId, rule.variable, d.entries) : overrideCounterKey(domain.name, d.entries);
     const limit = compileLimit(
       { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] }, domain.name, 'override', overriddenAlgorithm(rule, d.override.unit),
     );
-    return { rule, tier: undefined, limits: [limit], shadow, hits, key, override: true };
+    return { rule, tier: undefined, limits: [limit], ...mode, hits, key, override: true };
   }
-  if (!rule || rule.unlimited) return unlimited(rule, shadow, hits);
+  if (!rule || rule.unlimited) return unlimited(rule, mode, hits);
   // The token's fingerprint is computed only for rules that have tier limits.
   const client = rule.tierLimits.size > 0 ? tokenFingerprint(domain, d.entries) : undefined;
-  return rulePlan(rule, client, counterKey(rule.counterId, rule.variable, d.entries), hits, shadow, ctx.tiers);
+  return rulePlan(rule, client, counterKey(rule.counterId, rule.variable, d.entries), hits, mode, ctx.tiers);
+}
+
+type Modes = Pick<DescriptorPlan, 'shadow' | 'shadowStatus' | 'quota'>;
+
+function modes(shadow: boolean, shadowStatus: boolean, quota: boolean): Modes {
+  return { shadow, shadowStatus, quota: quota && !shadow };
 }
 
 /** A descriptor nothing limits: an unknown domain, no rule, or an unlimited rule (without Envoy's limit). */
-function unlimited(rule: Rule | undefined, shadow: boolean, hits: number): DescriptorPlan {
-  return { rule, tier: undefined, limits: [], shadow, hits, key: '', override: false };
+function unlimited(rule: Rule | undefined, mode: Modes, hits: number): DescriptorPlan {
+  return { rule, tier: undefined, limits: [], ...mode, hits, key: '', override: false };
 }
 
 /** Envoy's limit keeps the algorithm of the rule's limit it stands in for (same unit), else the rule's; a
@@ -124,15 +141,15 @@ function overriddenAlgorithm(rule: Rule | undefined, unit: Unit): Algorithm {
 /** The plan of a rule for a client known only by the fingerprint of its token, on a rule where the token is
  * the only value that varies (the admin API: a client's own counters). Counts nothing (hits 0). */
 export function planForClient(rule: Rule, fingerprint: string, tiers: TierSource): DescriptorPlan {
-  return rulePlan(rule, fingerprint, counterKeyOf(rule.counterId, fingerprint), 0, rule.shadow, tiers);
+  return rulePlan(rule, fingerprint, counterKeyOf(rule.counterId, fingerprint), 0, modes(rule.shadow, rule.shadow, rule.quota), tiers);
 }
 
 /** The tier lookup: a client's tier, when the rule has tier limits, holds it to that tier's limits (if the
  * rule has some for it), else the rule's own. */
-function rulePlan(rule: Rule, client: string | undefined, key: string, hits: number, shadow: boolean, tiers: TierSource): DescriptorPlan {
+function rulePlan(rule: Rule, client: string | undefined, key: string, hits: number, mode: Modes, tiers: TierSource): DescriptorPlan {
   const tier = client !== undefined && rule.tierLimits.size > 0 ? tiers.tierOf(client) : undefined;
   const limits = (tier !== undefined && rule.tierLimits.get(tier)) || rule.limits;
-  return { rule, tier, limits, shadow, hits, key, override: false };
+  return { rule, tier, limits, ...mode, hits, key, override: false };
 }
 
 /** The fingerprint of the descriptor's token entry (the domain's token_key), if it has one. */
@@ -173,6 +190,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         burst: l.burst,
         group,
         shadow: peek || p.shadow,
+        quota: !peek && p.quota,
       });
     }
   }

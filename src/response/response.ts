@@ -4,6 +4,8 @@ import { rateLimitHeaders, retryAfterSeconds } from './headers.js';
 import { bindingWindow } from './pick.js';
 import { Code, durationFromMs, type WireResponse, type WireStatus } from './wire.js';
 
+const MAX_UINT32 = 0xffff_ffff;
+
 /** Turns a decision into the RLS response: statuses in descriptor order, headers, and a problem body. */
 export function toWireResponse(d: Decision): WireResponse {
   const response: WireResponse = {
@@ -16,11 +18,15 @@ export function toWireResponse(d: Decision): WireResponse {
   return response;
 }
 
+/** envoyproxy/ratelimit's answers (src/service/ratelimit.go, src/limiter/base_limiter.go): an unlimited
+ * descriptor is OK with 4294967295 remaining; one whose rule is in shadow_mode is OK even when over (its
+ * remaining still says 0); a quota-mode descriptor over its limit says OVER_LIMIT though the request passes.
+ * Tollgate's own view of a shadow limit that would have blocked stays in explain, metrics and the debug log. */
 function toStatus(o: DescriptorOutcome, nowMs: number): WireStatus {
   const w = bindingWindow(o.windows);
-  if (!w) return { code: Code.OK, limit_remaining: 0 };
+  if (!w) return { code: Code.OK, limit_remaining: o.unlimited ? MAX_UINT32 : 0 };
   return {
-    code: o.over ? Code.OVER_LIMIT : Code.OK,
+    code: o.over && !o.shadowStatus ? Code.OVER_LIMIT : Code.OK,
     current_limit: { name: w.limit.name, requests_per_unit: w.limit.requestsPerUnit, unit: w.limit.unitCode },
     limit_remaining: w.remaining,
     // A window ends when it lets requests in again; a bucket is full long after the next request fits, so a
@@ -37,6 +43,7 @@ export const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#q
  * the client's token. */
 function problem(d: Decision): Record<string, unknown> {
   const blockingDescriptors = d.descriptors.filter((o) => o.over && !o.shadow);
+  if (blockingDescriptors.length === 0) return { type: QUOTA_EXCEEDED, title: 'Quota Exceeded', status: 429, retry_after: retryAfterSeconds(d.retryAfterMs) };
   const blocking = blockingDescriptors.map((o) => bindingWindow(o.windows)!);
   const worst = blocking.reduce((a, b) => (b.retryAfterMs > a.retryAfterMs ? b : a));
   const retryAfter = retryAfterSeconds(d.retryAfterMs);

@@ -1,3 +1,5 @@
+import type { WireStruct } from './metadata.js';
+
 /** RateLimitResponse as @grpc/proto-loader (keepCase) encodes it. Field names are the .proto's. */
 
 export const Code = { UNKNOWN: 0, OK: 1, OVER_LIMIT: 2 } as const;
@@ -27,6 +29,8 @@ export interface WireResponse {
   response_headers_to_add: WireHeader[];
   request_headers_to_add: WireHeader[];
   raw_body?: Buffer;
+  /** RESPONSE_DYNAMIC_METADATA only (response/metadata.ts); encoded by protobufjs, not rls-codec.ts. */
+  dynamic_metadata?: WireStruct;
 }
 
 export function durationFromMs(ms: number): WireDuration {

@@ -1,6 +1,7 @@
 import { overrideCodeOf } from '../config/units.js';
 import { InvalidRequestError } from '../errors.js';
 import { CODE_NAMES, UNIT_CODE_NAMES, type WireDuration, type WireResponse } from '../response/wire.js';
+import { structToJson } from '../response/metadata.js';
 import type { WireDescriptor, WireRequest } from './request.js';
 
 /** The /json endpoint speaks protobuf's JSON mapping: lowerCamelCase or the .proto's snake_case names in,
@@ -99,5 +100,6 @@ export function responseToJson(r: WireResponse): Json {
     responseHeadersToAdd: r.response_headers_to_add,
   };
   if (r.raw_body) out.rawBody = r.raw_body.toString('base64');
+  if (r.dynamic_metadata) out.dynamicMetadata = structToJson(r.dynamic_metadata);
   return out;
 }

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Decision, DecisionInput, Limiter } from '../limiter/limiter.js';
 import type { Maybe } from '../store/store.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { dynamicMetadata } from '../response/metadata.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
 import { InvalidRequestError } from '../errors.js';
@@ -16,6 +17,8 @@ export interface HandlerDeps {
   bounds: RequestBounds;
   logger: Logger;
   metrics?: Metrics;
+  /** RESPONSE_DYNAMIC_METADATA: answer with dynamic_metadata (response/metadata.ts). */
+  dynamicMetadata?: boolean;
 }
 
 /** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response.
@@ -25,14 +28,16 @@ export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequ
   if (req instanceof UndecodableRequest) throw new InvalidRequestError(`not a valid RateLimitRequest: ${req.reason}`);
   const input = toDecisionInput(req, deps.bounds);
   const decision = deps.limiter.decide(input);
-  if (decision instanceof Promise) return decision.then((d) => answer(deps, input, d, start));
-  return answer(deps, input, decision, start);
+  if (decision instanceof Promise) return decision.then((d) => answer(deps, input, d, start, req.hits_addend));
+  return answer(deps, input, decision, start, req.hits_addend);
 }
 
-function answer(deps: HandlerDeps, input: DecisionInput, decision: Decision, start: number): WireResponse {
+function answer(deps: HandlerDeps, input: DecisionInput, decision: Decision, start: number, requestHits: number | undefined): WireResponse {
   deps.metrics?.observe(input.domain, decision, (performance.now() - start) / 1000);
   if (deps.logger.isLevelEnabled('debug')) deps.logger.debug(describe(decision), 'decision');
-  return toWireResponse(decision);
+  const response = toWireResponse(decision);
+  if (deps.dynamicMetadata) response.dynamic_metadata = dynamicMetadata(input, requestHits ?? 0, decision);
+  return response;
 }
 
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {

@@ -7,7 +7,7 @@ import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../counters/clock.js';
 import { hashTag, storeKey } from '../counters/keys.js';
 import { createClient, redisFailure, type RedisConnection } from './redis-connection.js';
-import type { CheckResult, CounterCheck, CounterWindow, Store, StoreHealth } from './store.js';
+import { settle, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
 const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
@@ -122,11 +122,14 @@ export class RedisStore implements Store {
    * the two phases can be counted in one slot yet rejected by another: the one inexactness, and only for
    * such requests. */
   private async acrossSlots(checks: readonly CounterCheck[], slots: number[][]): Promise<CheckResult> {
-    const part = (mode: 'peek' | 'count') =>
-      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => checks[i]!), hashTag(checks[idx[0]!]!.key))));
-    const peeked = merge(checks.length, slots, await part('peek'));
+    const part = (mode: 'peek' | 'count', of: readonly CounterCheck[]) =>
+      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => of[i]!), hashTag(of[idx[0]!]!.key))));
+    const peeked = merge(checks, slots, await part('peek', checks));
     if (!peeked.admitted) return peeked;
-    return merge(checks.length, slots, await part('count'));
+    // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
+    // slot's count lets its quota descriptors block nothing (over, they are still not counted).
+    const counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
+    return merge(checks, slots, await part('count', counted));
   }
 
   /** Queues a request for the flush at the end of this event-loop turn (setImmediate runs after the poll
@@ -179,7 +182,7 @@ export class RedisStore implements Store {
       }
     }
     const args: (string | number)[] = [this.opts.clock ? this.opts.clock.now() : 0, shapes.length];
-    for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst);
+    for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0);
     for (const a of tail) args.push(a);
     withTimeout(this.evalScript(keys, args), this.opts.timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
@@ -278,9 +281,11 @@ function byHashTag(checks: readonly CounterCheck[]): number[][] {
   return [...byTag.values()];
 }
 
-/** The answers of several slots as one: admitted only if every slot admitted. */
-function merge(n: number, slots: number[][], parts: CheckResult[]): CheckResult {
-  const out: CheckResult = { nowMs: parts[0]!.nowMs, admitted: parts.every((p) => p.admitted), curr: new Array(n), prev: new Array(n), over: new Array(n) };
+/** The answers of several slots as one, admitted by the admission rule over all of them (a slot alone
+ * cannot tell: quota mode spans slots). */
+function merge(checks: readonly CounterCheck[], slots: number[][], parts: CheckResult[]): CheckResult {
+  const n = checks.length;
+  const out: CheckResult = { nowMs: parts[0]!.nowMs, admitted: false, curr: new Array(n), prev: new Array(n), over: new Array(n) };
   slots.forEach((idx, s) => {
     idx.forEach((i, j) => {
       out.curr[i] = parts[s]!.curr[j]!;
@@ -288,6 +293,7 @@ function merge(n: number, slots: number[][], parts: CheckResult[]): CheckResult 
       out.over[i] = parts[s]!.over[j]!;
     });
   });
+  out.admitted = settle(checks, out.over).admitted;
   return out;
 }
 
@@ -296,7 +302,7 @@ function merge(n: number, slots: number[][], parts: CheckResult[]): CheckResult 
 function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
   for (let i = 0; i < shapes.length; i++) {
     const s = shapes[i]!;
-    if (s.windowMs === c.windowMs && s.limit === c.limit && s.hits === c.hits && s.sliding === c.sliding && s.shadow === c.shadow && s.burst === c.burst) return i + 1;
+    if (s.windowMs === c.windowMs && s.limit === c.limit && s.hits === c.hits && s.sliding === c.sliding && s.shadow === c.shadow && s.burst === c.burst && s.quota === c.quota) return i + 1;
   }
   return shapes.push(c);
 }

@@ -16,6 +16,9 @@ export interface CounterCheck {
   group: number;
   /** A shadow descriptor never blocks the request. */
   shadow: boolean;
+  /** A quota-mode descriptor blocks the request only when every quota-mode descriptor of the request is over
+   * (envoyproxy/ratelimit's quota_mode, src/service/ratelimit.go). */
+  quota: boolean;
 }
 
 export interface CounterWindow {
@@ -60,16 +63,27 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** The admission rule every store applies: a descriptor (group) is over if any of its windows is; the
- * request is admitted if no non-shadow descriptor is over; then only descriptors with room are counted. */
+/** The admission rule every store applies (and check-and-incr.lua, line for line): a descriptor (group) is
+ * over if any of its windows is; the request is admitted unless a descriptor that is neither shadow nor
+ * quota-mode is over, or the request has quota-mode descriptors and every one of them is over; then only
+ * descriptors with room are counted. */
 export function settle(checks: readonly CounterCheck[], over: readonly boolean[]): { admitted: boolean; groupOver: boolean[] } {
   const groupOver: boolean[] = [];
+  const quotaGroup: boolean[] = [];
   let admitted = true;
+  let quotaGroups = 0;
+  let quotaOver = 0;
   for (let i = 0; i < checks.length; i++) {
     const c = checks[i]!;
+    if (c.quota && !quotaGroup[c.group]) {
+      quotaGroup[c.group] = true;
+      quotaGroups++;
+    }
     if (!over[i]) continue;
+    if (!groupOver[c.group] && c.quota) quotaOver++;
     groupOver[c.group] = true;
-    if (!c.shadow) admitted = false;
+    if (!c.shadow && !c.quota) admitted = false;
   }
+  if (quotaGroups > 0 && quotaOver === quotaGroups) admitted = false;
   return { admitted, groupOver };
 }

@@ -70,10 +70,11 @@ export function formatExplanation(e: Explanation): string {
   e.descriptors.forEach((d, i) => {
     lines.push(`descriptor ${i}: ${d.steps.map((s) => `${s.key}=${s.value}`).join(', ')}`);
     for (const s of d.steps) {
-      const how = s.matched === 'exact' ? 'exact value' : s.matched === 'wildcard' ? `wildcard ${s.pattern}` : s.matched === 'default' ? 'default key (any value, each its own counter)' : 'no match';
+      const shared = s.shared ? ', share_threshold: every matching value shares one counter' : ', each value its own counter';
+      const how = s.matched === 'exact' ? 'exact value' : s.matched === 'wildcard' ? `wildcard ${s.pattern}${shared}` : s.matched === 'default' ? 'default key (any value, each its own counter)' : 'no match';
       lines.push(`  ${s.key}: ${how}${s.source ? `  (${s.source})` : ''}`);
     }
-    if (d.rule) lines.push(`  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}${d.rule.shadow ? ', shadow mode: never rejects' : ''}`);
+    if (d.rule) lines.push(`  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}${d.rule.shadow ? ', shadow mode: never rejects' : ''}${d.quota ? ', quota mode: rejects only when every quota-mode descriptor is full' : ''}`);
     if (d.override) lines.push("  Envoy's per-descriptor limit replaces the config's");
     if (d.reason) lines.push(`  no limits: ${d.reason}`);
     if (d.limits.length === 0) return;

@@ -83,11 +83,11 @@ descriptors:
     const bad = 'domain: same\ndescriptors:\n  - key: a\n    rate_limit: {unit: secnod, requests_per_unit: 1}\n';
     expect(problems({ 'a.yaml': bad, 'b.yaml': 'domain: same\ndescriptors: []\n' })).toEqual([
       'a.yaml:4:24: descriptors[0].rate_limit.unit: unknown unit "secnod" (use one of second, minute, hour, day, month, year, week)',
-      'b.yaml:1:1: domain: domain "same" is already defined in a.yaml',
+      'b.yaml:1:1: domain: domain "same" is already defined in a.yaml (set MERGE_DOMAIN_CONFIG=true to merge them)',
     ]);
     expect(problems({ 'a.yaml': 'domain: same\ndescriptors: []\n', 'b.yaml': 'domain: same\nbogus: 1\ndescriptors: []\n' })).toEqual([
       'b.yaml:2:1: bogus: unknown key (allowed: domain, descriptors, response_headers, tiers, token_key, algorithm)',
-      'b.yaml:1:1: domain: domain "same" is already defined in a.yaml',
+      'b.yaml:1:1: domain: domain "same" is already defined in a.yaml (set MERGE_DOMAIN_CONFIG=true to merge them)',
     ]);
   });
 

@@ -94,11 +94,12 @@ describe('descriptor rules over gRPC', () => {
     expect(header(next[2]!, 'Retry-After')).toBe('59');
   });
 
-  it('matches exact values before wildcards, the longest wildcard first, then the default key', async () => {
+  it('matches exact values before wildcards, the first wildcard in file order, then the default key', async () => {
     const name = async (path: string): Promise<string | undefined> =>
       (await t.rls.call(one('rules', ['path', path]))).statuses[0]!.current_limit?.name;
     expect(await name('/admin/exact')).toBe('admin-exact');
-    expect(await name('/admin/special/x')).toBe('admin-special-prefix');
+    // /admin* is listed before /admin/special*: the first match in file order wins, as in envoyproxy/ratelimit.
+    expect(await name('/admin/special/x')).toBe('admin-prefix');
     expect(await name('/admin/users')).toBe('admin-prefix');
     expect(await name('/public')).toBe('any-path');
   });
@@ -133,10 +134,11 @@ describe('descriptor rules over gRPC', () => {
     expect(codes(await repeat(t.rls, one('rules', ['generic', 'x']), 11)).filter((c) => c === 'OK')).toHaveLength(10);
   });
 
-  it('shadow mode reports OVER_LIMIT in the status but admits the request', async () => {
+  it("a shadow rule's status says OK even when over (as envoyproxy/ratelimit answers), and admits the request", async () => {
     const rs = await repeat(t.rls, one('rules', ['trial', 'x']), 3);
     expect(codes(rs)).toEqual(['OK', 'OK', 'OK']);
-    expect(rs.map((r) => r.statuses[0]!.code)).toEqual(['OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+    expect(rs.map((r) => r.statuses[0]!.code)).toEqual(['OK', 'OK', 'OK']);
+    expect(rs.map((r) => r.statuses[0]!.limit_remaining)).toEqual([0, 0, 0]);
     expect(header(rs[2]!, 'Retry-After')).toBeUndefined();
   });
 

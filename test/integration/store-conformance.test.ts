@@ -10,7 +10,7 @@ import { startRedis, type RedisServer } from '../helpers/redis.js';
 const T0 = 1_800_000_000_000;
 let keySeq = 0;
 const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, ...over,
+  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false, ...over,
 });
 
 /** The same scenarios against every store: they must decide identically. */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { matchKind, matchRule, step } from '../../src/config/match.js';
 import { compileYaml, domainOf, entries } from '../helpers/decide.js';
 
-// The shorter wildcard is written first, so only the compiler's ordering can make the longer one win.
+// The shorter wildcard is written first: envoyproxy/ratelimit tries wildcards in file order, so it wins.
 const MATCH = `
 domain: match
 descriptors:
@@ -41,13 +41,13 @@ descriptors:
 const domain = domainOf(compileYaml(MATCH), 'match');
 const ruleFor = (kv: Record<string, string>): string | undefined => matchRule(domain, entries(kv))?.limits[0]?.name;
 
-describe('matchRule: exact value, then the longest prefix wildcard, then the default key', () => {
+describe('matchRule: exact value, then the first wildcard in file order, then the default key', () => {
   it('an exact value wins over every wildcard that also covers it and over the default', () => {
     expect(ruleFor({ path: '/api/v2/admin' })).toBe('exact-admin');
   });
 
-  it('the longest matching prefix wins, whatever order the config lists them in', () => {
-    expect(ruleFor({ path: '/api/v2/users' })).toBe('api-v2-prefix');
+  it('the first matching wildcard in file order wins (envoyproxy/ratelimit GetLimit), not the longest', () => {
+    expect(ruleFor({ path: '/api/v2/users' })).toBe('api-prefix');
     expect(ruleFor({ path: '/api/v1/users' })).toBe('api-prefix');
     // A prefix is a prefix of the whole value: "/api/v2" lacks the slash "/api/v2/*" asks for.
     expect(ruleFor({ path: '/api/v2' })).toBe('api-prefix');
@@ -91,7 +91,7 @@ describe('matchRule: exact value, then the longest prefix wildcard, then the def
     expect(rule.keys).toEqual(['category', 'token']);
     expect(rule.variable).toEqual([false, true]);
     const wildcard = matchRule(domain, entries({ path: '/api/v2/x' }))!;
-    expect(wildcard.id).toBe('path_/api/v2/*');
+    expect(wildcard.id).toBe('path_/api/*');
     expect(wildcard.variable).toEqual([true]);
   });
 });
@@ -100,7 +100,7 @@ describe('step and matchKind say which of the three ways a value matched', () =>
   const branch = domain.root.get('path')!;
   it.each([
     ['/api/v2/admin', 'exact', undefined],
-    ['/api/v2/users', 'wildcard', '/api/v2/*'],
+    ['/api/v2/users', 'wildcard', '/api/*'],
     ['/api/v1', 'wildcard', '/api/*'],
     ['/elsewhere', 'default', undefined],
   ])('%s: %s %s', (value, kind, pattern) => {
@@ -116,5 +116,47 @@ describe('step and matchKind say which of the three ways a value matched', () =>
     expect(step(write.children!.get('token')!, 'anything')?.rule?.limits[0]?.name).toBe('write-token');
     const read = step(domain.root.get('category')!, 'read')!;
     expect(read.children!.get('path')).toBeUndefined();
+  });
+});
+
+// envoyproxy/ratelimit's README, Example 9, and its wildcardMatch: a "*" anywhere, any number of them, each
+// matching any run of characters, the empty one included.
+describe('wildcards anywhere in the value', () => {
+  const GLOBS = `
+domain: globs
+descriptors:
+  - {key: path, value: /api/*/action, rate_limit: {unit: minute, requests_per_unit: 1, name: middle}}
+  - {key: path, value: /api/*/resource/*/action, rate_limit: {unit: minute, requests_per_unit: 2, name: two}}
+  - {key: path, value: "*.pdf", rate_limit: {unit: minute, requests_per_unit: 3, name: suffix}}
+  - {key: mid, value: bar*b, rate_limit: {unit: minute, requests_per_unit: 4, name: bar-b}}
+  - {key: multi, value: foo*bar*baz, rate_limit: {unit: minute, requests_per_unit: 5, name: foo-bar-baz}}
+  - {key: multi, value: "**", rate_limit: {unit: minute, requests_per_unit: 6, name: stars}}
+`;
+  const globs = domainOf(compileYaml(GLOBS), 'globs');
+  const rule = (key: string, value: string): string | undefined => matchRule(globs, [{ key, value }])?.limits[0]?.name;
+
+  it.each([
+    ['path', '/api/123/action', 'middle'],
+    ['path', '/api//action', 'middle'], // a * matches the empty run
+    ['path', '/api/123/other', undefined],
+    ['path', '/api/v1/resource/9/action', 'middle'], // the first in file order: /api/*/action matches it too
+    ['path', 'x/report.pdf', 'suffix'],
+    ['path', '.pdf', 'suffix'],
+    ['mid', 'bab', undefined],
+    ['mid', 'barb', 'bar-b'],
+    ['mid', 'bar-and-b', 'bar-b'],
+    ['mid', 'barn', undefined],
+    ['multi', 'foobarbaz', 'foo-bar-baz'],
+    ['multi', 'foo-x-bar-y-baz', 'foo-bar-baz'],
+    ['multi', 'foobazbar', 'stars'], // the parts must come in order; "**" takes the rest
+    ['multi', '', 'stars'],
+  ])('%s=%s → %s', (key, value, name) => {
+    expect(rule(key, value)).toBe(name);
+  });
+
+  it('explains which pattern matched', () => {
+    const branch = globs.root.get('path')!;
+    const node = step(branch, '/api/7/resource/8/action')!;
+    expect(matchKind(branch, node, '/api/7/resource/8/action')).toEqual({ kind: 'wildcard', pattern: '/api/*/action', shared: false });
   });
 });

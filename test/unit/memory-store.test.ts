@@ -5,7 +5,7 @@ import type { CounterCheck } from '../../src/store/store.js';
 
 const T0 = 1_800_000_000_000;
 const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, ...over,
+  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false, ...over,
 });
 
 describe('memory store', () => {

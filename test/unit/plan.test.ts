@@ -112,7 +112,7 @@ describe('traceRequest: how each entry matched', () => {
       { matched: 'exact', level: true, knownKey: true, source: 'p.yaml:7' },
       { matched: 'default', level: true, knownKey: true, source: 'p.yaml:11' },
     ]);
-    expect(trace.steps[1]).toEqual([{ matched: 'wildcard', level: true, knownKey: true, pattern: '/admin*', source: 'p.yaml:18' }]);
+    expect(trace.steps[1]).toEqual([{ matched: 'wildcard', level: true, knownKey: true, pattern: '/admin*', shared: false, source: 'p.yaml:18' }]);
     expect(trace.steps[2]).toEqual([{ matched: 'none', level: true, knownKey: true }]);
   });
 

@@ -24,6 +24,7 @@ const BEYOND_A_SCHEMA: Record<string, string> = {
   'yaml-syntax-error.yaml': 'YAML text that does not parse',
   'burst-without-token-bucket.yaml': "a limit's algorithm inherited from its descriptor or the domain",
   'rule-path-collision.yaml': 'two descriptors at different levels whose joined keys and values spell one path',
+  'replaces-itself.yaml': "a replaces entry equal to its own limit's name",
 };
 
 describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {

@@ -14,9 +14,10 @@
              w  when it was last written (ms)
              c  its debt then, in ticks of 1/limit ms (src/counters/bucket.ts)
   ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
-  ARGV[2]  s, the number of window shapes; then s shapes of six values each (a batch's windows mostly share
-           a few, so each is sent once):
-                  window_ms, limit, hits (0 = check only), sliding (0|1), shadow (0|1), burst (0 = a window)
+  ARGV[2]  s, the number of window shapes; then s shapes of seven values each (a batch's windows mostly
+           share a few, so each is sent once):
+                  window_ms, limit, hits (0 = check only), sliding (0|1), shadow (0|1), burst (0 = a window),
+                  quota (0|1)
   then, per request:
            mode   "count", or "peek" to decide without writing anything (the first phase of a request whose
                   counters live in several Redis Cluster slots)
@@ -35,8 +36,9 @@
     debt  = max(0, c - (now - w) * limit)
     over  = debt + max(hits, 1) * window > burst * window
     counted: w = now, c = debt + hits * window, expiring when the debt is paid back, plus a second
-    a group (descriptor) is over if any of its windows is; the request is admitted if no non-shadow group is
-    over; then every window of every group that is not over is counted.
+    a group (descriptor) is over if any of its windows is; the request is admitted unless a group that is
+    neither shadow nor quota is over, or the request has quota groups and all of them are over; then every
+    window of every group that is not over is counted.
   Each hash expires one second after the last window that can still read it.
 ]]
 
@@ -52,7 +54,7 @@ local out = { now }
 local shapes = {}
 local s = tonumber(ARGV[2])
 for i = 1, s do
-  local a = 2 + (i - 1) * 6
+  local a = 2 + (i - 1) * 7
   shapes[i] = {
     window = tonumber(ARGV[a + 1]),
     limit = tonumber(ARGV[a + 2]),
@@ -60,6 +62,7 @@ for i = 1, s do
     sliding = ARGV[a + 4] == '1',
     shadow = ARGV[a + 5] == '1',
     burst = tonumber(ARGV[a + 6]),
+    quota = ARGV[a + 7] == '1',
   }
 end
 
@@ -102,6 +105,8 @@ end
 local function decide(count, n, k0, a0)
   local starts, curr, prev, over = {}, {}, {}, {}
   local group_over = {}
+  local quota_group = {}
+  local quota_groups, quota_over = 0, 0
   local admitted = 1
   for i = 1, n do
     local w = shapes[tonumber(ARGV[a0 + (i - 1) * 2 + 1])]
@@ -115,14 +120,20 @@ local function decide(count, n, k0, a0)
     else
       curr[i], prev[i], is_over = counts(KEYS[k0 + i], w, start)
     end
+    if w.quota and not quota_group[group] then
+      quota_group[group] = true
+      quota_groups = quota_groups + 1
+    end
     if is_over then
       over[i] = 1
+      if w.quota and not group_over[group] then quota_over = quota_over + 1 end
       group_over[group] = true
-      if not w.shadow then admitted = 0 end
+      if not w.shadow and not w.quota then admitted = 0 end
     else
       over[i] = 0
     end
   end
+  if quota_groups > 0 and quota_over == quota_groups then admitted = 0 end
 
   if admitted == 1 and count then
     for i = 1, n do
@@ -147,7 +158,7 @@ local function decide(count, n, k0, a0)
 end
 
 -- The requests, one after another.
-local k, a = 0, 3 + s * 6
+local k, a = 0, 3 + s * 7
 while a <= #ARGV do
   local count = ARGV[a] == 'count'
   local n = tonumber(ARGV[a + 1])
