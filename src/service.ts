@@ -116,6 +116,9 @@ async function openStores(
  * envoyproxy/ratelimit settings that are set but not acted on are named in one warning. */
 function quietLibraries(settings: Settings, logger: Logger): void {
   grpc.setLogger({ error: (...a: unknown[]) => logger.debug({ grpc: a.join(' ') }, 'grpc-js'), info: () => {}, debug: () => {} });
+  if (settings.storeInferredFrom) {
+    logger.info({ store: 'redis', from: settings.storeInferredFrom }, `store: redis, since ${settings.storeInferredFrom.join(', ')} ${settings.storeInferredFrom.length > 1 ? 'are' : 'is'} set and BACKEND_TYPE is not (envoyproxy/ratelimit's default backend); --store memory to keep counters in this process`);
+  }
   if (settings.unsupported.length > 0) {
     logger.warn({ settings: settings.unsupported }, `envoyproxy/ratelimit settings Tollgate does not support are ignored: ${settings.unsupported.join(', ')}`);
   }

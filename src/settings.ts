@@ -40,6 +40,9 @@ export interface Settings {
   logLevel: LogLevel;
   /** json (pino's lines) or text (one readable line per event), as envoyproxy/ratelimit's LOG_FORMAT. */
   logFormat: LogFormat;
+  /** Set when no store was chosen but envoyproxy/ratelimit's Redis variables were (their names): the Redis
+   * store is used, as envoyproxy/ratelimit would, and start-up says so. */
+  storeInferredFrom: string[] | undefined;
   /** envoyproxy/ratelimit variables set in the environment that Tollgate does not act on: warned about once. */
   unsupported: string[];
   /** Longest wait for in-flight calls on SIGTERM before they are cut. */
@@ -100,6 +103,9 @@ export const SERVE_OPTIONS = {
 
 type OptionName = keyof typeof SERVE_OPTIONS;
 
+/** Every environment variable of the table above, for tests that hold settings to envoyproxy/ratelimit's. */
+export const SERVE_ENV_NAMES: readonly string[] = Object.values(SERVE_OPTIONS).map((o) => o.env);
+
 /** A setting's text and where it came from (`--grpc-port` or `GRPC_PORT`), so that an error names what the
  * operator actually set. */
 interface Setting {
@@ -128,7 +134,21 @@ const COMPAT_ENV: Partial<Record<OptionName, (env: NodeJS.ProcessEnv) => Setting
     return dir === undefined ? undefined : { value: dir, from: 'RUNTIME_ROOT' };
   },
   'redis-key-prefix': (env) => (env.CACHE_KEY_PREFIX === undefined ? undefined : { value: env.CACHE_KEY_PREFIX, from: 'CACHE_KEY_PREFIX' }),
+  'redis-sentinel-password': (env) => (env.REDIS_SENTINEL_AUTH ? { value: env.REDIS_SENTINEL_AUTH, from: 'REDIS_SENTINEL_AUTH' } : undefined),
+  // envoyproxy/ratelimit's BACKEND_TYPE defaults to redis (src/settings/settings.go): a deployment moved from it
+  // sets its Redis variables and no backend, and must not get separate counters in every pod.
+  store: (env) => {
+    const set = redisVariablesSet(env);
+    return set.length === 0 ? undefined : { value: 'redis', from: set.join(', ') };
+  },
 };
+
+/** envoyproxy/ratelimit's Redis variables that, set without BACKEND_TYPE, choose the Redis store. */
+const REDIS_VARIABLES = ['REDIS_URL', 'REDIS_SOCKET_TYPE', 'REDIS_TYPE', 'REDIS_AUTH', 'REDIS_TLS'];
+
+function redisVariablesSet(env: NodeJS.ProcessEnv): string[] {
+  return REDIS_VARIABLES.filter((v) => env[v] !== undefined && env[v] !== '');
+}
 
 export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
   const { values } = parseArgs({
@@ -171,6 +191,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     maxCounters: num('max-counters', 'positive'),
     logLevel: logLevelOf(setting('log-level')),
     logFormat: choice(setting('log-format'), ['json', 'text'] as const),
+    storeInferredFrom: values.store === undefined && !env.BACKEND_TYPE && redisVariablesSet(env).length > 0 ? redisVariablesSet(env) : undefined,
     unsupported: unsupportedSettings(env),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
     configPollMs: num('config-poll-ms', 'whole'),

@@ -321,7 +321,7 @@ function digestOf(r: Rule): { text: string; buckets: Set<string>; units: Set<str
   const limits = r.unlimited ? 'unlimited' : r.limits.map(limitText).join('+');
   const all = [...r.limits, ...[...r.tierLimits.values()].flat()];
   return {
-    text: [limits, r.algorithm, r.shadow ? 'shadow' : '', ...tiers].join(' '),
+    text: [limits, r.algorithm, r.shadow ? 'shadow' : '', r.quota ? 'quota' : '', r.variable.map((v) => (v ? 'v' : 'f')).join(''), r.metadata ? JSON.stringify(r.metadata) : '', ...tiers].join(' '),
     buckets: new Set(all.filter((l) => l.burst > 0).map((l) => l.unit)),
     units: new Set(all.map((l) => l.unit)),
   };

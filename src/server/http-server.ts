@@ -117,7 +117,7 @@ async function explainRequest(deps: HttpDeps, explain: NonNullable<HttpDeps['exp
 
 async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const refuse = refuser(deps, res, '/json');
-  const body = await readJsonBody(req, refuse);
+  const body = await readJsonBody(req, refuse, { anyType: true });
   if (body === undefined) return;
   try {
     const response = await decideWire(deps.handler, requestFromJson(body));
