@@ -292,19 +292,38 @@ export function execRaw(sessions: RawSessions, c: Extract<GrpcCase, { via: 'raw'
     let head: http2.IncomingHttpHeaders = {};
     let trailers: http2.IncomingHttpHeaders = {};
     const data: Buffer[] = [];
+    let done = false;
+    const finish = (outcome: () => Outcome): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve(outcome());
+    };
     const timer = setTimeout(() => {
       stream.close(http2.constants.NGHTTP2_CANCEL);
-      resolve('hang');
+      finish(() => 'hang');
     }, DEADLINE_MS);
-    stream.on('response', (h) => (head = h));
-    stream.on('trailers', (t) => (trailers = t));
+    // The answer is complete once its status has arrived (trailers, or headers that carry it), even while
+    // this side is still sending a large body the server has stopped reading: waiting for 'close' then
+    // waits on flow control, which on a loaded machine can outlast the deadline (issue 29).
+    const answered = (): void => {
+      finish(() => judgeRaw(head, trailers, Buffer.concat(data), c.allowed, index, scanner, 'answered'));
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    };
+    stream.on('response', (h) => {
+      head = h;
+      if (h['grpc-status'] !== undefined || (h[':status'] !== undefined && Number(h[':status']) !== 200)) answered();
+    });
+    stream.on('trailers', (t) => {
+      trailers = t;
+      answered();
+    });
     stream.on('data', (d: Buffer) => data.push(d));
     let failed = '';
     stream.on('error', (err) => (failed = err.message)); // 'close' follows and judges what arrived
     stream.on('close', () => {
-      clearTimeout(timer);
       const closed = `the stream closed without an answer (RST_STREAM ${stream.rstCode}${failed && `, ${failed}`})`;
-      resolve(judgeRaw(head, trailers, Buffer.concat(data), c.allowed, index, scanner, closed));
+      finish(() => judgeRaw(head, trailers, Buffer.concat(data), c.allowed, index, scanner, closed));
     });
     stream.end(c.body);
   });

@@ -143,7 +143,8 @@ function jsonCase(r: Rng, index: number, marker: string, bounds: RequestBounds):
       return post('deep nesting', `{"domain":${nest}}`, [400]);
     }
     case 7:
-      return post('content type', JSON.stringify(toJson(r, validRequest(r, marker, bounds))), [415], r.pick(['', 'text/plain', 'application/x-www-form-urlencoded', 'application/jsonp', `application/${marker}`, 'multipart/form-data; boundary=x']));
+      // /json reads any content type as envoyproxy/ratelimit does (a decision); /explain asks for JSON.
+      return post('content type', JSON.stringify(toJson(r, validRequest(r, marker, bounds))), path === '/json' ? decided : [415], r.pick(['', 'text/plain', 'application/x-www-form-urlencoded', 'application/jsonp', `application/${marker}`, 'multipart/form-data; boundary=x']));
     case 8:
       return post('invalid UTF-8', Buffer.concat([Buffer.from(`{"domain":"${marker}`), Buffer.from(r.pick([[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80]])), Buffer.from('"}')]), [400]);
     case 9:

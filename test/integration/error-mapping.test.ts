@@ -159,12 +159,12 @@ describe('HTTP /json and /explain failures are counted apart from gRPC errors', 
     expect((await post('/json', empty)).status).toBe(400);
     expect((await post('/json', empty)).status).toBe(400);
     expect((await post('/explain', empty)).status).toBe(400);
-    expect((await post('/json', '{}', 'text/plain')).status).toBe(415);
+    expect((await post('/explain', '{}', 'text/plain')).status).toBe(415);
     expect((await fetch(`http://127.0.0.1:${t.service.httpPort}/explain`)).status).toBe(405);
     const series = await counts();
     expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/json', code: '400' })).toBe(2);
     expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/explain', code: '400' })).toBe(1);
-    expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/json', code: '415' })).toBe(1);
+    expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/explain', code: '415' })).toBe(1);
     expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/explain', code: '405' })).toBe(1);
     expect(metric(series, 'tollgate_grpc_errors_total', { code: 'INVALID_ARGUMENT' })).toBeUndefined();
 
