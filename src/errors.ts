@@ -22,6 +22,14 @@ export class StoreDegradedError extends StoreUnavailableError {}
 /** The call could not reach the store: no usable connection (closed, refused, reset, not writable). */
 export class StoreConnectionError extends StoreUnavailableError {}
 
+/** The store answered, but refused this request's keys (Redis: a key of another type, WRONGTYPE; out of
+ * memory, OOM). Only this request failed; the others of its batch were decided. `kind` is Redis's word. */
+export class StoreKeyError extends StoreUnavailableError {
+  constructor(readonly kind: string) {
+    super(`redis refused this request's keys: ${kind}`);
+  }
+}
+
 /** A server could not bind its address (port in use, no permission): the message names the address and the
  * flag and variable that set it. */
 export class ListenError extends Error {

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { StoreConnectionError, StoreDegradedError } from '../errors.js';
+import { StoreConnectionError, StoreDegradedError, StoreKeyError } from '../errors.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from '../store/store.js';
 import { TimeoutError } from '../store/timeout.js';
 import type { Metrics } from './metrics.js';
@@ -56,8 +56,9 @@ export class InstrumentedStore implements Store {
 }
 
 /** The kind of a failure, from the error's class (the store wraps what its client raised in `cause`). */
-function errorKind(err: unknown): 'timeout' | 'connection' | 'degraded' | 'other' {
+function errorKind(err: unknown): 'timeout' | 'connection' | 'degraded' | 'wrong_type' | 'out_of_memory' | 'other' {
   if (err instanceof StoreDegradedError) return 'degraded';
+  if (err instanceof StoreKeyError) return err.kind === 'WRONGTYPE' ? 'wrong_type' : err.kind === 'OOM' ? 'out_of_memory' : 'other';
   if (err instanceof StoreConnectionError) return 'connection';
   if (err instanceof TimeoutError || (err instanceof Error && err.cause instanceof TimeoutError)) return 'timeout';
   return 'other';

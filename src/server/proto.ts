@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fileURLToPath } from 'node:url';
 import type { WireResponse } from '../response/wire.js';
-import { decodeRateLimitRequest, encodable, encodeRateLimitResponse } from './rls-codec.js';
+import { decodeRateLimitRequest, encodable, encodeRateLimitResponse, type DecodeBounds } from './rls-codec.js';
 
 /** proto/ sits beside src/ and dist/, so the same relative path works from both. */
 const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
@@ -32,13 +32,14 @@ function packageDefinition(): protoLoader.PackageDefinition {
  * RateLimitRequest, and never throws (grpc-js answers a throwing deserializer with INTERNAL, uncounted,
  * although undecodable bytes are the client's fault): it returns an UndecodableRequest, which the handler
  * answers with INVALID_ARGUMENT. */
-export function serviceDefinition(name: typeof RLS_SERVICE | typeof HEALTH_SERVICE): grpc.ServiceDefinition {
+export function serviceDefinition(name: typeof RLS_SERVICE | typeof HEALTH_SERVICE, bounds?: DecodeBounds): grpc.ServiceDefinition {
   const definition = clientConstructor(name).service;
   if (name !== RLS_SERVICE) return definition;
   const method = definition.ShouldRateLimit!;
   const general = method.responseSerialize;
   const responseSerialize = (m: WireResponse): Buffer => (encodable(m) ? encodeRateLimitResponse(m) : general(m));
-  return { ...definition, ShouldRateLimit: { ...method, requestDeserialize: decodeRateLimitRequest, responseSerialize } };
+  const requestDeserialize = (buf: Buffer): ReturnType<typeof decodeRateLimitRequest> => decodeRateLimitRequest(buf, bounds);
+  return { ...definition, ShouldRateLimit: { ...method, requestDeserialize, responseSerialize } };
 }
 
 /** A client constructor, for tests and tools. */

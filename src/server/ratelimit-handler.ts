@@ -25,7 +25,7 @@ export interface HandlerDeps {
  * At once when the store answers at once; throws (or rejects) with what toStatus() maps to a status. */
 export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest): Maybe<WireResponse> {
   const start = performance.now();
-  if (req instanceof UndecodableRequest) throw new InvalidRequestError(`not a valid RateLimitRequest: ${req.reason}`);
+  if (req instanceof UndecodableRequest) throw new InvalidRequestError(req.overBound ? req.reason : `not a valid RateLimitRequest: ${req.reason}`);
   const input = toDecisionInput(req, deps.bounds);
   const decision = deps.limiter.decide(input);
   if (decision instanceof Promise) return decision.then((d) => answer(deps, input, d, start, req.hits_addend));

@@ -7,10 +7,24 @@ import { isUtf8 } from 'node:buffer';
 import type { WireDescriptor, WireRequest } from './request.js';
 import type { WireHeader, WireResponse, WireStatus } from '../response/wire.js';
 
-/** Bytes that are not a RateLimitRequest. `reason` names the problem and where, never the bytes. */
+/** Bytes that are not a RateLimitRequest, or one past a count bound. `reason` names the problem and where,
+ * never the bytes. */
 export class UndecodableRequest {
-  constructor(readonly reason: string) {}
+  constructor(
+    readonly reason: string,
+    /** A well-formed message so far, refused for holding more descriptors or entries than the bounds. */
+    readonly overBound = false,
+  ) {}
 }
+
+/** Counts refused while decoding, as soon as one is passed: a 4 MiB message can hold two million empty
+ * descriptors, and building them all before counting them costs the event loop most of a second. */
+export interface DecodeBounds {
+  maxDescriptors: number;
+  maxEntries: number;
+}
+
+const UNBOUNDED: DecodeBounds = { maxDescriptors: Infinity, maxEntries: Infinity };
 
 const VARINT = 0;
 const FIXED64 = 1;
@@ -24,6 +38,7 @@ class Reader {
   pos = 0;
   end: number;
   problem: string | undefined;
+  bounds: DecodeBounds = UNBOUNDED;
   private readonly path: (string | number)[] = [];
   constructor(readonly buf: Buffer) {
     this.end = buf.length;
@@ -35,6 +50,14 @@ class Reader {
 
   leave(): void {
     this.path.pop();
+  }
+
+  /** Set by failBound: the problem is a count past its bound, not malformed bytes. */
+  overBound = false;
+
+  failBound(problem: string): void {
+    if (this.problem === undefined) this.overBound = true;
+    this.fail(problem);
   }
 
   fail(problem: string): void {
@@ -124,11 +147,15 @@ class Reader {
     return value;
   }
 
-  /** A uint32 or enum field: the low 32 bits, as protobufjs reads them. */
+  /** A uint32 or enum field: the low 32 bits of the varint, as protobuf reads them, exactly. The varint may
+   * take 10 bytes (any 64-bit value); a double of it would have lost the low bits past 2^53, so they are
+   * gathered from the first five bytes with integer arithmetic. */
   uint32(): number {
-    const v = this.varint(5);
-    if (Number.isNaN(v)) return 0;
-    return v <= 0xffff_ffff ? v : Number(BigInt.asUintN(32, BigInt(v)));
+    const start = this.pos;
+    if (Number.isNaN(this.varint(5))) return 0;
+    let low = 0;
+    for (let i = 0; i < 5 && start + i < this.pos; i++) low += (this.buf[start + i]! & 0x7f) * 2 ** (7 * i);
+    return low % 2 ** 32;
   }
 }
 
@@ -145,8 +172,9 @@ function escapeBytes(bytes: Buffer): string {
 
 /** Decodes a RateLimitRequest with proto3 defaults (keepCase names, numbers for enums and longs), or says why
  * the bytes are not one. A field that appears twice: the last wins, as in protobufjs. */
-export function decodeRateLimitRequest(buf: Buffer): WireRequest | UndecodableRequest {
+export function decodeRateLimitRequest(buf: Buffer, bounds: DecodeBounds = UNBOUNDED): WireRequest | UndecodableRequest {
   const r = new Reader(buf);
+  r.bounds = bounds;
   const req: WireRequest = { domain: '', descriptors: [], hits_addend: 0 };
   for (let tag = r.tag(); tag !== 0; tag = r.tag()) {
     const field = Math.floor(tag / 8);
@@ -156,7 +184,8 @@ export function decodeRateLimitRequest(buf: Buffer): WireRequest | UndecodableRe
     } else if (field === 2) {
       r.enter('descriptors');
       r.enter(req.descriptors.length);
-      if (r.is(tag, LEN)) req.descriptors.push(r.nested(descriptor));
+      if (req.descriptors.length >= bounds.maxDescriptors) r.failBound(`more than the maximum of ${bounds.maxDescriptors} descriptors`);
+      else if (r.is(tag, LEN)) req.descriptors.push(r.nested(descriptor));
       r.leave();
     } else if (field === 3) {
       r.enter('hits_addend');
@@ -167,7 +196,7 @@ export function decodeRateLimitRequest(buf: Buffer): WireRequest | UndecodableRe
     }
     r.leave();
   }
-  return r.problem === undefined ? req : new UndecodableRequest(r.problem);
+  return r.problem === undefined ? req : new UndecodableRequest(r.problem, r.overBound);
 }
 
 function descriptor(r: Reader): WireDescriptor {
@@ -177,7 +206,8 @@ function descriptor(r: Reader): WireDescriptor {
     if (field === 1) {
       r.enter('entries');
       r.enter(d.entries.length);
-      if (r.is(tag, LEN)) d.entries.push(r.nested(entry));
+      if (d.entries.length >= r.bounds.maxEntries) r.failBound(`more than the maximum of ${r.bounds.maxEntries} entries`);
+      else if (r.is(tag, LEN)) d.entries.push(r.nested(entry));
       r.leave();
     } else if (field === 2) {
       r.enter('limit');

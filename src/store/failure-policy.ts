@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { StoreUnavailableError } from '../errors.js';
+import { StoreKeyError, StoreUnavailableError } from '../errors.js';
 import { systemClock, type Clock } from '../counters/clock.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
 
@@ -50,7 +50,9 @@ export class PolicyStore implements Store {
   private failed(checks: readonly CounterCheck[], err: unknown): Maybe<CheckResult> {
     if (!(err instanceof StoreUnavailableError) || this.policy === 'allow') throw err;
     if (this.policy === 'deny') return this.denied(checks);
-    if (!this.inFallback) {
+    // One request refused for its own keys says nothing of the store (the store logs it, rate-limited): no
+    // switch into fallback mode and back for every such request.
+    if (!this.inFallback && !(err instanceof StoreKeyError)) {
       this.inFallback = true;
       this.logger.warn({ reason: err.message }, 'shared store unavailable: enforcing limits with local counters');
     }

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
+import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../counters/clock.js';
 import { hashTag, storeKey } from '../counters/keys.js';
 import { createClient, redisFailure, type RedisConnection } from './redis-connection.js';
@@ -42,6 +42,9 @@ const MAX_BATCH_KEYS = 512;
 const TIMEOUTS_TO_DEGRADE = 3;
 const SILENCE_TO_DEGRADE = 4;
 const PROBE_INTERVAL_MS = 250;
+/** How long an OOM refusal keeps health() degraded, and how often one kind of key refusal is logged. */
+const OOM_REPORT_MS = 10_000;
+const REFUSAL_LOG_MS = 60_000;
 
 /** Counters in Redis, shared by every replica, windows on Redis's clock. Decisions that arrive in the same
  * event-loop turn go to Redis as one script call (per Cluster slot) that decides each of them in turn: under a
@@ -72,6 +75,7 @@ export class RedisStore implements Store {
   }
 
   health(): StoreHealth {
+    if (this.degradedReason === undefined && performance.now() < this.oomUntil) return { degraded: true, reason: 'redis out of memory: writes refused (maxmemory)' };
     return { degraded: this.degradedReason !== undefined, reason: this.degradedReason };
   }
 
@@ -188,7 +192,7 @@ export class RedisStore implements Store {
       (reply) => {
         this.timeouts = 0;
         this.lastReplyAt = performance.now();
-        answerBatch(batch, reply);
+        answerBatch(batch, reply, this.keyRefused);
       },
       (err: unknown) => {
         const failure = this.failed(err as Error);
@@ -198,14 +202,33 @@ export class RedisStore implements Store {
   }
 
   /** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). */
-  private async evalScript(keys: string[], args: (string | number)[]): Promise<number[]> {
+  private async evalScript(keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
     try {
-      return (await this.client.evalsha(CHECK_SHA, keys.length, ...keys, ...args)) as number[];
+      return (await this.client.evalsha(CHECK_SHA, keys.length, ...keys, ...args)) as (number | string)[];
     } catch (err) {
       if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
-      return (await this.client.eval(CHECK_SCRIPT, keys.length, ...keys, ...args)) as number[];
+      return (await this.client.eval(CHECK_SCRIPT, keys.length, ...keys, ...args)) as (number | string)[];
     }
   }
+
+  /** When each kind of key refusal was last logged, so a poisoned key hit 500 times a second logs once a
+   * minute; and until when Redis is known to be out of memory (its writes refused). */
+  private readonly refusalLogged = new Map<string, number>();
+  private oomUntil = 0;
+
+  /** A request whose keys Redis refused: counted (by the caller's metrics), logged once a minute per kind,
+   * and, for OOM, reported by health() for the next 10 s: every write is being refused, which /readyz and
+   * tollgate_store_degraded must show although Redis still answers. */
+  private readonly keyRefused = (kind: string): StoreKeyError => {
+    const now = performance.now();
+    if (kind === 'OOM') this.oomUntil = now + OOM_REPORT_MS;
+    if (now - (this.refusalLogged.get(kind) ?? -Infinity) >= REFUSAL_LOG_MS) {
+      this.refusalLogged.set(kind, now);
+      const why = kind === 'OOM' ? 'redis is out of memory (maxmemory reached): it refuses to count' : kind === 'WRONGTYPE' ? 'a counter key holds a value of another type (another program, or another key layout)' : 'redis refused a request';
+      this.opts.logger.error({ kind }, `${why}: those requests fail alone (failure policy), the rest of their batch is decided`);
+    }
+    return new StoreKeyError(kind);
+  };
 
   async reset(windows: readonly CounterWindow[]): Promise<number> {
     if (windows.length === 0) return 0;
@@ -307,19 +330,26 @@ function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
   return shapes.push(c);
 }
 
-/** Splits a batch's reply into each request's answer (layout in check-and-incr.lua). */
-function answerBatch(batch: Pending[], reply: number[]): void {
-  const nowMs = reply[0]!;
+/** Splits a batch's reply into each request's answer (layout in check-and-incr.lua); a request whose keys
+ * Redis refused fails alone. */
+function answerBatch(batch: Pending[], reply: (number | string)[], refused: (kind: string) => StoreKeyError): void {
+  const nowMs = reply[0] as number;
   let at = 1;
   for (const p of batch) {
     const n = p.checks.length;
+    const head = reply[at++];
+    if (typeof head === 'string') {
+      at += 3 * n;
+      p.reject(refused(head));
+      continue;
+    }
     const curr = new Array<number>(n);
     const prev = new Array<number>(n);
     const over = new Array<boolean>(n);
-    const admitted = reply[at++] === 1;
+    const admitted = head === 1;
     for (let i = 0; i < n; i++, at += 3) {
-      curr[i] = reply[at]!;
-      prev[i] = reply[at + 1]!;
+      curr[i] = reply[at] as number;
+      prev[i] = reply[at + 1] as number;
       over[i] = reply[at + 2] === 1;
     }
     p.resolve({ nowMs, admitted, curr, prev, over });

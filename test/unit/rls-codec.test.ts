@@ -140,3 +140,53 @@ describe(`RLS codec against protobufjs (seed ${SEED})`, () => {
     }
   });
 });
+
+describe('10-byte varints in 32-bit fields (issue 22, item 4)', () => {
+  /** `v` (a BigInt up to 2^64 - 1) as a 10-byte varint: what protobuf writes for a negative int32 or a
+   * uint64 from 2^63, and a valid (padded) encoding of any smaller value. */
+  const varint = (v: bigint): number[] => {
+    const out: number[] = [];
+    for (let i = 0; i < 10; i++, v >>= 7n) out.push(Number(v & 0x7fn) | (i < 9 ? 0x80 : 0));
+    return out;
+  };
+  const len = (bytes: number[]): number[] => [bytes.length, ...bytes];
+
+  it.each([2n ** 64n - 1n, 2n ** 63n + 5n, 2n ** 53n + 3n, 2n ** 40n * 3n + 7n, 2n ** 32n + 1n])('hits_addend %s reads as its low 32 bits, as protobufjs reads it', (v) => {
+    const entry = [0x0a, ...len([0x0a, 1, 0x6b, 0x12, 1, 0x76])]; // key "k", value "v"
+    const bytes = Buffer.from([0x0a, 1, 0x64, 0x12, ...len(entry), 0x18, ...varint(v)]);
+    const mine = decodeRateLimitRequest(bytes);
+    expect(mine).not.toBeInstanceOf(UndecodableRequest);
+    const theirs = reference.requestDeserialize(bytes) as { hits_addend: number };
+    expect((mine as { hits_addend: number }).hits_addend).toBe(Number(v % 2n ** 32n));
+    expect((mine as { hits_addend: number }).hits_addend).toBe(theirs.hits_addend);
+  });
+
+  it("an override's requests_per_unit too", () => {
+    const limit = [0x08, ...varint(2n ** 64n - 1n), 0x10, 1];
+    const descriptor = [0x0a, ...len([0x0a, 1, 0x6b]), 0x12, ...len(limit)];
+    const bytes = Buffer.from([0x0a, 1, 0x64, 0x12, ...len(descriptor)]);
+    const mine = decodeRateLimitRequest(bytes) as { descriptors: { limit: { requests_per_unit: number } }[] };
+    expect(mine.descriptors[0]!.limit.requests_per_unit).toBe(4294967295);
+  });
+});
+
+describe('count bounds while decoding (issue 22, item 3)', () => {
+  const len = (bytes: number[]): number[] => (bytes.length < 128 ? [bytes.length, ...bytes] : [(bytes.length & 0x7f) | 0x80, bytes.length >> 7, ...bytes]);
+  it('2,000,000 empty descriptors (a 4 MB message) are refused at the 65th, not after building them all', () => {
+    const body = Buffer.alloc(2 + 2 * 2_000_000);
+    body.set([0x0a, 0]); // domain ""
+    for (let i = 2; i < body.length; i += 2) body.set([0x12, 0], i);
+    const out = decodeRateLimitRequest(body, { maxDescriptors: 64, maxEntries: 32 });
+    expect(out).toBeInstanceOf(UndecodableRequest);
+    expect(out).toMatchObject({ overBound: true, reason: 'descriptors[64]: more than the maximum of 64 descriptors' });
+  });
+
+  it('entries past the bound in one descriptor, likewise', () => {
+    const entries = Array.from({ length: 40 }, () => [0x0a, 3, 0x0a, 1, 0x6b]).flat();
+    const body = Buffer.from([0x0a, 1, 0x64, 0x12, ...len(entries)]);
+    const out = decodeRateLimitRequest(body, { maxDescriptors: 64, maxEntries: 32 });
+    expect(out).toMatchObject({ overBound: true, reason: 'descriptors[0].entries[32]: more than the maximum of 32 entries' });
+    // Without bounds, the same bytes decode (the bound is the only reason).
+    expect(decodeRateLimitRequest(body)).not.toBeInstanceOf(UndecodableRequest);
+  });
+});

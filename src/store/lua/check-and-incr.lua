@@ -26,7 +26,10 @@
 
   Returns  { now_ms, then per request: admitted (0|1), curr_1, prev_1, over_1, ..., curr_n, prev_n, over_n }
            curr/prev are the counts before this request (a bucket: curr = its debt now, prev = 0); over_i is 1
-           when window i has no room.
+           when window i has no room. A request whose keys Redis refused (a key of another type: WRONGTYPE;
+           out of memory: OOM) has, in place of admitted, the error's first word as a string, and zeros for
+           its windows: it fails alone, the others of the batch are decided as usual. Its reads come before
+           any write, so a refused read leaves nothing written.
 
   Rules (the same as src/store/store.ts settle() and src/counters/window.ts):
     used  = c                                  fixed window
@@ -159,10 +162,20 @@ end
 
 -- The requests, one after another.
 local k, a = 0, 3 + s * 7
+-- The first word of a Redis error (WRONGTYPE, OOM, ERR), from the error object pcall caught.
+local function kind(err)
+  local text = type(err) == 'table' and (err.err or '') or tostring(err)
+  return string.match(text, '^-?(%u+)') or 'ERR'
+end
+
 while a <= #ARGV do
   local count = ARGV[a] == 'count'
   local n = tonumber(ARGV[a + 1])
-  decide(count, n, k, a + 1)
+  local ok, err = pcall(decide, count, n, k, a + 1)
+  if not ok then
+    out[#out + 1] = kind(err)
+    for _ = 1, n * 3 do out[#out + 1] = 0 end
+  end
   k = k + n
   a = a + 2 + n * 2
 end

@@ -1,0 +1,94 @@
+import { status } from '@grpc/grpc-js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { fingerprint } from '../../src/fingerprint.js';
+import { metric, scrape } from '../helpers/metrics.js';
+import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { capturingLogger, property, startTestService, type TestService } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
+
+/** Issue 22, items 2 and 8: one request's keys refused by Redis (a key of another type; Redis out of memory)
+ * fail that request alone, under every failure policy; the others of the same batch are decided and counted,
+ * the refused one writes nothing, and the refusal is counted, logged once and (out of memory) visible. */
+
+async function outcome(t: TestService, token: string): Promise<string> {
+  try {
+    return (await t.rls.call(property('read', token), 2000)).overall_code;
+  } catch (err) {
+    return `error ${(err as { code: number }).code}`;
+  }
+}
+
+const POISON_EXPECTED: Record<string, string> = { allow: `error ${status.UNAVAILABLE}`, deny: 'OVER_LIMIT', local: 'OK' };
+
+describe.each(['allow', 'deny', 'local'])('a poisoned counter key amid 50 other clients, policy %s', (policy) => {
+  let redis: RedisServer;
+  let t: TestService;
+  const log = capturingLogger();
+  beforeEach(async () => {
+    redis = await startRedis();
+    t = await startTestService({ realClock: true, logger: log.logger, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000', '--redis-failure', policy, '--local-cache', 'false'] });
+  });
+  afterEach(async () => {
+    await t?.close();
+    await redis?.stop();
+  });
+
+  it('fails the poisoned request alone, writes nothing for it, and counts and logs the refusal once', async () => {
+    const poisoned = `Bearer poisoned-${policy}`;
+    expect(await outcome(t, poisoned)).toBe('OK');
+    const keys = (await redis.cli('--scan', '--pattern', `*${fingerprint(poisoned)}*`)).split('\n').filter(Boolean).sort();
+    expect(keys.length).toBeGreaterThanOrEqual(2); // a second and an hour window
+    const perSecond = keys.find((k) => k.endsWith(':second'))!;
+    const hourly = keys.find((k) => k.endsWith(':hour'))!;
+    await redis.cli('DEL', perSecond);
+    await redis.cli('SET', perSecond, 'not a hash'); // WRONGTYPE for the script's HMGET
+    const hourBefore = await redis.cli('HGET', hourly, 'c');
+
+    // 51 concurrent calls: the service batches them into one script call.
+    const others = Array.from({ length: 50 }, (_, i) => `Bearer other-${policy}-${i}`);
+    const results = await Promise.all([outcome(t, poisoned), ...others.map((o) => outcome(t, o))]);
+    expect(results[0]).toBe(POISON_EXPECTED[policy]);
+    expect(results.slice(1)).toEqual(Array(50).fill('OK'));
+    // No partial write for the refused request; every other one was counted in Redis.
+    expect(await redis.cli('HGET', hourly, 'c')).toBe(hourBefore);
+    for (const o of others.slice(0, 5)) expect(await redis.cli('--scan', '--pattern', `*${fingerprint(o)}*:hour`)).not.toBe('');
+
+    for (let i = 0; i < 20; i++) await outcome(t, poisoned);
+    const { series } = await scrape(t.service.httpPort);
+    expect(metric(series, 'tollgate_store_errors_total', { store: 'redis', kind: 'wrong_type' })).toBeGreaterThanOrEqual(21);
+    expect(log.lines().filter((l) => l.kind === 'WRONGTYPE')).toHaveLength(1);
+    // The store is not degraded by one bad key, and the local policy did not flap into fallback mode.
+    expect(t.service.store.health().degraded).toBe(false);
+    expect(log.lines().filter((l) => String(l.msg).startsWith('shared store unavailable'))).toEqual([]);
+  });
+});
+
+describe('Redis out of memory (maxmemory reached, noeviction)', () => {
+  let redis: RedisServer | undefined;
+  let t: TestService | undefined;
+  afterEach(async () => {
+    await t?.close();
+    await redis?.stop();
+  });
+
+  it('is visible: one log line, tollgate_store_errors_total{kind="out_of_memory"}, tollgate_store_degraded and /readyz', async () => {
+    redis = await startRedis(['--maxmemory-policy', 'noeviction']);
+    const log = capturingLogger();
+    t = await startTestService({ realClock: true, logger: log.logger, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] });
+    expect(await outcome(t, 'Bearer before-oom')).toBe('OK');
+    const used = Number(/used_memory:(\d+)/.exec(await redis.cli('INFO', 'memory'))![1]);
+    await redis.cli('CONFIG', 'SET', 'maxmemory', String(used - 1024 * 64)); // already over: every write refused
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => outcome(t!, `Bearer oom-${i}`)));
+    expect(answers).toEqual(Array(20).fill(`error ${status.UNAVAILABLE}`)); // allow: Envoy decides (fails open)
+    await within(2000, () => log.lines().some((l) => l.kind === 'OOM'), 'the out-of-memory log line');
+    expect(log.lines().filter((l) => l.kind === 'OOM')).toHaveLength(1);
+    const { series } = await scrape(t.service.httpPort);
+    expect(metric(series, 'tollgate_store_errors_total', { store: 'redis', kind: 'out_of_memory' })).toBe(20);
+    expect(metric(series, 'tollgate_store_degraded', { store: 'redis' })).toBe(1);
+    const ready = await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`);
+    expect((await ready.json()).reason).toMatch(/out of memory/);
+    // Room again: the next decisions count.
+    await redis.cli('CONFIG', 'SET', 'maxmemory', '0');
+    expect(await outcome(t, 'Bearer after-oom')).toBe('OK');
+  });
+});
