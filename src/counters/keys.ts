@@ -13,7 +13,11 @@ import { cachedFingerprint } from '../fingerprint.js';
  *   window key    <counter key>:<unit>             one window of a counter (second, minute, …)
  *   bucket key    <counter key>:<unit>.bucket      a token bucket: its own key, so switching a limit between
  *                                                  a window and a bucket starts it fresh, never misread
- *   store key     <prefix><window key>             the Redis store adds --redis-key-prefix
+ *   store key     <prefix>v<N>:<window key>        the Redis store adds --redis-key-prefix and the layout
+ *                                                  version: a release whose keys or counter fields differ
+ *                                                  takes the next N, so two releases sharing one Redis during
+ *                                                  a rolling upgrade never read each other's counters (each
+ *                                                  counts apart until the old one is gone)
  *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
  *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets
  *                                                  (neither holds a ':', which every store key does)
@@ -62,10 +66,15 @@ export function bucketKey(counterKey: string, unit: string): string {
   return `${counterKey}:${unit}.bucket`;
 }
 
+/** The version of the counter layout: key names and what their hashes hold (check-and-incr.lua's header).
+ * Raise it with any change to either. */
+export const LAYOUT_VERSION = 1;
+const LAYOUT = `v${LAYOUT_VERSION}:`;
+
 /** A window's key in a shared store: the namespace (--redis-key-prefix) first, so several services can share
- * one Redis. */
+ * one Redis, then the layout version. */
 export function storeKey(prefix: string, windowKey: string): string {
-  return prefix + windowKey;
+  return prefix + LAYOUT + windowKey;
 }
 
 /** The Redis hash of tier assignments, and the channel replicas tell each other of changes on. */

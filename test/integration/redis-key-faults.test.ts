@@ -92,3 +92,24 @@ describe('Redis out of memory (maxmemory reached, noeviction)', () => {
     expect(await outcome(t, 'Bearer after-oom')).toBe('OK');
   });
 });
+
+describe('the key layout version', () => {
+  it("keys of another layout at the same names (a rolling upgrade's other release) are never read: no refusal, no shared count", async () => {
+    const redis = await startRedis();
+    const t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] });
+    try {
+      const token = 'Bearer upgrade';
+      // What a release before the version in key names wrote, and what a later layout might put there.
+      const fp = fingerprint(token);
+      for (const unit of ['second', 'hour']) await redis.cli('SET', `tollgate:property-api:category_read.token:{${fp}}:${unit}`, 'old layout');
+      await redis.cli('SET', `tollgate:v2:property-api:category_read.token:{${fp}}:hour`, 'newer layout');
+      expect(await outcome(t, token)).toBe('OK');
+      const mine = await redis.cli('--scan', '--pattern', `tollgate:v1:*{${fp}}*`);
+      expect(mine.split('\n').filter(Boolean)).toHaveLength(2);
+      expect(await redis.cli('GET', `tollgate:v2:property-api:category_read.token:{${fp}}:hour`)).toBe('newer layout');
+    } finally {
+      await t.close();
+      await redis.stop();
+    }
+  });
+});

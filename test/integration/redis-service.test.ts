@@ -54,7 +54,7 @@ describe('redis store behind the service', () => {
     const keys = (await redis.cli('--scan', '--pattern', 'tollgate:*')).split('\n');
     expect(keys.some((k) => k.includes(`{${fingerprint(secret)}}`))).toBe(true);
     expect(keys.filter((k) => k.includes(secret) || k.includes('Bearer'))).toEqual([]);
-    expect(keys).toContain(`tollgate:property-api:category_reports.token:{${fingerprint(secret)}}:hour`);
+    expect(keys).toContain(`tollgate:v1:property-api:category_reports.token:{${fingerprint(secret)}}:hour`);
   });
 
   it('keys of an Envoy limit override hold no request-supplied entry key either', async () => {

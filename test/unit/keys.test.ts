@@ -65,7 +65,7 @@ describe('counter keys (src/counters/keys.ts)', () => {
   });
 
   it('store key: the namespace first; the hash tag is unchanged (a prefix holds no braces of ours)', () => {
-    expect(storeKey('tollgate:', 'd:r:{ab}:hour')).toBe('tollgate:d:r:{ab}:hour');
+    expect(storeKey('tollgate:', 'd:r:{ab}:hour')).toBe('tollgate:v1:d:r:{ab}:hour');
     expect(hashTag(storeKey('tollgate:', 'd:r:{ab}:hour'))).toBe('ab');
   });
 
