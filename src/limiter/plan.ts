@@ -2,7 +2,7 @@ import { compileLimit } from '../config/compile.js';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { matchRule, type EntryLike, type MatchStep } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
-import type { Unit } from '../config/units.js';
+import { UNITS, type Unit } from '../config/units.js';
 import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, windowKey } from '../counters/keys.js';
 import { cachedFingerprint } from '../fingerprint.js';
 import type { CounterCheck } from '../store/store.js';
@@ -109,7 +109,7 @@ function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, 
     // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
     const key = rule ? counterKey(rule.counterId, rule.variable, d.entries) : overrideCounterKey(domain.name, d.entries);
     const limit = compileLimit(
-      { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] }, domain.name, 'override', overriddenAlgorithm(rule, d.override.unit),
+      { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] }, domain.name, 'override', overriddenAlgorithm(rule, d.override.unit, d.override.requestsPerUnit),
     );
     return { rule, tier: undefined, limits: [limit], ...mode, hits, key, override: true };
   }
@@ -131,11 +131,15 @@ function unlimited(rule: Rule | undefined, mode: Modes, hits: number): Descripto
 }
 
 /** Envoy's limit keeps the algorithm of the rule's limit it stands in for (same unit), else the rule's; a
- * bucket's burst is then Envoy's requests_per_unit. */
-function overriddenAlgorithm(rule: Rule | undefined, unit: Unit): Algorithm {
+ * bucket's burst is then Envoy's requests_per_unit. A bucket too large to be kept exactly (burst × window
+ * past 2^53 ticks, which the config refuses for its own limits) is a fixed window of the same numbers
+ * instead: Redis's doubles would overflow where the memory store would not, and the stores would disagree. */
+function overriddenAlgorithm(rule: Rule | undefined, unit: Unit, requestsPerUnit: number): Algorithm {
   if (!rule) return 'fixed_window';
-  for (const l of rule.limits) if (l.unit === unit) return l.algorithm;
-  return rule.algorithm;
+  let algorithm = rule.algorithm;
+  for (const l of rule.limits) if (l.unit === unit) algorithm = l.algorithm;
+  if (algorithm === 'token_bucket' && requestsPerUnit * UNITS[unit].seconds * 1000 > Number.MAX_SAFE_INTEGER) return 'fixed_window';
+  return algorithm;
 }
 
 /** The plan of a rule for a client known only by the fingerprint of its token, on a rule where the token is

@@ -132,3 +132,19 @@ describe('planForClient: a client known only by fingerprint (the admin API)', ()
     expect(forClient).toMatchObject({ key: fromRequest!.key, tier: 'big', limits: fromRequest!.limits, hits: 0 });
   });
 });
+
+describe("Envoy's limit on a token-bucket rule (issue 22, item 5)", () => {
+  const bucket = compileSources([{ file: 'b.yaml', text: 'domain: b\ndescriptors:\n  - key: client\n    algorithm: token_bucket\n    rate_limit: {unit: year, requests_per_unit: 100}\n' }]).domains.get('b')!;
+  const plan = (requestsPerUnit: number, unit: 'year' | 'second') =>
+    toChecks(planRequest(bucket, { descriptors: [{ entries: [{ key: 'client', value: 'x' }], override: { requestsPerUnit, unit } }], hits: 1 }, ctx))[0]!;
+
+  it('stays a bucket while its numbers can be kept exactly', () => {
+    expect(plan(100, 'year').burst).toBe(100);
+    expect(plan(4294967295, 'second').burst).toBe(4294967295); // 4.3e12 ticks: exact
+  });
+
+  it('is a fixed window when burst × window would pass 2^53 (4294967295 a year: 1.35e20 ticks), so Redis and memory agree', () => {
+    const c = plan(4294967295, 'year');
+    expect([c.burst, c.sliding, c.limit]).toEqual([0, false, 4294967295]);
+  });
+});
