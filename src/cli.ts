@@ -12,7 +12,7 @@ import { EnvoyConfigError } from './envoy/routes.js';
 import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './tuning/commands.js';
 import { TrafficError } from './tuning/traffic.js';
 import { createLogger } from './logger.js';
-import { startService } from './service.js';
+import { logSettingNotes, startService } from './service.js';
 import { maxConfigBytesOf, parseServeArgs, serveHelp, SettingsError } from './settings.js';
 import { parseBool } from './settings-compat.js';
 import { VERSION } from './version.js';
@@ -98,7 +98,10 @@ async function main(argv: string[]): Promise<number> {
 async function serve(args: string[]): Promise<number> {
   const settings = parseServeArgs(args);
   const logger = createLogger(settings.logLevel, settings.logFormat);
-  if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
+  if (settings.workers > 1 && !isWorker()) {
+    logSettingNotes(settings, logger); // once, not once per worker (a worker does not log them)
+    return runPrimary(settings.workers, logger);
+  }
   let service;
   try {
     service = await startService(settings, { logger });

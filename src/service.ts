@@ -113,9 +113,16 @@ async function openStores(
 }
 
 /** grpc-js writes its own errors to stderr ("E No address added…"), which Tollgate reports itself, once; and
- * envoyproxy/ratelimit settings that are set but not acted on are named in one warning. */
+ * what the settings say about envoyproxy/ratelimit's variables is logged (by the primary under --workers). */
 function quietLibraries(settings: Settings, logger: Logger): void {
   grpc.setLogger({ error: (...a: unknown[]) => logger.debug({ grpc: a.join(' ') }, 'grpc-js'), info: () => {}, debug: () => {} });
+  if (!isWorker()) logSettingNotes(settings, logger);
+}
+
+/** Once per start: the store chosen by envoyproxy/ratelimit's Redis variables (one info line), and its
+ * variables that are set but not acted on (one warning). Names only, never values: REDIS_URL and REDIS_AUTH
+ * may hold passwords. */
+export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' | 'warn'>): void {
   if (settings.storeInferredFrom) {
     logger.info({ store: 'redis', from: settings.storeInferredFrom }, `store: redis, since ${settings.storeInferredFrom.join(', ')} ${settings.storeInferredFrom.length > 1 ? 'are' : 'is'} set and BACKEND_TYPE is not (envoyproxy/ratelimit's default backend); --store memory to keep counters in this process`);
   }
@@ -151,7 +158,7 @@ async function startServers(
   deps: { handler: HandlerDeps; health: HealthService; ready: Readiness; explain: (i: DecisionInput) => Promise<Explanation>; admin: AdminHandler | undefined; logger: Logger },
 ): Promise<Servers> {
   const grpcServer = new grpc.Server();
-  grpcServer.addService(serviceDefinition(RLS_SERVICE), rateLimitService(deps.handler));
+  grpcServer.addService(serviceDefinition(RLS_SERVICE, deps.handler.bounds), rateLimitService(deps.handler));
   grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
   const https: HttpServer[] = [];
   try {

@@ -1,9 +1,10 @@
 import { join } from 'node:path';
 
-/** envoyproxy/ratelimit's settings, for users moving from it. Those whose meaning Tollgate shares are read
- * (see settings.ts: REDIS_URL in its host:port form, REDIS_AUTH, REDIS_TLS, REDIS_SOCKET_TYPE, RUNTIME_ROOT
- * and friends, CACHE_KEY_PREFIX, LOG_FORMAT, LOG_LEVEL's spellings); the rest are listed here, so that a
- * deployment that sets them hears once that they do nothing instead of finding out in production. */
+/** envoyproxy/ratelimit's settings (the `envconfig` names of its src/settings/settings.go), for users moving
+ * from it. Each is either read with the same meaning (settings.ts's table of settings, SERVE_OPTIONS, under
+ * its name, or READ_BY_COMPAT below) or listed in UNSUPPORTED, so that a deployment that sets it hears once,
+ * at start, that it does nothing instead of finding out in production. None is ignored silently:
+ * test/unit/settings-compat-complete.test.ts holds every name of settings.go to that. */
 
 /** Thrown for a value that cannot be used; the message names the flag or variable it came from. */
 export class SettingsError extends Error {
@@ -19,17 +20,35 @@ interface Unsupported {
 const FALSE = /^(false|0|no)$/i;
 const TRUE = /^(true|1|yes)$/i;
 
+/** envoyproxy/ratelimit's variables read besides settings.ts's table (where HOST, PORT, GRPC_HOST, GRPC_PORT,
+ * LOG_LEVEL, LOG_FORMAT, BACKEND_TYPE, REDIS_URL, REDIS_TYPE, NEAR_LIMIT_RATIO, SHADOW_MODE, QUOTA_MODE,
+ * RESPONSE_DYNAMIC_METADATA and MERGE_DOMAIN_CONFIG are read under their own names): the config directory
+ * (runtimeConfigDir), the Redis URL's parts (redisUrlFrom), and stand-ins for Tollgate's own settings
+ * (settings.ts, COMPAT_ENV). */
+export const READ_BY_COMPAT: readonly string[] = [
+  'RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_APPDIRECTORY',
+  'REDIS_AUTH', 'REDIS_TLS', 'REDIS_SOCKET_TYPE',
+  'CACHE_KEY_PREFIX', 'REDIS_SENTINEL_AUTH',
+];
+
+/** The variables Tollgate does not act on; `NAME_*` stands for every variable of that prefix. */
 const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'USE_STATSD', same: FALSE }, { name: 'USE_DOG_STATSD', same: FALSE }, { name: 'USE_DOG_STATSD_MOGRIFIERS' },
+  // Not in settings.go: each mogrifier USE_DOG_STATSD_MOGRIFIERS names is read from DOG_STATSD_MOGRIFIER_<name>_*
+  // (envoyproxy/ratelimit's src/godogstats/mogrifier_map.go).
+  { name: 'DOG_STATSD_MOGRIFIER_*' },
   { name: 'STATSD_HOST' }, { name: 'STATSD_PORT' }, { name: 'EXTRA_TAGS' }, { name: 'STATS_FLUSH_INTERVAL' },
   { name: 'DISABLE_STATS', same: FALSE }, { name: 'USE_PROMETHEUS' }, { name: 'PROMETHEUS_ADDR' }, { name: 'PROMETHEUS_PATH' },
   { name: 'PROMETHEUS_MAPPER_YAML' }, { name: 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS' }, { name: 'DEBUG_HOST' }, { name: 'DEBUG_PORT' }, { name: 'GRPC_UDS' },
   { name: 'GRPC_MAX_CONNECTION_AGE' }, { name: 'GRPC_MAX_CONNECTION_AGE_GRACE' }, { name: 'GRPC_SERVER_USE_TLS', same: FALSE },
   { name: 'GRPC_SERVER_TLS_CERT' }, { name: 'GRPC_SERVER_TLS_KEY' }, { name: 'GRPC_CLIENT_TLS_CACERT' }, { name: 'GRPC_CLIENT_TLS_SAN' },
   { name: 'CONFIG_TYPE', same: /^file$/i }, { name: 'CONFIG_GRPC_XDS_*' }, { name: 'XDS_CLIENT_*' },
+  // What Tollgate does, whatever they say: it starts, and is ready, with a config directory that holds no domain
+  // (service.ts); it skips dot entries (config/load.ts) and re-reads the directory it was given.
   { name: 'FORCE_START_WITHOUT_INITIAL_CONFIG', same: TRUE }, { name: 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', same: FALSE },
   { name: 'RUNTIME_WATCH_ROOT', same: TRUE }, { name: 'RUNTIME_IGNOREDOTFILES', same: TRUE },
   { name: 'EXPIRATION_JITTER_MAX_SECONDS' }, { name: 'LOCAL_CACHE_SIZE_IN_BYTES' },
+  // A rejected request counts on no counter (store/store.ts, settle): always true in Tollgate.
   { name: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', same: TRUE }, { name: 'LIMIT_RESPONSE_HEADERS_ENABLED' },
   { name: 'LIMIT_LIMIT_HEADER' }, { name: 'LIMIT_REMAINING_HEADER' }, { name: 'LIMIT_RESET_HEADER' },
   { name: 'REDIS_POOL_SIZE' }, { name: 'REDIS_POOL_ON_EMPTY_BEHAVIOR' }, { name: 'REDIS_CLUSTER_PIPELINE_PARALLELISM' },
@@ -40,11 +59,12 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'TRACING_ENABLED', same: FALSE }, { name: 'TRACING_*' },
 ];
 
-/** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value). */
+/** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value). A
+ * variable set to nothing is unset, as everywhere in Tollgate's settings (a manifest's `NAME: ""`). */
 export function unsupportedSettings(env: NodeJS.ProcessEnv): string[] {
   const found = new Set<string>();
   for (const [name, value] of Object.entries(env)) {
-    if (value === undefined) continue;
+    if (value === undefined || value === '') continue;
     const entry = UNSUPPORTED.find((u) => u.name === name) ?? UNSUPPORTED.find((u) => u.name.endsWith('*') && name.startsWith(u.name.slice(0, -1)));
     if (entry && !(entry.name === name && entry.same?.test(value))) found.add(name);
   }

@@ -133,7 +133,9 @@ const COMPAT_ENV: Partial<Record<OptionName, (env: NodeJS.ProcessEnv) => Setting
     const dir = runtimeConfigDir(env);
     return dir === undefined ? undefined : { value: dir, from: 'RUNTIME_ROOT' };
   },
-  'redis-key-prefix': (env) => (env.CACHE_KEY_PREFIX === undefined ? undefined : { value: env.CACHE_KEY_PREFIX, from: 'CACHE_KEY_PREFIX' }),
+  // Set to nothing (envoyproxy/ratelimit's default, often written out in its manifests) it is unset, as every
+  // variable is: Tollgate's keys keep their own namespace.
+  'redis-key-prefix': (env) => (env.CACHE_KEY_PREFIX ? { value: env.CACHE_KEY_PREFIX, from: 'CACHE_KEY_PREFIX' } : undefined),
   'redis-sentinel-password': (env) => (env.REDIS_SENTINEL_AUTH ? { value: env.REDIS_SENTINEL_AUTH, from: 'REDIS_SENTINEL_AUTH' } : undefined),
   // envoyproxy/ratelimit's BACKEND_TYPE defaults to redis (src/settings/settings.go): a deployment moved from it
   // sets its Redis variables and no backend, and must not get separate counters in every pod.
@@ -148,6 +150,14 @@ const REDIS_VARIABLES = ['REDIS_URL', 'REDIS_SOCKET_TYPE', 'REDIS_TYPE', 'REDIS_
 
 function redisVariablesSet(env: NodeJS.ProcessEnv): string[] {
   return REDIS_VARIABLES.filter((v) => env[v] !== undefined && env[v] !== '');
+}
+
+/** The Redis variables that chose the store, when neither --store nor BACKEND_TYPE did: start-up names them
+ * (service.ts), never their values. */
+function storeInferredFrom(flag: unknown, env: NodeJS.ProcessEnv): string[] | undefined {
+  if (flag !== undefined || env.BACKEND_TYPE) return undefined;
+  const set = redisVariablesSet(env);
+  return set.length > 0 ? set : undefined;
 }
 
 export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
@@ -191,7 +201,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     maxCounters: num('max-counters', 'positive'),
     logLevel: logLevelOf(setting('log-level')),
     logFormat: choice(setting('log-format'), ['json', 'text'] as const),
-    storeInferredFrom: values.store === undefined && !env.BACKEND_TYPE && redisVariablesSet(env).length > 0 ? redisVariablesSet(env) : undefined,
+    storeInferredFrom: storeInferredFrom(values.store, env),
     unsupported: unsupportedSettings(env),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
     configPollMs: num('config-poll-ms', 'whole'),
@@ -255,8 +265,9 @@ function numberOf(s: Setting, kind: keyof typeof NUMBERS): number {
 }
 
 export function serveHelp(): string {
+  const width = Math.max(...Object.keys(SERVE_OPTIONS).map((f) => f.length));
   const rows = Object.entries(SERVE_OPTIONS).map(
-    ([flag, o]) => `  --${flag.padEnd(20)} ${o.help}\n  ${''.padEnd(22)} env ${o.env}, default ${o.default}`,
+    ([flag, o]) => `  --${flag.padEnd(width)} ${o.help}\n  ${''.padEnd(width + 2)} env ${o.env}, default ${o.default}`,
   );
   return `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over environment):\n${rows.join('\n')}\n\nEnvironment only:\n  TOLLGATE_ADMIN_TOKEN   enables the admin API on --admin-port (Authorization: Bearer <it>)\n`;
 }

@@ -348,9 +348,12 @@ function readSingleLimit(
   const f = r.fields(node, path, RATE_LIMIT_KEYS);
   if (!f) return { limits: [], unlimited: false };
   if (r.boolean(f.get('unlimited'), `${path}.unlimited`)) {
-    for (const k of ['unit', 'requests_per_unit', 'algorithm', 'burst']) {
+    // envoyproxy/ratelimit refuses a unit beside unlimited ("should not specify rate limit unit when
+    // unlimited") and ignores requests_per_unit: so does Tollgate, with a note.
+    for (const k of ['unit', 'algorithm', 'burst']) {
       if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, 'has no meaning with unlimited: true');
     }
+    if (f.has('requests_per_unit')) r.note(f.get('requests_per_unit'), `${path}.requests_per_unit`, 'ignored: the limit is unlimited');
     return { limits: [], unlimited: true };
   }
   const limit = readLimitFields(r, node, f, path, ctx, true);

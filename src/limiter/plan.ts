@@ -55,7 +55,7 @@ export interface DescriptorPlan {
    * answers. --shadow-mode (global) leaves statuses as they are and only admits (its ratelimit.go). */
   shadowStatus: boolean;
   /** Quota mode (the rule's quota_mode or QUOTA_MODE): over it, the request is still admitted unless every
-   * quota-mode descriptor is over (src/store/store.ts settle). Never with shadow, which never blocks. */
+   * quota-mode descriptor is over (src/store/store.ts settle). A shadow one is never over there. */
   quota: boolean;
   /** Hits this descriptor asks for (0 = check only). */
   hits: number;
@@ -122,7 +122,15 @@ function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, 
 type Modes = Pick<DescriptorPlan, 'shadow' | 'shadowStatus' | 'quota'>;
 
 function modes(shadow: boolean, shadowStatus: boolean, quota: boolean): Modes {
-  return { shadow, shadowStatus, quota: quota && !shadow };
+  return { shadow, shadowStatus, quota };
+}
+
+/** A quota-mode descriptor that passes whatever the counters say, as envoyproxy/ratelimit counts it
+ * (src/service/ratelimit.go): one whose status is OK by shadow_mode, or, under QUOTA_MODE, one nothing limits
+ * (no rule, or every limit replaced; an unlimited rule is not counted there). With one in the request, not
+ * every quota-mode descriptor can be over, so none of them may block it. */
+function passesAsQuota(p: DescriptorPlan): boolean {
+  return p.quota && (p.shadowStatus || (p.limits.length === 0 && !(p.rule?.unlimited && !p.override)));
 }
 
 /** A descriptor nothing limits: an unknown domain, no rule, or an unlimited rule (without Envoy's limit). */
@@ -182,6 +190,7 @@ function dropReplaced(plans: DescriptorPlan[]): Map<string, string> | undefined 
  * nothing blocked), for explanations and inspection. */
 export function toChecks(plans: readonly DescriptorPlan[], peek = false): CounterCheck[] {
   const checks: CounterCheck[] = [];
+  const quotaCannotBlock = plans.some(passesAsQuota);
   for (let group = 0; group < plans.length; group++) {
     const p = plans[group]!;
     for (const l of p.limits) {
@@ -193,7 +202,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         sliding: l.algorithm === 'sliding_window',
         burst: l.burst,
         group,
-        shadow: peek || p.shadow,
+        shadow: peek || p.shadow || (p.quota && quotaCannotBlock),
         quota: !peek && p.quota,
       });
     }

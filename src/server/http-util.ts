@@ -16,8 +16,8 @@ const MAX_BODY_BYTES = 1024 * 1024;
  * or 400 (not UTF-8, not JSON). Bytes are checked for UTF-8 before decoding: decoding would replace bad
  * bytes with U+FFFD, and distinct invalid tokens would share one counter. `anyType`: the body is read as
  * JSON whatever its content type says (or without one), as envoyproxy/ratelimit's /json handler reads it
- * (src/server/server_impl.go never looks at the header; its README's example is `curl --data`, which
- * sends application/x-www-form-urlencoded). */
+ * (src/server/server_impl.go, NewJsonHandler, never looks at the header; the example in its comment is
+ * `curl -XPOST --data @/dev/stdin`, which sends application/x-www-form-urlencoded). */
 export async function readJsonBody(req: IncomingMessage, refuse: Refuse, opts: { anyType?: boolean } = {}): Promise<unknown> {
   if (!opts.anyType && !isJsonType(req.headers['content-type'])) {
     refuse(415, 'send the body as content-type: application/json');

@@ -80,7 +80,7 @@ export function settle(checks: readonly CounterCheck[], over: readonly boolean[]
       quotaGroups++;
     }
     if (!over[i]) continue;
-    if (!groupOver[c.group] && c.quota) quotaOver++;
+    if (!groupOver[c.group] && c.quota && !c.shadow) quotaOver++; // a shadow quota descriptor passes (its status is OK)
     groupOver[c.group] = true;
     if (!c.shadow && !c.quota) admitted = false;
   }

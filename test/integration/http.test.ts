@@ -73,21 +73,42 @@ describe('HTTP port', () => {
     expect(res.status).toBe(200);
   });
 
-  it('/json reads its body as JSON whatever the content type, or none, as envoyproxy/ratelimit does; /explain still asks for JSON', async () => {
-    const req = JSON.stringify({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }] }] });
-    // What `curl --data @req.json` sends (envoyproxy/ratelimit's README example), and no content type at all.
-    for (const type of ['application/x-www-form-urlencoded', 'text/plain', 'Application/JSON; charset=utf-8']) expect((await post(req, { 'content-type': type })).status).toBe(200);
-    const bare = await new Promise<number>((resolve, reject) => {
+  it('POST /json without a content-type header answers 200 with a decision, as envoyproxy/ratelimit does', async () => {
+    // envoyproxy/ratelimit's /json handler (src/server/server_impl.go, NewJsonHandler) reads the body with
+    // protojson whatever the headers say; `curl --data-binary @req.json` from a script without -H sends none.
+    const req = JSON.stringify({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }, { key: 'token', value: 'Bearer no-content-type' }] }] });
+    const bare = await new Promise<{ status: number; headers: Record<string, unknown>; body: string }>((resolve, reject) => {
       const r = request(`${base}/json`, { method: 'POST', headers: { 'content-length': Buffer.byteLength(req) } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
       });
       r.on('error', reject);
       r.end(req);
     });
-    expect(bare).toBe(200);
+    expect(bare.status).toBe(200);
+    expect(bare.headers['content-type']).toBe('application/json');
+    const decision = JSON.parse(bare.body) as { overallCode: string; statuses: { code: string }[] };
+    expect(decision.overallCode).toBe('OK');
+    expect(decision.statuses).toHaveLength(1);
+    expect(decision.statuses[0]!.code).toBe('OK');
+  });
+
+  it('/json reads its body as JSON whatever the content type, as envoyproxy/ratelimit does; /explain still asks for JSON (415)', async () => {
+    const req = JSON.stringify({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }] }] });
+    // What `curl --data @req.json` sends (envoyproxy/ratelimit's own example), and others.
+    for (const type of ['application/x-www-form-urlencoded', 'text/plain', 'application/jsonp', 'Application/JSON; charset=utf-8']) {
+      const res = await post(req, { 'content-type': type });
+      expect(res.status).toBe(200);
+      expect((await res.json()).overallCode).toBe('OK');
+    }
+    // Whatever the type, a body that is not JSON is still a 400.
+    expect((await post('domain=property-api', { 'content-type': 'application/x-www-form-urlencoded' })).status).toBe(400);
     const explain = await fetch(`${base}/explain`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: req });
     expect(explain.status).toBe(415);
+    const explainBare = await fetch(`${base}/explain`, { method: 'POST', body: new Blob([req]) });
+    expect(explainBare.status).toBe(415);
   });
 
   it('a body that is not UTF-8, or holds a lone surrogate, is a 400', async () => {

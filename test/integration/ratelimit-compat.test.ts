@@ -148,6 +148,26 @@ describe('QUOTA_MODE and MERGE_DOMAIN_CONFIG (envoyproxy/ratelimit settings)', (
     expect(rs[1]!.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK']);
   });
 
+  it('QUOTA_MODE: a descriptor nothing limits counts as a quota descriptor that passes (envoyproxy/ratelimit ratelimit.go)', async () => {
+    const withUnmatched: RlsRequest = { domain: 'merged', descriptors: [{ entries: [{ key: 'a', value: 'u' }] }, { entries: [{ key: 'nothing', value: 'u' }] }] };
+    const rs = await repeat(t!.rls, withUnmatched, 3);
+    expect(codes(rs)).toEqual(['OK', 'OK', 'OK']);
+    expect(rs[2]!.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK']);
+  });
+
+  it('a quota-mode descriptor in shadow mode passes: the other quota-mode one alone over does not reject', async () => {
+    const shadowQuota = 'domain: sq\ndescriptors:\n  - key: s\n    quota_mode: true\n    shadow_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: q\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n';
+    const s = await startTestService({ configDir: configDir({ 'sq.yaml': shadowQuota }) });
+    try {
+      const both: RlsRequest = { domain: 'sq', descriptors: [{ entries: [{ key: 's', value: 'x' }] }, { entries: [{ key: 'q', value: 'x' }] }] };
+      const rs = await repeat(s.rls, both, 3);
+      expect(codes(rs)).toEqual(['OK', 'OK', 'OK']);
+      expect(rs[2]!.statuses.map((x) => x.code)).toEqual(['OK', 'OVER_LIMIT']);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('without MERGE_DOMAIN_CONFIG two files of one domain are refused, naming the setting', async () => {
     await expect(startTestService({ configDir: configDir({ 'a.yaml': A, 'b.yaml': B }) })).rejects.toThrow(/already defined in .*MERGE_DOMAIN_CONFIG=true/);
   });

@@ -97,8 +97,8 @@ describe('token buckets on one Redis, three instances', () => {
     const req: RlsRequest = { domain: 'tb', descriptors: [{ entries: [{ key: 'client', value: `c-${Math.random()}` }] }], hits_addend: 0 };
     const rs = await Promise.all(Array.from({ length: 200 }, (_, i) => instances[i % 3]!.rls.call(req)));
     expect(rs.filter((r) => r.overall_code === 'OK')).toHaveLength(25);
-    const keys = (await redis.cli('--scan', '--pattern', 'tollgate:tb:*')).split('\n').filter(Boolean).sort();
-    expect(keys.map((k) => k.replace(/\{.*\}/, '{…}'))).toEqual(['tollgate:tb:client:{…}:hour', 'tollgate:tb:client:{…}:minute.bucket']);
+    const keys = (await redis.cli('--scan', '--pattern', 'tollgate:v1:tb:*')).split('\n').filter(Boolean).sort();
+    expect(keys.map((k) => k.replace(/\{.*\}/, '{…}'))).toEqual(['tollgate:v1:tb:client:{…}:hour', 'tollgate:v1:tb:client:{…}:minute.bucket']);
     expect(await redis.cli('HGET', keys[0]!, 'c')).toBe('25');
     // 25 tokens of 60 000 ms each, in ticks of 1/1 ms, less what was paid back since.
     const debt = Number(await redis.cli('HGET', keys[1]!, 'c'));

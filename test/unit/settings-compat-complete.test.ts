@@ -1,45 +1,215 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { unsupportedSettings } from '../../src/settings-compat.js';
-import { parseServeArgs, SERVE_ENV_NAMES } from '../../src/settings.js';
+import { logSettingNotes } from '../../src/service.js';
+import { READ_BY_COMPAT } from '../../src/settings-compat.js';
+import { parseServeArgs, SERVE_ENV_NAMES, serveHelp } from '../../src/settings.js';
 
-/** Every variable envoyproxy/ratelimit reads (test/fixtures/ratelimit-settings.txt) is either read by
- * Tollgate with the same meaning, or named in the start-up warning when set to something else than what
- * Tollgate already does: none is ignored silently. */
+/** Every variable envoyproxy/ratelimit reads (test/fixtures/ratelimit-settings.txt, from its settings.go) is
+ * either read by Tollgate with the same meaning, or named in the start-up warning when set to something
+ * Tollgate does not do: none is ignored silently. */
 const ENVOY = readFileSync('test/fixtures/ratelimit-settings.txt', 'utf8')
   .split('\n')
-  .filter((l) => l && !l.startsWith('#'))
-  .map((l) => l.split(' ')[0]!);
-
-/** Read by Tollgate besides its own table of settings (settings-compat.ts, the Redis URL and the config path). */
-const READ_ELSEWHERE = ['REDIS_SENTINEL_AUTH', 'REDIS_AUTH', 'REDIS_TLS', 'REDIS_SOCKET_TYPE', 'RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_APPDIRECTORY', 'CACHE_KEY_PREFIX'];
-
-describe("envoyproxy/ratelimit's settings", () => {
-  it('the fact list is there and long', () => {
-    expect(ENVOY.length).toBeGreaterThan(100);
+  .filter((l) => l.trim() && !l.startsWith('#'))
+  .map((l) => {
+    const [name, ...rest] = l.split(' ');
+    return { name: name!, default: rest.join(' ').trim() };
   });
 
-  it.each(ENVOY)('%s is read or warned about', (name) => {
-    const read = SERVE_ENV_NAMES.includes(name) || READ_ELSEWHERE.includes(name);
-    if (read) return;
-    // A value no default has: "on" for booleans would parse as neither; any text works for a name check.
-    expect(unsupportedSettings({ [name]: 'tollgate-test-value' })).toEqual([name]);
+const READ = new Set([...SERVE_ENV_NAMES, ...READ_BY_COMPAT]);
+const read = ENVOY.filter((v) => READ.has(v.name));
+const unread = ENVOY.filter((v) => !READ.has(v.name));
+
+/** What Tollgate does whatever the variable says, when that is the variable's non-default value: set to it, no
+ * warning; set to its default (which Tollgate does not do), a warning. */
+const TOLLGATE_DOES_NON_DEFAULT: Record<string, string> = {
+  USE_STATSD: 'false', // no StatsD
+  FORCE_START_WITHOUT_INITIAL_CONFIG: 'true', // starts, and is ready, with a directory that holds no domain
+  RUNTIME_IGNOREDOTFILES: 'true', // dot entries are skipped (src/config/load.ts)
+  STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', // a rejected request counts on no counter (src/store/store.ts)
+};
+
+/** What Tollgate does whatever the variable says, when that is the default: set to the default, no warning. */
+const TOLLGATE_DOES_DEFAULT = [
+  'CONFIG_TYPE', 'RUNTIME_WATCH_ROOT', 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', 'USE_DOG_STATSD', 'DISABLE_STATS',
+  'GRPC_SERVER_USE_TLS', 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'REDIS_PERSECOND',
+  'TRACING_ENABLED',
+];
+
+/** A value other than the default: a boolean's opposite, else text no default has. */
+const nonDefault = (d: string): string => (d === 'true' ? 'false' : d === 'false' ? 'true' : 'tollgate-test-value');
+
+const warned = (env: NodeJS.ProcessEnv): string[] => parseServeArgs([], env).unsupported;
+
+/** For each variable Tollgate says it reads: an environment without it, and a value that must change what
+ * parseServeArgs returns (or make it refuse), so that "read" is never only a name on a list. */
+const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> = {
+  HOST: { value: '127.0.0.2' },
+  PORT: { value: '9999' },
+  GRPC_HOST: { value: '127.0.0.2' },
+  GRPC_PORT: { value: '9998' },
+  LOG_LEVEL: { value: 'DEBUG' },
+  LOG_FORMAT: { value: 'text' },
+  NEAR_LIMIT_RATIO: { value: '0.5' },
+  SHADOW_MODE: { value: 'true' },
+  QUOTA_MODE: { value: 'true' },
+  RESPONSE_DYNAMIC_METADATA: { value: 'true' },
+  MERGE_DOMAIN_CONFIG: { value: 'true' },
+  RUNTIME_ROOT: { value: '/srv/runtime' },
+  RUNTIME_SUBDIRECTORY: { base: { RUNTIME_ROOT: '/srv/runtime' }, value: 'ratelimit' },
+  RUNTIME_APPDIRECTORY: { base: { RUNTIME_ROOT: '/srv/runtime' }, value: 'limits' },
+  CACHE_KEY_PREFIX: { value: 'rl_' },
+  BACKEND_TYPE: { value: 'redis' },
+  REDIS_URL: { base: { BACKEND_TYPE: 'redis' }, value: 'redis.internal:6380' },
+  REDIS_TYPE: { base: { BACKEND_TYPE: 'redis', REDIS_URL: 'a:7000,b:7001' }, value: 'CLUSTER' },
+  REDIS_AUTH: { base: { BACKEND_TYPE: 'redis' }, value: 's3cr3t' },
+  REDIS_TLS: { base: { BACKEND_TYPE: 'redis' }, value: 'true' },
+  REDIS_SOCKET_TYPE: { base: { BACKEND_TYPE: 'redis', REDIS_URL: 'r:6379' }, value: 'unix' },
+  REDIS_SENTINEL_AUTH: { value: 's3cr3t' },
+};
+
+function outcome(env: NodeJS.ProcessEnv): unknown {
+  try {
+    return { settings: parseServeArgs([], env) };
+  } catch (err) {
+    return { refused: (err as Error).message };
+  }
+}
+
+describe("envoyproxy/ratelimit's settings, every one", () => {
+  it('the fact list is there and whole', () => {
+    expect(ENVOY.length).toBeGreaterThanOrEqual(114);
+    expect(new Set(ENVOY.map((v) => v.name)).size).toBe(ENVOY.length);
+    for (const name of [...Object.keys(TOLLGATE_DOES_NON_DEFAULT), ...TOLLGATE_DOES_DEFAULT]) expect(unread.map((v) => v.name)).toContain(name);
   });
 
+  it.each(read.map((v) => v.name))('%s is read: setting it changes the settings', (name) => {
+    const sample = READ_SAMPLES[name];
+    expect(sample, `READ_SAMPLES has no value for ${name}`).toBeDefined();
+    const base = sample!.base ?? {};
+    expect(base[name]).toBeUndefined();
+    const after = outcome({ ...base, [name]: sample!.value });
+    expect(after).not.toEqual(outcome(base));
+    if ('settings' in (after as object)) expect((after as { settings: { unsupported: string[] } }).settings.unsupported).toEqual([]);
+  });
+
+  it.each(unread)('$name, not read, is warned about when set to a value other than its default ($default)', ({ name, default: d }) => {
+    const value = nonDefault(d);
+    if (TOLLGATE_DOES_NON_DEFAULT[name] !== undefined) {
+      expect(TOLLGATE_DOES_NON_DEFAULT[name]).toBe(value);
+      expect(warned({ [name]: value })).toEqual([]);
+      expect(warned({ [name]: value.toUpperCase() })).toEqual([]);
+    } else {
+      expect(warned({ [name]: value })).toEqual([name]);
+    }
+  });
+
+  it.each(unread.filter((v) => v.default !== ''))('$name, not read, set to its default ($default): warned unless Tollgate does that', ({ name, default: d }) => {
+    const doesDefault = TOLLGATE_DOES_DEFAULT.includes(name);
+    expect(warned({ [name]: d })).toEqual(doesDefault ? [] : [name]);
+  });
+
+  it('a variable set to nothing is unset: no warning (a manifest\'s NAME: "")', () => {
+    expect(warned(Object.fromEntries(unread.map((v) => [v.name, ''])))).toEqual([]);
+  });
+
+  it('several at once: one sorted list of names, never values', () => {
+    const s = parseServeArgs([], { USE_STATSD: 'true', STATSD_HOST: 'statsd.internal', MEMCACHE_HOST_PORT: 'm:11211', REDIS_PERSECOND_URL: 'r2:6379', PATH: '/usr/bin' });
+    expect(s.unsupported).toEqual(['MEMCACHE_HOST_PORT', 'REDIS_PERSECOND_URL', 'STATSD_HOST', 'USE_STATSD']);
+  });
+
+  it("README's table of envoyproxy/ratelimit's settings has a row for each (by name, or by its family's NAME_*)", () => {
+    const readme = readFileSync('README.md', 'utf8');
+    const section = readme.slice(readme.indexOf('## Moving from envoyproxy/ratelimit'), readme.indexOf('## Operating it'));
+    const families = [...section.matchAll(/`([A-Z0-9_]+_)\*`/g)].map((m) => m[1]!);
+    const rows = section.split('\n').filter((l) => l.startsWith('| `'));
+    const missing = ENVOY.map((v) => v.name).filter((n) => !rows.some((r) => r.includes(`\`${n}\``)) && !families.some((f) => n.startsWith(f)));
+    expect(missing).toEqual([]);
+  });
+
+  it("DOG_STATSD_MOGRIFIER_<name>_*, read by envoyproxy/ratelimit's godogstats outside settings.go, is warned about too", () => {
+    expect(warned({ DOG_STATSD_MOGRIFIER_HTTP_PATTERN: '^x$', DOG_STATSD_MOGRIFIER_HTTP_NAME: 'y' })).toEqual(['DOG_STATSD_MOGRIFIER_HTTP_NAME', 'DOG_STATSD_MOGRIFIER_HTTP_PATTERN']);
+  });
+});
+
+describe('no store chosen, but envoyproxy/ratelimit\'s Redis variables set', () => {
   it('REDIS_URL without BACKEND_TYPE chooses the Redis store, as envoyproxy/ratelimit (whose default backend is redis) would', () => {
     const s = parseServeArgs([], { REDIS_URL: '127.0.0.1:6380' });
     expect(s.store).toBe('redis');
     expect(s.storeInferredFrom).toEqual(['REDIS_URL']);
-    expect(s.redis).toBeDefined();
-    expect(parseServeArgs([], { REDIS_URL: '127.0.0.1:6380', BACKEND_TYPE: 'memory' }).store).toBe('memory');
-    expect(parseServeArgs(['--store', 'memory'], { REDIS_URL: '127.0.0.1:6380' }).store).toBe('memory');
-    const none = parseServeArgs([], {});
-    expect([none.store, none.storeInferredFrom]).toEqual(['memory', undefined]); // npm start stays in memory
+    expect(s.redis).toMatchObject({ nodes: [{ host: '127.0.0.1', port: 6380 }] });
   });
 
-  it('QUOTA_MODE, RESPONSE_DYNAMIC_METADATA and MERGE_DOMAIN_CONFIG are read, not warned about', () => {
+  it('any of REDIS_URL, REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_AUTH, REDIS_TLS; the names in a fixed order', () => {
+    for (const name of ['REDIS_URL', 'REDIS_TYPE', 'REDIS_AUTH', 'REDIS_TLS']) {
+      const value = { REDIS_URL: 'r:6379', REDIS_TYPE: 'SINGLE', REDIS_AUTH: 'pw', REDIS_TLS: 'true' }[name]!;
+      expect(parseServeArgs([], { [name]: value })).toMatchObject({ store: 'redis', storeInferredFrom: [name] });
+    }
+    expect(parseServeArgs([], { REDIS_SOCKET_TYPE: 'tcp' })).toMatchObject({ store: 'redis', storeInferredFrom: ['REDIS_SOCKET_TYPE'] });
+    expect(parseServeArgs([], { REDIS_TLS: 'true', REDIS_AUTH: 'pw', REDIS_URL: 'r:6379', REDIS_SOCKET_TYPE: 'tcp' }).storeInferredFrom).toEqual(['REDIS_URL', 'REDIS_SOCKET_TYPE', 'REDIS_AUTH', 'REDIS_TLS']);
+    // envoyproxy/ratelimit's default socket type is unix, which Tollgate cannot reach: refused by name.
+    expect(() => parseServeArgs([], { REDIS_SOCKET_TYPE: 'unix', REDIS_URL: '/var/run/nutcracker/ratelimit.sock' })).toThrow(/^REDIS_SOCKET_TYPE must be tcp/);
+  });
+
+  it('BACKEND_TYPE or --store still choose; set to nothing, BACKEND_TYPE is unset; nothing set keeps memory (npm start)', () => {
+    expect(parseServeArgs([], { REDIS_URL: 'r:6379', BACKEND_TYPE: 'memory' })).toMatchObject({ store: 'memory', storeInferredFrom: undefined });
+    expect(parseServeArgs(['--store', 'memory'], { REDIS_URL: 'r:6379' })).toMatchObject({ store: 'memory', storeInferredFrom: undefined });
+    expect(parseServeArgs([], { REDIS_URL: 'r:6379', BACKEND_TYPE: 'redis' })).toMatchObject({ store: 'redis', storeInferredFrom: undefined });
+    expect(parseServeArgs([], { REDIS_URL: 'r:6379', BACKEND_TYPE: '' })).toMatchObject({ store: 'redis', storeInferredFrom: ['REDIS_URL'] });
+    expect(parseServeArgs([], { REDIS_URL: '' })).toMatchObject({ store: 'memory', storeInferredFrom: undefined });
+    expect(parseServeArgs([], {})).toMatchObject({ store: 'memory', storeInferredFrom: undefined, redis: undefined });
+    // Other Redis settings (Tollgate's own, or sentinel auth) do not choose a store.
+    expect(parseServeArgs([], { REDIS_SENTINEL_AUTH: 'pw', REDIS_KEY_PREFIX: 'x:' }).store).toBe('memory');
+  });
+
+  it('start-up says so in one info line naming the variables, never their values', () => {
+    const lines: { level: string; obj: unknown; msg: string }[] = [];
+    const logger = {
+      info: (obj: unknown, msg: string) => lines.push({ level: 'info', obj, msg }),
+      warn: (obj: unknown, msg: string) => lines.push({ level: 'warn', obj, msg }),
+    };
+    logSettingNotes(parseServeArgs([], { REDIS_URL: 'redis-host.internal:6380', REDIS_AUTH: 'hunter2-secret', REDIS_SOCKET_TYPE: 'tcp' }), logger as never);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!.level).toBe('info');
+    expect(lines[0]!.msg).toMatch(/^store: redis, since REDIS_URL, REDIS_SOCKET_TYPE, REDIS_AUTH are set and BACKEND_TYPE is not/);
+    expect(lines[0]!.obj).toEqual({ store: 'redis', from: ['REDIS_URL', 'REDIS_SOCKET_TYPE', 'REDIS_AUTH'] });
+    expect(JSON.stringify(lines)).not.toMatch(/hunter2|redis-host|6380/);
+
+    lines.length = 0;
+    logSettingNotes(parseServeArgs([], {}), logger as never);
+    expect(lines).toEqual([]);
+  });
+});
+
+describe('QUOTA_MODE, RESPONSE_DYNAMIC_METADATA, MERGE_DOMAIN_CONFIG', () => {
+  const fields = (s: ReturnType<typeof parseServeArgs>) => [s.quotaMode, s.responseDynamicMetadata, s.mergeDomainConfig];
+
+  it('are off by default', () => {
+    expect(fields(parseServeArgs([], {}))).toEqual([false, false, false]);
+  });
+
+  it('are read from the environment (true/false/1/0/yes/no, any case), not warned about', () => {
+    const s = parseServeArgs([], { QUOTA_MODE: 'true', RESPONSE_DYNAMIC_METADATA: 'TRUE', MERGE_DOMAIN_CONFIG: '1' });
+    expect([...fields(s), s.unsupported]).toEqual([true, true, true, []]);
+    expect(fields(parseServeArgs([], { QUOTA_MODE: 'false', RESPONSE_DYNAMIC_METADATA: 'no', MERGE_DOMAIN_CONFIG: '' }))).toEqual([false, false, false]);
+  });
+
+  it('flags of the same names win over the environment', () => {
+    const s = parseServeArgs(['--quota-mode', 'true', '--response-dynamic-metadata', 'true', '--merge-domain-config', 'yes'], {});
+    expect(fields(s)).toEqual([true, true, true]);
     const env = { QUOTA_MODE: 'true', RESPONSE_DYNAMIC_METADATA: 'true', MERGE_DOMAIN_CONFIG: 'true' };
-    const s = parseServeArgs([], env);
-    expect([s.quotaMode, s.responseDynamicMetadata, s.mergeDomainConfig, s.unsupported]).toEqual([true, true, true, []]);
+    expect(fields(parseServeArgs(['--quota-mode', 'false', '--response-dynamic-metadata', 'false', '--merge-domain-config', 'false'], env))).toEqual([false, false, false]);
+  });
+
+  it('--help names each flag, its variable and its default', () => {
+    const help = serveHelp();
+    for (const [flag, env] of [['quota-mode', 'QUOTA_MODE'], ['response-dynamic-metadata', 'RESPONSE_DYNAMIC_METADATA'], ['merge-domain-config', 'MERGE_DOMAIN_CONFIG']]) {
+      expect(help).toMatch(new RegExp(`--${flag} +\\S[^\\n]*\\n +env ${env}, default false\\n`));
+    }
+  });
+
+  it('anything else is refused, naming where it came from', () => {
+    expect(() => parseServeArgs([], { QUOTA_MODE: 'on' })).toThrow('QUOTA_MODE must be true or false (got "on")');
+    expect(() => parseServeArgs(['--response-dynamic-metadata', 'sure'], {})).toThrow('--response-dynamic-metadata must be true or false (got "sure")');
+    expect(() => parseServeArgs([], { MERGE_DOMAIN_CONFIG: '2' })).toThrow('MERGE_DOMAIN_CONFIG must be true or false (got "2")');
   });
 });

@@ -61,6 +61,8 @@ describe('moving from envoyproxy/ratelimit: other settings', () => {
   it('CACHE_KEY_PREFIX is the key prefix unless REDIS_KEY_PREFIX is set', () => {
     expect(parseServeArgs([], { CACHE_KEY_PREFIX: 'rl_' }).redisKeyPrefix).toBe('rl_');
     expect(parseServeArgs([], { CACHE_KEY_PREFIX: 'rl_', REDIS_KEY_PREFIX: 'tg:' }).redisKeyPrefix).toBe('tg:');
+    // envoyproxy/ratelimit's default, written out: unset, so Tollgate's keys keep their namespace.
+    expect(parseServeArgs([], { CACHE_KEY_PREFIX: '' }).redisKeyPrefix).toBe('tollgate:');
   });
 
   it('settings Tollgate does not act on are listed by name, unless set to what Tollgate does anyway', () => {

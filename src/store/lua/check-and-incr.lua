@@ -129,7 +129,7 @@ local function decide(count, n, k0, a0)
     end
     if is_over then
       over[i] = 1
-      if w.quota and not group_over[group] then quota_over = quota_over + 1 end
+      if w.quota and not w.shadow and not group_over[group] then quota_over = quota_over + 1 end
       group_over[group] = true
       if not w.shadow and not w.quota then admitted = 0 end
     else
