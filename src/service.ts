@@ -61,7 +61,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   logNotes(logger, config);
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
-  metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version });
+  metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version }, 'max');
   const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers });
   const { store } = stack;
 
@@ -248,9 +248,9 @@ async function createTierStore(settings: Settings, stack: StoreStack, logger: Lo
 function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): void {
   const kind = stack.store.kind;
   metrics.initStore(kind);
-  metrics.gauge('tollgate_store_degraded', 'Whether the store is failing (1) or answering (0)', () => (stack.store.health().degraded ? 1 : 0), { store: kind });
-  metrics.gauge('tollgate_store_fallback_active', 'Whether decisions use local fallback counters because the store is down', () => (stack.policy?.inFallback ? 1 : 0));
-  metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers.count());
+  metrics.gauge('tollgate_store_degraded', 'Whether the store is failing (1) or answering (0)', () => (stack.store.health().degraded ? 1 : 0), { store: kind }, 'max');
+  metrics.gauge('tollgate_store_fallback_active', 'Whether decisions use local fallback counters because the store is down', () => (stack.policy?.inFallback ? 1 : 0), {}, 'max');
+  metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers.count(), {}, 'max'); // shared through Redis
   if (stack.local) {
     const memory = stack.local;
     metrics.gauge('tollgate_memory_store_counters', 'Counters held by the in-process store', () => memory.size);

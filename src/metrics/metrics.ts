@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Registry, type LabelValues } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry, type Aggregator, type LabelValues } from 'prom-client';
 import type { Rule } from '../config/compiled.js';
 import { CounterSeries, FastCounter, FastHistogram } from './series.js';
 import type { Decision } from '../limiter/limiter.js';
@@ -86,16 +86,20 @@ export class Metrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+  // Under --workers the primary aggregates every worker's registry (workers.ts): counters and histograms are
+  // summed; each gauge says how its values combine, as its meaning asks.
   readonly configInfo = new Gauge({
     name: 'tollgate_config_info',
     help: 'The loaded descriptor config: 1 with its hash as a label',
     labelNames: ['hash'] as const,
     registers: [this.registry],
+    aggregator: 'max',
   });
   readonly configLoadedAt = new Gauge({
     name: 'tollgate_config_last_success_timestamp_seconds',
-    help: 'When the loaded descriptor config was loaded (Unix seconds)',
+    help: 'When the loaded descriptor config was loaded (Unix seconds; with --workers, the oldest of them)',
     registers: [this.registry],
+    aggregator: 'min',
   });
 
   constructor(opts: MetricsOptions) {
@@ -111,13 +115,14 @@ export class Metrics {
     for (const kind of ['timeout', 'connection', 'degraded', 'wrong_type', 'out_of_memory', 'other']) this.storeErrors.inc({ store, kind }, 0);
   }
 
-  /** A gauge whose value is read at scrape time. */
-  gauge(name: string, help: string, read: () => number, labels: Record<string, string> = {}): void {
+  /** A gauge whose value is read at scrape time; `aggregator`: how --workers combines the workers' values. */
+  gauge(name: string, help: string, read: () => number, labels: Record<string, string> = {}, aggregator: Aggregator = 'sum'): void {
     const labelNames = Object.keys(labels);
     new Gauge({
       name,
       help,
       labelNames,
+      aggregator,
       registers: [this.registry],
       collect() {
         if (labelNames.length) this.set(labels as LabelValues<string>, read());

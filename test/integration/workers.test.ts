@@ -45,7 +45,23 @@ describe('serve --workers 2 (Redis store)', () => {
     }
   });
 
+  it('gauges are one value across workers, as their meaning asks, not a sum', async () => {
+    const { series } = await scrape(httpPort);
+    expect(metric(series, 'tollgate_store_degraded', { store: 'redis' })).toBe(0);
+    expect([...series].filter(([k]) => k.startsWith('tollgate_build_info{')).map(([, v]) => v)).toEqual([1]);
+    expect([...series].filter(([k]) => k.startsWith('tollgate_config_info{')).map(([, v]) => v)).toEqual([1]);
+    const loadedAt = metric(series, 'tollgate_config_last_success_timestamp_seconds', {})!;
+    expect(loadedAt).toBeGreaterThan(1.7e9);
+    expect(loadedAt).toBeLessThan(Date.now() / 1000 + 1); // not the sum of two timestamps
+  });
+
   it('a worker that dies is started again, and calls keep being answered meanwhile', async () => {
+    const total = async (): Promise<number> => {
+      const { series } = await scrape(httpPort);
+      return ['ok', 'over_limit'].reduce((n, result) => n + (metric(series, 'tollgate_requests_total', { domain: 'property-api', result }) ?? 0), 0);
+    };
+    // Wait for the primary's periodic snapshot to hold both workers' counts before one dies.
+    await within(10_000, async () => (await total()) === 40, 'both workers counted');
     const workers = [...daemon.output().matchAll(/"worker":(\d+)/g)].map((m) => Number(m[1]));
     expect(workers).toHaveLength(2);
     process.kill(workers[0]!, 'SIGKILL');
@@ -55,6 +71,8 @@ describe('serve --workers 2 (Redis store)', () => {
     const codes = await Promise.all(clients.map((c) => c.call(property('read', `Bearer after-${Math.random()}`)).then((r) => r.overall_code)));
     for (const c of clients) c.close();
     expect(codes).toEqual(['OK', 'OK', 'OK', 'OK']);
+    // The dead worker's calls are still counted: a counter never goes down when a worker is replaced.
+    for (let i = 0; i < 4; i++) expect(await total()).toBe(44);
   });
 
   it('SIGTERM stops every worker and the primary exits 0', async () => {
@@ -62,6 +80,24 @@ describe('serve --workers 2 (Redis store)', () => {
     expect(await bounded(daemon.exited, 10_000, 'the primary exited after SIGTERM')).toBe(0);
     expect(daemon.output().match(/tollgate stopped/g)).toHaveLength(2); // the two living workers
   });
+});
+
+describe('--workers in a crash loop', () => {
+  it('stops after too many exits in a minute and exits 1, so a supervisor sees the failure', async () => {
+    const redis = await startRedis();
+    const busy = await freePort();
+    const { createServer } = await import('node:net');
+    const holder = createServer().listen(busy, '127.0.0.1');
+    try {
+      // Every worker fails to bind the port the holder keeps, and exits.
+      const run = await runCli(['serve', '--workers', '2', '--store', 'redis', '--redis-url', redis.url, '--grpc-host', '127.0.0.1', '--grpc-port', String(busy), '--http-port', String(await freePort())]);
+      expect(run.code).toBe(1);
+      expect(run.stdout + run.stderr).toContain('workers keep exiting');
+    } finally {
+      holder.close();
+      await redis.stop();
+    }
+  }, 60_000);
 });
 
 describe('--workers with the memory store', () => {
