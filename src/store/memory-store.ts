@@ -6,9 +6,9 @@ import { settle, type CheckResult, type CounterCheck, type CounterWindow, type S
 
 export interface MemoryStoreOptions {
   clock?: Clock;
-  /** Most counters kept at once. When reached, expired windows are reclaimed first, then the oldest
-   * counters are evicted (they restart from zero, so a client may get more than its limit); each eviction
-   * is counted and logged. */
+  /** Most counters kept at once. When reached, expired windows are reclaimed first, then counters are
+   * evicted, cheapest first (see makeRoom): an evicted counter restarts from zero, so its client may get
+   * more than its limit; each eviction is counted and logged. */
   maxCounters?: number;
   logger?: Pick<Logger, 'warn'>;
 }
@@ -16,6 +16,9 @@ export interface MemoryStoreOptions {
 const defaults = {
   maxCounters: 1_000_000,
 };
+
+/** How many of the oldest counters an eviction compares when none is on probation. */
+const EVICTION_SAMPLE = 32;
 
 /** One counter, shaped like the Redis hash of the Lua script: the window it counts, its count, and the
  * count of the window before (sliding windows). Times are whole seconds from the store's base, so they stay
@@ -48,6 +51,9 @@ export class MemoryStore implements Store {
   private readonly baseMs: number;
   private nextSweepMs = 0;
   private lastEvictionLogMs = 0;
+  /** Counters counted once so far, oldest first: the first to go when the store is full. A flood of
+   * invented tokens (each counted once) stays here and evicts itself; a counter counted again leaves it. */
+  private readonly probation = new Set<string>();
   evictions = 0;
 
   constructor(private readonly opts: MemoryStoreOptions = {}) {
@@ -159,7 +165,8 @@ export class MemoryStore implements Store {
       const k = flat(key);
       s = { k, w: 0, c: 0, p: 0, e: 0 };
       this.series.set(k, s);
-    }
+      this.probation.add(k);
+    } else this.probation.delete(s.k); // counted a second time: no longer on probation
     return s;
   }
 
@@ -177,6 +184,7 @@ export class MemoryStore implements Store {
   /** Removes a series and its entry in the expiry index. */
   private drop(s: Series): void {
     this.series.delete(s.k);
+    this.probation.delete(s.k);
     const bucket = this.expiries.get(s.e);
     bucket?.delete(s.k);
     if (bucket?.size === 0) this.expiries.delete(s.e);
@@ -187,7 +195,10 @@ export class MemoryStore implements Store {
     const now = this.seconds(nowMs);
     for (const [expires, keys] of this.expiries) {
       if (expires > now) continue;
-      for (const k of keys) this.series.delete(k);
+      for (const k of keys) {
+        this.series.delete(k);
+        this.probation.delete(k);
+      }
       this.expiries.delete(expires);
     }
   }
@@ -195,13 +206,28 @@ export class MemoryStore implements Store {
   private makeRoom(nowMs: number): void {
     this.sweep(nowMs);
     if (this.series.size < this.maxCounters) return;
-    // Map iteration order is insertion order: the first key is the oldest counter.
-    this.drop(this.series.values().next().value as Series);
+    this.drop(this.cheapest());
     this.evictions++;
     if (nowMs - this.lastEvictionLogMs >= 60_000) {
       this.lastEvictionLogMs = nowMs;
-      this.opts.logger?.warn({ maxCounters: this.maxCounters, evictions: this.evictions }, 'memory store full: evicting oldest counters');
+      this.opts.logger?.warn({ maxCounters: this.maxCounters, evictions: this.evictions }, 'memory store full: evicting the cheapest counters');
     }
+  }
+
+  /** The counter whose loss admits least: losing a count of n lets up to n more requests in. The oldest
+   * counter on probation (counted once), else, among the EVICTION_SAMPLE oldest, the one with the smallest
+   * count (a bucket's debt stands for its count), so a client that spent its quota outlives a flood of
+   * fresh tokens. */
+  private cheapest(): Series {
+    const first = this.probation.values().next();
+    if (!first.done) return this.series.get(first.value)!;
+    let best: Series | undefined;
+    let seen = 0;
+    for (const s of this.series.values()) {
+      if (!best || s.c < best.c) best = s;
+      if (++seen >= EVICTION_SAMPLE) break;
+    }
+    return best!;
   }
 }
 

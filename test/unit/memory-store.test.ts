@@ -77,7 +77,7 @@ describe('memory store', () => {
     expect(store.size).toBe(0);
   });
 
-  it('holds at most maxCounters, evicting the oldest and counting evictions', async () => {
+  it('holds at most maxCounters, evicting the oldest of those counted once, and counting evictions', async () => {
     const warnings: unknown[] = [];
     const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 10, logger: { warn: (o: unknown) => warnings.push(o) } as never });
     for (let i = 0; i < 25; i++) await store.check([check({ key: `k${i}` })]);
@@ -86,6 +86,34 @@ describe('memory store', () => {
     expect(store.peek('k0', 1000)).toBe(0);
     expect(store.peek('k24', 1000)).toBe(1);
     expect(warnings).toHaveLength(1);
+  });
+
+  // Issue 22, item 1: oldest-first eviction let 25,000 invented tokens reset a real client's hourly count.
+  it('a flood of 30,000 invented tokens at maxCounters 20,000 leaves a client that spent its quota over its limit', async () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryStore({ clock, maxCounters: 20_000 });
+    const hour = (key: string): CounterCheck => check({ key, windowMs: 3_600_000, limit: 10 });
+    for (let i = 0; i < 10; i++) expect(store.check([hour('spent')]).admitted).toBe(true);
+    expect(store.check([hour('spent')]).admitted).toBe(false);
+    // Some other real clients, each counted a few times, then the flood (each invented token counted once).
+    for (let c = 0; c < 100; c++) for (let i = 0; i < 3; i++) store.check([hour(`regular-${c}`)]);
+    for (let i = 0; i < 30_000; i++) {
+      store.check([hour(`invented-${i}`)]);
+      if (i % 1000 === 0) clock.advance(1000);
+    }
+    expect(store.size).toBe(20_000);
+    expect(store.evictions).toBeGreaterThanOrEqual(10_000);
+    expect(store.check([hour('spent')]).admitted).toBe(false);
+    expect(store.peek('spent', 3_600_000)).toBe(10);
+    for (let c = 0; c < 100; c++) expect(store.peek(`regular-${c}`, 3_600_000)).toBe(3);
+  });
+
+  it('with nothing on probation, evicts the smallest count among the oldest', async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 3 });
+    const hour = (key: string): CounterCheck => check({ key, windowMs: 3_600_000, limit: 100 });
+    for (const [key, n] of [['a', 9], ['b', 2], ['c', 5]] as const) for (let i = 0; i < n; i++) store.check([hour(key)]);
+    store.check([hour('d')]); // full: b (2) goes, not a (the oldest, 9)
+    expect(['a', 'b', 'c', 'd'].map((k) => store.peek(k, 3_600_000))).toEqual([9, 0, 5, 1]);
   });
 
   it('keeps no trace of an evicted or reset counter (hour-long windows, far past maxCounters)', async () => {
