@@ -18,7 +18,10 @@ import type { EntryLike } from '../config/match.js';
 
 export type Action =
   | { kind: 'generic_key'; key: string; value: string }
-  | { kind: 'request_headers'; header: string; key: string; skipIfAbsent: boolean };
+  | { kind: 'request_headers'; header: string; key: string; skipIfAbsent: boolean }
+  /** Envoy's remote_address action: ("remote_address", the trusted client address), and no descriptor at
+   * all when there is none (Envoy's RemoteAddressAction; docs: "trusted address from x-forwarded-for"). */
+  | { kind: 'remote_address'; key: 'remote_address' };
 
 export interface HeaderMatch {
   name: string;
@@ -236,6 +239,7 @@ function parseAction(a: Obj, index: number, fail: Fail): Action {
     const h = a.request_headers as Obj;
     return { kind: 'request_headers', header: String(h.header_name).toLowerCase(), key: String(h.descriptor_key), skipIfAbsent: h.skip_if_absent === true };
   }
+  if (a.remote_address) return { kind: 'remote_address', key: 'remote_address' };
   return fail(`route ${index}: unsupported rate-limit action ${Object.keys(a).join(', ')}`);
 }
 
@@ -466,7 +470,7 @@ export function envoyOutcome(setup: EnvoyRateLimitSetup, req: HttpRequestLike, o
   if (!route) return { kind: 'no-route', path: normalized.path };
   const internal = isInternalRequest(setup.connectionManager, req, options.envoyVersion ?? PINNED_ENVOY_VERSION);
   const filterApplies = setup.requestType === 'both' || (setup.requestType === 'internal') === internal;
-  const descriptors = filterApplies ? routeDescriptors(route, req.headers) : [];
+  const descriptors = filterApplies ? routeDescriptors(route, req.headers, trustedClientAddress(setup.connectionManager, req)) : [];
   return { kind: 'routed', path: normalized.path, route, internal, filterApplies, descriptors };
 }
 
@@ -477,14 +481,27 @@ export function descriptorsFor(setup: EnvoyRateLimitSetup, req: HttpRequestLike,
   return outcome.kind === 'routed' ? outcome.descriptors : [];
 }
 
-function routeDescriptors(route: RouteSpec, headers: HttpRequestLike['headers']): EntryLike[][] {
+/** The client address Envoy trusts (the HCM's downstream remote address): with use_remote_address, the
+ * peer when no XFF hop is trusted, else the address that many hops from the right of the client's XFF;
+ * without it, the XFF address past the trusted hops. Undefined when there is none. */
+function trustedClientAddress(cm: ConnectionManagerSpec, req: HttpRequestLike): string | undefined {
+  const xff = req.headers['x-forwarded-for'];
+  if (cm.useRemoteAddress && cm.xffNumTrustedHops === 0) return req.remoteAddress ?? DEFAULT_PEER;
+  if (xff === undefined) return undefined;
+  return addressFromXff(xff, cm.useRemoteAddress ? cm.xffNumTrustedHops - 1 : cm.xffNumTrustedHops).address;
+}
+
+function routeDescriptors(route: RouteSpec, headers: HttpRequestLike['headers'], client: string | undefined): EntryLike[][] {
   const out: EntryLike[][] = [];
   for (const actions of route.rateLimits) {
     const entries: EntryLike[] = [];
     let complete = true;
     for (const a of actions) {
       if (a.kind === 'generic_key') entries.push({ key: a.key, value: a.value });
-      else {
+      else if (a.kind === 'remote_address') {
+        if (client !== undefined) entries.push({ key: a.key, value: client });
+        else complete = false;
+      } else {
         const v = headers[a.header];
         if (v !== undefined) entries.push({ key: a.key, value: v });
         else if (!a.skipIfAbsent) complete = false;
@@ -503,6 +520,7 @@ export function possibleDescriptors(setup: EnvoyRateLimitSetup, sample = 'Bearer
       let variants: EntryLike[][] = [[]];
       for (const a of actions) {
         if (a.kind === 'generic_key') variants = variants.map((v) => [...v, { key: a.key, value: a.value }]);
+        else if (a.kind === 'remote_address') variants = variants.map((v) => [...v, { key: a.key, value: DEFAULT_PEER }]);
         else {
           const withIt = variants.map((v) => [...v, { key: a.key, value: sample }]);
           variants = a.skipIfAbsent ? [...withIt, ...variants] : withIt;

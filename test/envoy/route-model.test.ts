@@ -60,9 +60,14 @@ function resolve(setup: EnvoyRateLimitSetup, req: HttpRequestLike, version: stri
   return outcome;
 }
 
-function expected(category: Category, withToken: boolean): EntryLike[][] {
+/** The token descriptor, then the backstop per client address (issue 22): its value is the peer, since
+ * envoy.yaml trusts no XFF hop, whatever X-Forwarded-For a client sends. */
+function expected(category: Category, withToken: boolean, peer = DEFAULT_PEER): EntryLike[][] {
   if (!category) return [];
-  return [[{ key: 'category', value: category }, ...(withToken ? [{ key: 'token', value: TOKEN }] : [])]];
+  return [
+    [{ key: 'category', value: category }, ...(withToken ? [{ key: 'token', value: TOKEN }] : [])],
+    [{ key: 'category', value: category }, { key: 'remote_address', value: peer }],
+  ];
 }
 
 /** Every request of the table whose descriptors differ from its category's; empty when nothing escapes. */
@@ -83,7 +88,7 @@ function mismatches(setup: EnvoyRateLimitSetup, version: string): string[] {
             const headers = { ...v.headers, ...(withToken ? { authorization: TOKEN } : {}) };
             const outcome = resolve(setup, { method, path, headers, remoteAddress: v.remoteAddress }, version);
             const got = outcome.kind === 'routed' ? outcome.descriptors : [];
-            if (JSON.stringify(got) !== JSON.stringify(expected(category, withToken))) {
+            if (JSON.stringify(got) !== JSON.stringify(expected(category, withToken, v.remoteAddress))) {
               out.push(`${method} ${path}${v.label ? ` (${v.label})` : ''}${withToken ? '' : ' (no token)'}: ${JSON.stringify(got)}`);
             }
           }
@@ -116,7 +121,9 @@ describe('envoy/envoy.yaml: no spelling of a request escapes its limit', () => {
     expect(outcome({}, DEFAULT_PEER)).toMatchObject({ internal: false });
     expect(outcome({}, '192.168.1.5')).toMatchObject({ internal: false });
     // A process in the pod is internal, and still limited.
-    expect(outcome({}, '127.0.0.1')).toMatchObject({ internal: true, filterApplies: true, descriptors: expected('read', false) });
+    expect(outcome({}, '127.0.0.1')).toMatchObject({ internal: true, filterApplies: true, descriptors: expected('read', false, '127.0.0.1') });
+    // A forged X-Forwarded-For changes nobody's address: the backstop counts the peer.
+    expect(outcome({ 'x-forwarded-for': '198.51.100.7' }, '203.0.113.9').descriptors![1]).toEqual([{ key: 'category', value: 'read' }, { key: 'remote_address', value: '203.0.113.9' }]);
   });
 
   it('Envoy answers escaped slashes with a redirect to the unescaped path, which is limited', () => {
