@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
 import { matchRule } from '../../src/config/match.js';
-import { descriptorsFor, loadEnvoyConfig, PINNED_ENVOY_VERSION, possibleDescriptors } from '../../src/envoy/routes.js';
+import { DEFAULT_PEER, descriptorsFor, loadEnvoyConfig, PINNED_ENVOY_VERSION, possibleDescriptors } from '../../src/envoy/routes.js';
 import { SERVE_OPTIONS } from '../../src/settings.js';
 
 // No Envoy, Docker or Kubernetes here: the files are parsed and cross-checked against Tollgate's own config,
@@ -44,7 +44,7 @@ describe('envoy/envoy.yaml', () => {
   it('every descriptor its routes can produce matches a limiting rule of the bundled config', () => {
     const domain = config.domains.get('property-api')!;
     const shapes = possibleDescriptors(envoy);
-    expect(shapes.length).toBe(8); // 4 routes × with and without a token
+    expect(shapes.length).toBe(12); // 4 routes × (with and without a token, and the backstop per address)
     for (const entries of shapes) {
       const rule = matchRule(domain, entries);
       expect(rule, JSON.stringify(entries)).toBeDefined();
@@ -74,9 +74,10 @@ describe('envoy/envoy.yaml', () => {
       expect(ds).toEqual([]);
       return;
     }
-    expect(ds).toEqual([[{ key: 'category', value: category }, { key: 'token', value: 'Bearer abc' }]]);
+    const backstop = [{ key: 'category', value: category }, { key: 'remote_address', value: DEFAULT_PEER }];
+    expect(ds).toEqual([[{ key: 'category', value: category }, { key: 'token', value: 'Bearer abc' }], backstop]);
     // Without credentials the token entry is skipped, not the call.
-    expect(descriptorsFor(envoy, { method, path, headers: {} })).toEqual([[{ key: 'category', value: category }]]);
+    expect(descriptorsFor(envoy, { method, path, headers: {} })).toEqual([[{ key: 'category', value: category }], backstop]);
   });
 
   it("keeps Envoy's admin on loopback and exposes only its stats and readiness", () => {

@@ -135,7 +135,7 @@ descriptors:
   it('the CLI explains the property API, showing tokens only as fingerprints', async () => {
     const run = await runCli(['explain', 'property-api', 'category=read', 'token=Bearer secret-value']);
     expect(run.code).toBe(0);
-    expect(run.stdout).toContain('category: exact value  (config/property-api.yaml:11)');
+    expect(run.stdout).toContain('category: exact value  (config/property-api.yaml:14)');
     expect(run.stdout).toContain('token: default key');
     expect(run.stdout).toContain('rule category_read.token');
     expect(run.stdout).toContain('a burst is stopped first by read-per-second');
