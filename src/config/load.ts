@@ -214,7 +214,7 @@ export function validateSources(sources: readonly ConfigSource[], merge = false)
   const specs = new Map<string, DomainSpec | undefined>();
   const firstFile = new Map<string, string>();
   for (const { file, text } of sources) {
-    const { spec, domain } = validateDomainFile(file, text, problems);
+    const { spec, domain } = validateDomainFile(file, text, problems, merge);
     if (!domain) continue;
     const earlier = firstFile.get(domain.name);
     if (earlier === undefined) {
@@ -240,6 +240,11 @@ function mergeDomain(into: DomainSpec, from: DomainSpec, problems: ConfigProblem
     problems.push({ file: from.file, line: from.line, column: 1, key: 'domain', message: `domain "${from.domain}" is merged with ${into.file}, whose response_headers, tiers, token_key or algorithm differ: merged files must agree on them` });
     return;
   }
+  const names = limitNames(into.descriptors);
+  for (const [name, at] of limitNames(from.descriptors)) {
+    const first = names.get(name);
+    if (first) problems.push({ file: from.file, line: at.line, column: 1, key: 'name', message: `duplicate limit name "${name}" in domain "${from.domain}" (first used at ${first.file ?? into.file}:${first.line})` });
+  }
   const seen = new Map(into.descriptors.map((d) => [descriptorId(d), d]));
   for (const d of from.descriptors) {
     const first = seen.get(descriptorId(d));
@@ -255,6 +260,15 @@ function mergeDomain(into: DomainSpec, from: DomainSpec, problems: ConfigProblem
 }
 
 const descriptorId = (d: DescriptorSpec): string => (d.value === undefined ? d.key : `${d.key}=${d.value}`);
+
+/** Every named limit of a descriptor tree, with the descriptor that holds it. */
+function limitNames(list: readonly DescriptorSpec[], out = new Map<string, DescriptorSpec>()): Map<string, DescriptorSpec> {
+  for (const d of list) {
+    for (const l of d.limits) if (l.name !== undefined && !out.has(l.name)) out.set(l.name, d);
+    limitNames(d.children, out);
+  }
+  return out;
+}
 
 /** Descriptors merged in from another file keep saying where they were written. */
 function stampFile(d: DescriptorSpec, file: string): void {

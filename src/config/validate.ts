@@ -132,8 +132,10 @@ export interface ValidatedFile {
   domain: { name: string; line: number } | undefined;
 }
 
-/** Parses and validates one file's text. */
-export function validateDomainFile(file: string, text: string, out: ConfigProblem[]): ValidatedFile {
+/** Parses and validates one file's text. `merged`: the file may be one of several of its domain
+ * (MERGE_DOMAIN_CONFIG), so a `replaces` may name a limit of another file: not checked here (envoyproxy/
+ * ratelimit never checks it). */
+export function validateDomainFile(file: string, text: string, out: ConfigProblem[], merged = false): ValidatedFile {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
   const r = new Reader(file, lines);
@@ -142,7 +144,7 @@ export function validateDomainFile(file: string, text: string, out: ConfigProble
     out.push({ file, line: pos.line, column: pos.col, key: '', message: yamlMessage(err.message) || err.code });
   }
   if (doc.errors.length > 0) return { spec: undefined, domain: undefined };
-  const spec = readDomain(r, doc.contents as Node);
+  const spec = readDomain(r, doc.contents as Node, merged);
   out.push(...r.problems);
   const domain = spec && spec.domain !== '' ? { name: spec.domain, line: spec.line } : undefined;
   return { spec: r.problems.length === 0 ? spec : undefined, domain };
@@ -154,7 +156,7 @@ function yamlMessage(message: string): string {
   return (message.split('\n')[0] ?? '').replace(/\s*at line \d+, column \d+:?\s*$/, '').trim();
 }
 
-function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
+function readDomain(r: Reader, root: Node | null, merged: boolean): DomainSpec | undefined {
   if (root === null) {
     r.fail(undefined, '', 'the file is empty');
     return undefined;
@@ -179,7 +181,7 @@ function readDomain(r: Reader, root: Node | null): DomainSpec | undefined {
     descriptors: readDescriptorList(r, f.get('descriptors'), 'descriptors', ctx),
     notes: r.notes,
   };
-  checkReplaces(r, ctx);
+  if (!merged) checkReplaces(r, ctx);
   return spec;
 }
 

@@ -212,6 +212,7 @@ function firstStop(plans: readonly DescriptorPlan[]): Explanation['firstToReject
   let lastQuota: Filling | undefined;
   let quotaAllFill = true;
   plans.forEach((p, i) => {
+    if (p.quotaPasses) quotaAllFill = false; // a quota-mode descriptor that always passes: quota never blocks
     if (p.shadow) return;
     const f = firstFull(p, i);
     if (!p.quota) {

@@ -85,6 +85,8 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     if (r.over[i]) outcomes[checks[i]!.group]!.over = true;
   }
   let retry = 0;
+  // Per quota-mode descriptor that can block: its longest wait when over (absent when it has room).
+  const quotaGroups = new Set<number>();
   const quotaWait = new Map<number, number>();
   for (let i = 0; i < checks.length; i++) {
     const c = checks[i]!;
@@ -97,8 +99,9 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
     const debt = bucket ? curr + counted * c.windowMs : 0;
     const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : retryAfterMs(c, prev, curr, r.nowMs)));
-    if (over && c.quota) quotaWait.set(c.group, Math.max(quotaWait.get(c.group) ?? 0, wait));
-    else if (over && !c.shadow) retry = Math.max(retry, wait);
+    if (c.quota && !c.shadow) quotaGroups.add(c.group);
+    if (over && c.quota && !c.shadow) quotaWait.set(c.group, Math.max(quotaWait.get(c.group) ?? 0, wait));
+    else if (over && !c.shadow && !c.quota) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
     o.windows.push({
       limit,
@@ -108,7 +111,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
       retryAfterMs: wait,
     });
   }
-  if (!r.admitted && quotaWait.size > 0 && outcomes.every((o) => !o.quota || o.over)) {
+  if (!r.admitted && quotaGroups.size > 0 && quotaWait.size === quotaGroups.size) {
     // Every quota descriptor is over: the request fits again once any one of them has room.
     retry = Math.max(retry, Math.min(...quotaWait.values()));
   }

@@ -57,6 +57,9 @@ export interface DescriptorPlan {
   /** Quota mode (the rule's quota_mode or QUOTA_MODE): over it, the request is still admitted unless every
    * quota-mode descriptor is over (src/store/store.ts settle). A shadow one is never over there. */
   quota: boolean;
+  /** A quota-mode descriptor that passes whatever the counters say (see quotaPasses): with one in the
+   * request, no quota-mode descriptor of it can block. Set by planRequest. */
+  quotaPasses?: boolean;
   /** Hits this descriptor asks for (0 = check only). */
   hits: number;
   /** The descriptor's counter key (counters/keys.ts); '' when nothing limits it. */
@@ -88,6 +91,7 @@ export function planRequest(
   }
   const replacedBy = dropReplaced(plans);
   if (trace && replacedBy) trace.replacedBy = replacedBy;
+  for (const p of plans) p.quotaPasses = quotaPasses(p, ctx.globalQuota ?? false);
   return plans;
 }
 
@@ -126,11 +130,13 @@ function modes(shadow: boolean, shadowStatus: boolean, quota: boolean): Modes {
 }
 
 /** A quota-mode descriptor that passes whatever the counters say, as envoyproxy/ratelimit counts it
- * (src/service/ratelimit.go): one whose status is OK by shadow_mode, or, under QUOTA_MODE, one nothing limits
- * (no rule, or every limit replaced; an unlimited rule is not counted there). With one in the request, not
+ * (src/service/ratelimit.go): one with limits whose status is OK by its rule's shadow_mode, or, under
+ * QUOTA_MODE only, one nothing limits (no rule, or every limit replaced: its limit is nil there, so only the
+ * global mode makes it a quota descriptor; an unlimited rule is never counted). With one in the request, not
  * every quota-mode descriptor can be over, so none of them may block it. */
-function passesAsQuota(p: DescriptorPlan): boolean {
-  return p.quota && (p.shadowStatus || (p.limits.length === 0 && !(p.rule?.unlimited && !p.override)));
+function quotaPasses(p: DescriptorPlan, globalQuota: boolean): boolean {
+  if (p.limits.length === 0) return globalQuota && !(p.rule?.unlimited && !p.override);
+  return p.quota && p.shadowStatus;
 }
 
 /** A descriptor nothing limits: an unknown domain, no rule, or an unlimited rule (without Envoy's limit). */
@@ -190,7 +196,7 @@ function dropReplaced(plans: DescriptorPlan[]): Map<string, string> | undefined 
  * nothing blocked), for explanations and inspection. */
 export function toChecks(plans: readonly DescriptorPlan[], peek = false): CounterCheck[] {
   const checks: CounterCheck[] = [];
-  const quotaCannotBlock = plans.some(passesAsQuota);
+  const quotaCannotBlock = plans.some((p) => p.quotaPasses);
   for (let group = 0; group < plans.length; group++) {
     const p = plans[group]!;
     for (const l of p.limits) {

@@ -40,7 +40,7 @@ export function dynamicMetadata(input: DecisionInput, requestHits: number, d: De
     }),
   };
   if (requestHits !== 0) out.hitsAddend = requestHits;
-  const passed: Metadata = {};
+  const passed: Metadata = Object.create(null) as Metadata;
   d.descriptors.forEach((o, i) => {
     const status = o.over && !o.shadowStatus ? 'OVER_LIMIT' : 'OK';
     if (status === 'OK' && o.windows.length > 0 && !input.descriptors[i]!.override && o.rule?.metadata) merge(passed, o.rule.metadata);
@@ -50,19 +50,28 @@ export function dynamicMetadata(input: DecisionInput, requestHits: number, d: De
 }
 
 /** envoyproxy/ratelimit's mergeMetadata: a key already present is kept, unless both sides are mappings,
- * which are merged. */
+ * which are merged. Mappings here have no prototype: config keys such as `__proto__` or `constructor` are
+ * plain keys, never Object.prototype's. */
 function merge(into: Metadata, from: Metadata): void {
   for (const [k, v] of Object.entries(from)) {
-    const mine = into[k];
-    if (mine === undefined) into[k] = structuredClone(v);
+    const mine = Object.hasOwn(into, k) ? into[k] : undefined;
+    if (mine === undefined) into[k] = copy(v);
     else if (isMapping(mine) && isMapping(v)) merge(mine, v);
   }
+}
+
+function copy(v: MetadataValue): MetadataValue {
+  if (Array.isArray(v)) return v.map(copy);
+  if (!isMapping(v)) return v;
+  const out = Object.create(null) as Metadata;
+  for (const [k, x] of Object.entries(v)) out[k] = copy(x);
+  return out;
 }
 
 const isMapping = (v: MetadataValue | undefined): v is Metadata => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function toStruct(m: Metadata): WireStruct {
-  const fields: Record<string, WireValue> = {};
+  const fields = Object.create(null) as Record<string, WireValue>;
   for (const [k, v] of Object.entries(m)) fields[k] = toValue(v);
   return { fields };
 }
@@ -78,7 +87,7 @@ function toValue(v: MetadataValue): WireValue {
 
 /** A Struct as protobuf's JSON mapping writes it: plain JSON (for the /json endpoint). */
 export function structToJson(s: WireStruct): Metadata {
-  const out: Metadata = {};
+  const out = Object.create(null) as Metadata;
   for (const [k, v] of Object.entries(s.fields)) out[k] = valueToJson(v);
   return out;
 }

@@ -42,7 +42,10 @@ export const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#q
  * blocks the request; `limit` (the one with the longest wait) and `retry_after` stay for older clients. Never
  * the client's token. */
 function problem(d: Decision): Record<string, unknown> {
-  const blockingDescriptors = d.descriptors.filter((o) => o.over && !o.shadow);
+  // Normal descriptors over their limit block; quota-mode ones only when no normal one does (then all of
+  // them are over, or the request would have passed).
+  const normal = d.descriptors.filter((o) => o.over && !o.shadow && !o.quota);
+  const blockingDescriptors = normal.length > 0 ? normal : d.descriptors.filter((o) => o.over && !o.shadow);
   if (blockingDescriptors.length === 0) return { type: QUOTA_EXCEEDED, title: 'Quota Exceeded', status: 429, retry_after: retryAfterSeconds(d.retryAfterMs) };
   const blocking = blockingDescriptors.map((o) => bindingWindow(o.windows)!);
   const worst = blocking.reduce((a, b) => (b.retryAfterMs > a.retryAfterMs ? b : a));

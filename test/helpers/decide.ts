@@ -32,7 +32,7 @@ export interface Harness {
 }
 
 /** The real Limiter over the real in-process store, on a clock that moves only when told. */
-export function harness(yaml: string | CompiledConfig, opts: Pick<LimiterDeps, 'globalShadow' | 'tiers'> = {}): Harness {
+export function harness(yaml: string | CompiledConfig, opts: Pick<LimiterDeps, 'globalShadow' | 'globalQuota' | 'tiers'> = {}): Harness {
   const config = typeof yaml === 'string' ? compileYaml(yaml) : yaml;
   const clock = new ManualClock(T0);
   const store = new MemoryStore({ clock });

@@ -168,6 +168,33 @@ describe('QUOTA_MODE and MERGE_DOMAIN_CONFIG (envoyproxy/ratelimit settings)', (
     }
   });
 
+  it('merged files may replace limits of each other (envoyproxy/ratelimit never checks replaces), not reuse a name', async () => {
+    const named = 'domain: merged\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, name: a-hourly}\n';
+    const replacing = 'domain: merged\ndescriptors:\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 9, replaces: [{name: a-hourly}]}\n';
+    const s = await startTestService({ configDir: configDir({ 'a.yaml': named, 'b.yaml': replacing }), env: { MERGE_DOMAIN_CONFIG: 'true' } });
+    try {
+      const both: RlsRequest = { domain: 'merged', descriptors: [{ entries: [{ key: 'a', value: 'x' }] }, { entries: [{ key: 'b', value: 'x' }] }] };
+      expect(codes(await repeat(s.rls, both, 3))).toEqual(['OK', 'OK', 'OK']); // a-hourly (1) is replaced
+    } finally {
+      await s.close();
+    }
+    const again = 'domain: merged\ndescriptors:\n  - key: c\n    rate_limit: {unit: hour, requests_per_unit: 2, name: a-hourly}\n';
+    await expect(startTestService({ configDir: configDir({ 'a.yaml': named, 'c.yaml': again }), env: { MERGE_DOMAIN_CONFIG: 'true' } })).rejects.toThrow(/duplicate limit name "a-hourly"/);
+  });
+
+  it("metadata keys such as __proto__ and constructor are plain keys: nothing reaches Object.prototype", async () => {
+    const odd = 'domain: odd\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n    metadata:\n      "__proto__": {polluted: yes}\n      constructor: {x: 1}\n      toString: fine\n';
+    const s = await startTestService({ configDir: configDir({ 'odd.yaml': odd }), args: ['--response-dynamic-metadata', 'true'] });
+    try {
+      const r = (await s.rls.call({ domain: 'odd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] })) as RlsResponse & { dynamic_metadata?: { fields: Record<string, { structValue?: { fields: Record<string, unknown> } }> } };
+      expect(r.overall_code).toBe('OK');
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      expect(Object.keys(r.dynamic_metadata!.fields.metadata!.structValue!.fields)).toEqual(expect.arrayContaining(['constructor', 'toString']));
+    } finally {
+      await s.close();
+    }
+  });
+
   it('without MERGE_DOMAIN_CONFIG two files of one domain are refused, naming the setting', async () => {
     await expect(startTestService({ configDir: configDir({ 'a.yaml': A, 'b.yaml': B }) })).rejects.toThrow(/already defined in .*MERGE_DOMAIN_CONFIG=true/);
   });
