@@ -168,14 +168,17 @@ function describeDomain(d: CompiledDomain): string {
   const lines = [`domain ${d.name} (${d.file}), headers: ${d.headers.style}${d.tiers.size ? `, tiers: ${[...d.tiers].join(', ')}` : ''}`];
   for (const r of d.rules) {
     const flags = [r.algorithm, r.shadow ? 'shadow' : '', r.quota ? 'quota_mode' : '', r.unlimited ? 'unlimited' : '', r.variable.some((v) => !v) && r.id.includes('*') ? 'shared' : ''].filter(Boolean).join(', ');
-    lines.push(`  ${r.id}  ${r.unlimited ? 'unlimited' : r.limits.map(limitText).join(' + ')}  [${flags}]  ${r.source}`);
-    for (const [tier, limits] of r.tierLimits) lines.push(`    tier ${tier}: ${limits.map(limitText).join(' + ')}`);
+    const text = (l: CompiledLimit): string => limitText(l, r.algorithm);
+    lines.push(`  ${r.id}  ${r.unlimited ? 'unlimited' : r.limits.map(text).join(' + ')}  [${flags}]  ${r.source}`);
+    for (const [tier, limits] of r.tierLimits) lines.push(`    tier ${tier}: ${limits.map(text).join(' + ')}`);
   }
   return `${lines.join('\n')}\n`;
 }
 
-function limitText(l: CompiledLimit): string {
-  return `${l.requestsPerUnit}/${l.unit}`;
+/** A limit, with its own algorithm when it is not its rule's (a token bucket beside a fixed window). */
+function limitText(l: CompiledLimit, ruleAlgorithm: string): string {
+  const own = l.algorithm === ruleAlgorithm ? '' : ` (${l.algorithm}${l.burst > 0 ? `, burst ${l.burst}` : ''})`;
+  return `${l.requestsPerUnit}/${l.unit}${own}`;
 }
 
 async function printFingerprint(args: string[]): Promise<number> {

@@ -2,6 +2,7 @@ import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Readable } from 'node:stream';
 import { parse as parseCsv, type CsvError } from 'csv-parse';
+import { asFingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
 
 /** One request of a traffic log, as the simulator needs it. */
 export interface TrafficLine {
@@ -184,7 +185,12 @@ function toLine(record: Record<string, unknown>): TrafficLine | string {
   const auth = pick(record, 'authorization');
   const fp = pick(record, 'fingerprint');
   if (auth !== undefined) out.authorization = String(auth);
-  else if (fp !== undefined) out.fingerprint = String(fp).toLowerCase();
+  else if (fp !== undefined) {
+    // Printed as given in reports: it must be one (32 or 64 hex characters), never a token by mistake.
+    const checked = asFingerprint(String(fp));
+    if (checked === undefined) return `the fingerprint field is not one (${String(fp).length} characters; expected ${FINGERPRINT_LENGTH} hex, as tollgate fingerprint prints)`;
+    out.fingerprint = checked;
+  }
   return out;
 }
 

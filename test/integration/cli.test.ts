@@ -68,6 +68,12 @@ describe('tollgate CLI', () => {
     expect(run.stdout).toMatch(/OK: 1 domain\(s\)/);
   });
 
+  it("check-config: a limit whose own algorithm is not its rule's says so (issue 22, item 9)", async () => {
+    const run = await runCli(['check-config', 'test/fixtures/config-good/token-bucket.yaml']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('mixed  10/second (token_bucket, burst 20) + 1000/hour  [fixed_window]');
+  });
+
   it('check-config: exits 1 with precise errors', async () => {
     const run = await runCli(['check-config', 'test/fixtures/config']);
     expect(run.code).toBe(1);

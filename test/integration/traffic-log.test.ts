@@ -103,4 +103,12 @@ describe('simulate with bad lines', () => {
     const run = await runCli(['simulate', '--traffic', file('t.csv', `timestamp,method,path,fingerprint\n${rows.join('\n')}\n`), '--json']);
     expect(JSON.parse(run.stdout).topLimited).toEqual([{ fingerprint: fp, requests: 7, rejected: 2 }]);
   });
+
+  it('a fingerprint field that is not one (a token pasted by mistake) is a bad line, never printed', async () => {
+    const line = (fp: string): string => JSON.stringify({ timestamp: new Date(T0).toISOString(), method: 'GET', path: '/invoices', fingerprint: fp });
+    const run = await runCli(['simulate', '--traffic', file('t.jsonl', `${line(fingerprint('ok'))}\n${line('Bearer secret-token-value')}\n`), '--report', file('r.html', '')]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/line 2: the fingerprint field is not one \(25 characters; expected 32 hex/);
+    expect(run.stderr + run.stdout).not.toContain('secret-token-value');
+  });
 });

@@ -27,21 +27,21 @@ descriptors:
 describe('quota mode', () => {
   it("a quota_mode rule whose limits are all replaced is not a quota descriptor (its limit is nil there): it does not make the others unable to block", async () => {
     const h = harness(YAML);
-    const req = [{ soft_a: 'x' }, { replaced_soft: 'x' }, { replacer: 'x' }];
+    const req: Record<string, string>[] = [{ soft_a: 'x' }, { replaced_soft: 'x' }, { replacer: 'x' }];
     expect((await h.decide('q', req)).overLimit).toBe(false);
     expect((await h.decide('q', req)).overLimit).toBe(true); // soft_a, the one quota descriptor, is over
   });
 
   it('under QUOTA_MODE the same replaced descriptor passes as a quota descriptor, so the request passes', async () => {
     const h = harness(YAML, { globalQuota: true });
-    const req = [{ soft_a: 'x' }, { replaced_soft: 'x' }, { replacer: 'x' }];
+    const req: Record<string, string>[] = [{ soft_a: 'x' }, { replaced_soft: 'x' }, { replacer: 'x' }];
     await h.decide('q', req);
     expect((await h.decide('q', req)).overLimit).toBe(false);
   });
 
   it('Retry-After and the 429 body name only what blocked: a normal limit, not a quota limit that could not', async () => {
     const h = harness(YAML);
-    const req = [{ soft_a: 'y' }, { soft_b: 'y' }, { hard: 'y' }];
+    const req: Record<string, string>[] = [{ soft_a: 'y' }, { soft_b: 'y' }, { hard: 'y' }];
     await h.decide('q', req);
     h.clock.advance(1000);
     await h.decide('q', [{ hard: 'y' }]); // hard is full for this second; soft_a and soft_b are full too
@@ -57,7 +57,7 @@ describe('quota mode', () => {
 
   it('a normal limit alone over, quota descriptors with room: Retry-After is the normal one', async () => {
     const h = harness(YAML);
-    const req = [{ soft_a: 'z' }, { hard: 'z' }];
+    const req: Record<string, string>[] = [{ soft_a: 'z' }, { hard: 'z' }];
     expect((await h.decide('q', [{ hard: 'z' }])).overLimit).toBe(false);
     const d = await h.decide('q', req);
     expect(d.overLimit).toBe(true);
