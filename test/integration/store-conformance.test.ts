@@ -224,8 +224,8 @@ describe('redis store specifics', () => {
     opened.push(store);
     await store.waitReady(5000);
     await store.check([check({ key: 'fixed', windowMs: 60_000 }), check({ key: 'slide', windowMs: 60_000, sliding: true, group: 1 })]);
-    const fixed = Number(await redis.cli('PTTL', 'ttl:fixed'));
-    const slide = Number(await redis.cli('PTTL', 'ttl:slide'));
+    const fixed = Number(await redis.cli('PTTL', 'ttl:v1:fixed'));
+    const slide = Number(await redis.cli('PTTL', 'ttl:v1:slide'));
     expect(fixed).toBeGreaterThan(1000);
     expect(fixed).toBeLessThanOrEqual(61_000);
     expect(slide).toBeGreaterThan(60_000);
@@ -238,7 +238,7 @@ describe('redis store specifics', () => {
     await store.waitReady(5000);
     // 1 per minute, 3 taken: full again in 3 minutes.
     await store.check([check({ key: 'tb', windowMs: 60_000, limit: 1, burst: 5, hits: 3 })]);
-    const ttl = Number(await redis.cli('PTTL', 'ttlb:tb'));
+    const ttl = Number(await redis.cli('PTTL', 'ttlb:v1:tb'));
     expect(ttl).toBeGreaterThan(180_000);
     expect(ttl).toBeLessThanOrEqual(181_000);
   });

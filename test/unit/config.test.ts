@@ -173,7 +173,7 @@ descriptors:
 
   it.each([1, 2, 3, 5, 1000])('slices of weight %i', (weight) => {
     const slices = sliceSpecs(specs, weight);
-    if (weight === 1) expect(slices.length).toBe(20); // one per descriptor
+    if (weight === 1) expect(slices.length).toBe(23); // one per descriptor
     const assembler = new ConfigAssembler();
     const rules = slices.flatMap((s) => [...assembler.add(structuredClone(s))]);
     const sliced = assembler.finish(whole.hash);
