@@ -29,7 +29,9 @@
            when window i has no room. A request whose keys Redis refused (a key of another type: WRONGTYPE;
            out of memory: OOM) has, in place of admitted, the error's first word as a string, and zeros for
            its windows: it fails alone, the others of the batch are decided as usual. Its reads come before
-           any write, so a refused read leaves nothing written.
+           any write, so a refused read leaves nothing written. A write refused after another write of the
+           same request (Redis crossing maxmemory between the two) leaves the first: over maxmemory Redis
+           refuses every write, so in practice it is the first write that fails.
 
   Rules (the same as src/store/store.ts settle() and src/counters/window.ts):
     used  = c                                  fixed window
