@@ -11,7 +11,10 @@ import { AggregatorRegistry, type Registry } from 'prom-client';
 
 const SNAPSHOT = 'tollgate:metrics-snapshot';
 const METRICS_REQUEST = 'tollgate:metrics';
+/** How long a worker waits for the primary's answer; the primary waits for snapshots for less, so a slow
+ * worker costs its fresh snapshot (its last one is used), never the answer. */
 const METRICS_TIMEOUT_MS = 3000;
+const GATHER_TIMEOUT_MS = 1000;
 /** Snapshots are also taken this often, so a worker that dies loses at most this much of its counts. */
 const SNAPSHOT_EVERY_MS = 5000;
 /** A worker that dies is started again, but not in a loop: past this many exits in a minute, the primary
@@ -48,6 +51,9 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
   let status = 0;
   const fork = (): Worker => {
     const w = cluster.fork();
+    // A send to a worker that just died fails with an 'error' event: without a listener it would end the
+    // primary and every worker with it.
+    w.on('error', (err: Error) => logger.debug({ err: err.message }, 'worker channel'));
     w.on('message', (m: unknown) => {
       if (isMetricsMessage(m)) metrics.answer(w, m);
       else if (isSnapshot(m)) metrics.received(w.id, m);
@@ -81,9 +87,12 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   return new Promise((resolve) => {
-    cluster.on('exit', () => {
+    // node:cluster forgets a worker on the later of its 'exit' and 'disconnect': check on both.
+    const done = (): void => {
       if (stopping && Object.keys(cluster.workers ?? {}).length === 0) resolve(status);
-    });
+    };
+    cluster.on('exit', done);
+    cluster.on('disconnect', done);
   });
 }
 
@@ -91,6 +100,8 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
  * of those that died (summed into one snapshot). */
 class FleetMetrics {
   private readonly latest = new Map<number, Snapshot>();
+  /** Workers that exited: a snapshot of theirs arriving late (IPC may deliver after 'exit') is dropped. */
+  private readonly gone = new Set<number>();
   /** The counters and histograms of workers that died; folded into one when they pile up. */
   private retired: Snapshot[] = [];
   private next = 0;
@@ -107,7 +118,7 @@ class FleetMetrics {
   }
 
   received(worker: number, m: SnapshotMessage): void {
-    if (m.metrics) this.latest.set(worker, m.metrics);
+    if (m.metrics && !this.gone.has(worker)) this.latest.set(worker, m.metrics);
     for (const [id, w] of this.waiting) {
       if (id !== m.id) continue;
       w.want.delete(worker);
@@ -117,6 +128,7 @@ class FleetMetrics {
 
   /** A worker died: its counters and histograms stay counted; its gauges go with it. */
   retire(worker: number): void {
+    this.gone.add(worker);
     const last = this.latest.get(worker);
     this.latest.delete(worker);
     for (const w of this.waiting.values()) {
@@ -143,7 +155,7 @@ class FleetMetrics {
         this.waiting.delete(id);
         resolve();
       };
-      const timer = setTimeout(done, METRICS_TIMEOUT_MS);
+      const timer = setTimeout(done, GATHER_TIMEOUT_MS);
       this.waiting.set(id, { want: new Set(living.map((w) => w.id)), done });
       for (const w of living) w.send({ type: SNAPSHOT, id });
     });
@@ -154,8 +166,8 @@ class FleetMetrics {
     this.gather()
       .then(() => AggregatorRegistry.aggregate([...this.latest.values(), ...this.retired]).metrics())
       .then(
-        (text: string) => w.send({ type: METRICS_REQUEST, id: m.id, text }),
-        (err: unknown) => w.send({ type: METRICS_REQUEST, id: m.id, error: (err as Error).message }),
+        (text: string) => w.isConnected() && w.send({ type: METRICS_REQUEST, id: m.id, text }),
+        (err: unknown) => w.isConnected() && w.send({ type: METRICS_REQUEST, id: m.id, error: (err as Error).message }),
       );
   }
 }
@@ -166,7 +178,10 @@ export function workerMetrics(registry: Registry): () => Promise<string> {
   const waiting = new Map<number, { resolve: (text: string) => void; reject: (err: Error) => void }>();
   process.on('message', (m: unknown) => {
     if (isSnapshot(m)) {
-      void registry.getMetricsAsJSON().then((metrics) => process.send?.({ type: SNAPSHOT, id: m.id, metrics }));
+      registry.getMetricsAsJSON().then(
+        (metrics) => process.send?.({ type: SNAPSHOT, id: m.id, metrics }),
+        () => process.send?.({ type: SNAPSHOT, id: m.id }), // no snapshot: the primary keeps the last
+      );
       return;
     }
     if (!isMetricsMessage(m)) return;

@@ -483,25 +483,24 @@ export function descriptorsFor(setup: EnvoyRateLimitSetup, req: HttpRequestLike,
 
 /** The client address Envoy trusts (the HCM's downstream remote address): with use_remote_address, the
  * peer when no XFF hop is trusted, else the address that many hops from the right of the client's XFF;
- * without it, the XFF address past the trusted hops. Undefined when there is none. */
-function trustedClientAddress(cm: ConnectionManagerSpec, req: HttpRequestLike): string | undefined {
+ * without it, the XFF address past the trusted hops. When XFF is missing, too short or not an address,
+ * Envoy keeps the peer. */
+function trustedClientAddress(cm: ConnectionManagerSpec, req: HttpRequestLike): string {
+  const peer = req.remoteAddress ?? DEFAULT_PEER;
   const xff = req.headers['x-forwarded-for'];
-  if (cm.useRemoteAddress && cm.xffNumTrustedHops === 0) return req.remoteAddress ?? DEFAULT_PEER;
-  if (xff === undefined) return undefined;
-  return addressFromXff(xff, cm.useRemoteAddress ? cm.xffNumTrustedHops - 1 : cm.xffNumTrustedHops).address;
+  if ((cm.useRemoteAddress && cm.xffNumTrustedHops === 0) || xff === undefined) return peer;
+  return addressFromXff(xff, cm.useRemoteAddress ? cm.xffNumTrustedHops - 1 : cm.xffNumTrustedHops).address ?? peer;
 }
 
-function routeDescriptors(route: RouteSpec, headers: HttpRequestLike['headers'], client: string | undefined): EntryLike[][] {
+function routeDescriptors(route: RouteSpec, headers: HttpRequestLike['headers'], client: string): EntryLike[][] {
   const out: EntryLike[][] = [];
   for (const actions of route.rateLimits) {
     const entries: EntryLike[] = [];
     let complete = true;
     for (const a of actions) {
       if (a.kind === 'generic_key') entries.push({ key: a.key, value: a.value });
-      else if (a.kind === 'remote_address') {
-        if (client !== undefined) entries.push({ key: a.key, value: client });
-        else complete = false;
-      } else {
+      else if (a.kind === 'remote_address') entries.push({ key: a.key, value: client });
+      else {
         const v = headers[a.header];
         if (v !== undefined) entries.push({ key: a.key, value: v });
         else if (!a.skipIfAbsent) complete = false;

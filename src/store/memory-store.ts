@@ -54,6 +54,9 @@ export class MemoryStore implements Store {
   /** Counters counted once so far, oldest first: the first to go when the store is full. A flood of
    * invented tokens (each counted once) stays here and evicts itself; a counter counted again leaves it. */
   private readonly probation = new Set<string>();
+  /** Counters created by the check running now: never the ones it evicts to make room (a request's second
+   * new window would evict its first, and a new client's counts would never get past 1). */
+  private readonly fresh = new Set<string>();
   evictions = 0;
 
   constructor(private readonly opts: MemoryStoreOptions = {}) {
@@ -97,6 +100,7 @@ export class MemoryStore implements Store {
       over[i] = !hasRoom(used, c.hits, c.limit);
     }
     const { admitted, groupOver } = settle(checks, over);
+    if (this.fresh.size > 0) this.fresh.clear();
     if (admitted) {
       for (let i = 0; i < n; i++) {
         const c = checks[i]!;
@@ -166,6 +170,7 @@ export class MemoryStore implements Store {
       s = { k, w: 0, c: 0, p: 0, e: 0 };
       this.series.set(k, s);
       this.probation.add(k);
+      this.fresh.add(k);
     } else this.probation.delete(s.k); // counted a second time: no longer on probation
     return s;
   }
@@ -219,15 +224,16 @@ export class MemoryStore implements Store {
    * count (a bucket's debt stands for its count), so a client that spent its quota outlives a flood of
    * fresh tokens. */
   private cheapest(): Series {
-    const first = this.probation.values().next();
-    if (!first.done) return this.series.get(first.value)!;
+    for (const k of this.probation) if (!this.fresh.has(k)) return this.series.get(k)!;
     let best: Series | undefined;
     let seen = 0;
     for (const s of this.series.values()) {
+      if (this.fresh.has(s.k)) continue;
       if (!best || s.c < best.c) best = s;
       if (++seen >= EVICTION_SAMPLE) break;
     }
-    return best!;
+    // Only this check's own counters left (a store smaller than one request): the oldest of them.
+    return best ?? (this.series.values().next().value as Series);
   }
 }
 

@@ -126,6 +126,15 @@ describe('envoy/envoy.yaml: no spelling of a request escapes its limit', () => {
     expect(outcome({ 'x-forwarded-for': '198.51.100.7' }, '203.0.113.9')).toMatchObject({ descriptors: expected('read', false, '203.0.113.9') });
   });
 
+  it('remote_address behind one trusted proxy: the XFF entry that proxy added, else the peer (as Envoy keeps it)', () => {
+    const behindOne: EnvoyRateLimitSetup = { ...current, connectionManager: { ...current.connectionManager, xffNumTrustedHops: 1 } };
+    const address = (headers: Record<string, string>): unknown =>
+      (envoyOutcome(behindOne, { method: 'GET', path: '/invoices', headers, remoteAddress: '10.1.2.3' }) as { descriptors: { value: string }[][] }).descriptors[1]![1]!.value;
+    expect(address({ 'x-forwarded-for': '1.1.1.1, 198.51.100.7' })).toBe('198.51.100.7');
+    expect(address({})).toBe('10.1.2.3');
+    expect(address({ 'x-forwarded-for': 'not-an-address' })).toBe('10.1.2.3');
+  });
+
   it('Envoy answers escaped slashes with a redirect to the unescaped path, which is limited', () => {
     expect(envoyOutcome(current, { method: 'GET', path: '/invoices%2F7?x=%2F', headers: {} })).toEqual({ kind: 'redirect', location: '/invoices/7?x=%2F' });
     expect(envoyOutcome(current, { method: 'GET', path: '/%5Cinvoices', headers: {} })).toEqual({ kind: 'redirect', location: '/invoices' });

@@ -116,6 +116,18 @@ describe('memory store', () => {
     expect(['a', 'b', 'c', 'd'].map((k) => store.peek(k, 3_600_000))).toEqual([9, 0, 5, 1]);
   });
 
+  it("a full store never evicts a counter the same check just created: a new client's two windows both count", async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 4 });
+    const two = (key: string): CounterCheck[] => [check({ key: `${key}:s`, windowMs: 60_000, limit: 100 }), check({ key: `${key}:h`, windowMs: 3_600_000, limit: 100, group: 0 })];
+    for (const key of ['a', 'b']) for (let i = 0; i < 3; i++) store.check(two(key)); // full, nothing on probation
+    for (let i = 0; i < 3; i++) store.check(two('new'));
+    expect([store.peek('new:s', 60_000), store.peek('new:h', 3_600_000)]).toEqual([3, 3]);
+    // A store smaller than one request still answers (it evicts the request's own oldest window).
+    const tiny = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 1 });
+    expect(tiny.check(two('x')).admitted).toBe(true);
+    expect(tiny.size).toBe(1);
+  });
+
   it('keeps no trace of an evicted or reset counter (hour-long windows, far past maxCounters)', async () => {
     const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 100 });
     for (let i = 0; i < 5000; i++) await store.check([check({ key: `k${i}`, windowMs: 3_600_000 })]);

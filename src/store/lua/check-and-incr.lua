@@ -164,10 +164,11 @@ end
 
 -- The requests, one after another.
 local k, a = 0, 3 + s * 7
--- The first word of a Redis error (WRONGTYPE, OOM, ERR), from the error object pcall caught.
+-- The error's code word (WRONGTYPE, OOM, ERR), from what pcall caught: a table on Redis 7, a string such as
+-- "@user_script:1: -OOM command not allowed ..." before it.
 local function kind(err)
   local text = type(err) == 'table' and (err.err or '') or tostring(err)
-  return string.match(text, '^-?(%u+)') or 'ERR'
+  return string.match(text, '(%u%u+)') or 'ERR'
 end
 
 while a <= #ARGV do
