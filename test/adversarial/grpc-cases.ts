@@ -306,12 +306,10 @@ export function execRaw(sessions: RawSessions, c: Extract<GrpcCase, { via: 'raw'
     // The answer is complete once its status has arrived (trailers, or headers that carry it), even while
     // this side is still sending a large body the server has stopped reading: waiting for 'close' then
     // waits on flow control, which on a loaded machine can outlast the deadline (issue 29).
-    const answered = (): void => {
-      finish(() => judgeRaw(head, trailers, Buffer.concat(data), c.allowed, index, scanner, 'answered'));
-      // Only a body still being sent is cut: resetting every answered stream is a rapid reset, which the
-      // server answers with ENHANCE_YOUR_CALM after some thousands (a 10-minute soak found it).
-      if (!stream.writableFinished) stream.close(http2.constants.NGHTTP2_CANCEL);
-    };
+    // The stream is not reset here: resetting streams the server has answered is what a rapid-reset attack
+    // does, and Node's HTTP/2 server ends such a session with ENHANCE_YOUR_CALM (a soak hit it after ~60
+    // resets on one connection). The rest of a large body drains, or is dropped, in the background.
+    const answered = (): void => finish(() => judgeRaw(head, trailers, Buffer.concat(data), c.allowed, index, scanner, 'answered'));
     stream.on('response', (h) => {
       head = h;
       if (h['grpc-status'] !== undefined || (h[':status'] !== undefined && Number(h[':status']) !== 200)) answered();
