@@ -4,15 +4,25 @@ import { createServer } from 'node:net';
 export const CLI = 'dist/cli.js';
 
 /** A port that was free a moment ago (for child processes that need a fixed port). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
+/** Ports this process has handed out: the OS may give a closed port again at once, and two servers started
+ * together (a replica's gRPC port, another's HTTP port) would then race for it ("already in use"). */
+const handedOut = new Set<number>();
+
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const s = createServer();
+      s.once('error', reject);
+      s.listen(0, '127.0.0.1', () => {
+        const { port: p } = s.address() as { port: number };
+        s.close(() => resolve(p));
+      });
     });
-  });
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error('no free port not already handed out in 50 attempts');
 }
 
 export interface Run {
