@@ -31,3 +31,9 @@ export function unitFromOverrideCode(code: number): Unit | undefined {
 export function overrideCodeOf(name: string): number {
   return OVERRIDE_UNITS.indexOf(parseUnit(name));
 }
+
+/** A token bucket is stored in ticks of 1/requests_per_unit ms, up to burst × window: beyond 2^53 a double
+ * (in JavaScript and in Redis's Lua) is no longer exact, and the stores would stop agreeing. */
+export function bucketIsExact(burst: number, unit: Unit): boolean {
+  return burst * UNITS[unit].seconds * 1000 <= Number.MAX_SAFE_INTEGER;
+}

@@ -11,7 +11,7 @@ import {
   type Metadata,
 } from './spec.js';
 import { MAX_WILDCARDS } from './glob.js';
-import { parseUnit, UNIT_NAMES, UNITS } from './units.js';
+import { bucketIsExact, parseUnit, UNIT_NAMES } from './units.js';
 
 const MAX_UINT32 = 0xffff_ffff;
 
@@ -410,9 +410,7 @@ function readLimitFields(
   });
   const { algorithm, burst } = readAlgorithm(r, f, path, ctx);
   if (unit === undefined || requestsPerUnit === undefined) return undefined;
-  // A bucket is stored in units of 1/requests_per_unit ms, up to burst × window: beyond 2^53 a double (in
-  // JavaScript and in Redis's Lua) is no longer exact, and the stores would stop agreeing.
-  if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && (burst ?? requestsPerUnit) * UNITS[unit].seconds * 1000 > Number.MAX_SAFE_INTEGER) {
+  if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && !bucketIsExact(burst ?? requestsPerUnit, unit)) {
     r.fail(f.get(f.has('burst') ? 'burst' : 'requests_per_unit'), `${path}.${f.has('burst') ? 'burst' : 'requests_per_unit'}`, `too large for a token bucket per ${unit}`);
   }
   return { unit, requestsPerUnit, name, replaces, algorithm, burst };

@@ -2,7 +2,7 @@ import { compileLimit } from '../config/compile.js';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { matchRule, type EntryLike, type MatchStep } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
-import { UNITS, type Unit } from '../config/units.js';
+import { bucketIsExact, type Unit } from '../config/units.js';
 import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, windowKey } from '../counters/keys.js';
 import { cachedFingerprint } from '../fingerprint.js';
 import type { CounterCheck } from '../store/store.js';
@@ -107,7 +107,7 @@ function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, 
   // Envoy's own limit takes neither the rule's shadow_mode nor its quota_mode (envoyproxy/ratelimit's
   // GetLimit builds it with both off); the service-wide modes still apply.
   const ruleShadow = !d.override && (rule?.shadow ?? false);
-  const mode = modes(ruleShadow || ctx.globalShadow, ruleShadow, (!d.override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false));
+  const mode: Modes = { shadow: ruleShadow || ctx.globalShadow, shadowStatus: ruleShadow, quota: (!d.override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false) };
   if (!domain) return unlimited(rule, mode, hits);
   if (d.override) {
     // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
@@ -124,10 +124,6 @@ function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, 
 }
 
 type Modes = Pick<DescriptorPlan, 'shadow' | 'shadowStatus' | 'quota'>;
-
-function modes(shadow: boolean, shadowStatus: boolean, quota: boolean): Modes {
-  return { shadow, shadowStatus, quota };
-}
 
 /** A quota-mode descriptor that passes whatever the counters say, as envoyproxy/ratelimit counts it
  * (src/service/ratelimit.go): one with limits whose status is OK by its rule's shadow_mode, or, under
@@ -152,14 +148,14 @@ function overriddenAlgorithm(rule: Rule | undefined, unit: Unit, requestsPerUnit
   if (!rule) return 'fixed_window';
   let algorithm = rule.algorithm;
   for (const l of rule.limits) if (l.unit === unit) algorithm = l.algorithm;
-  if (algorithm === 'token_bucket' && requestsPerUnit * UNITS[unit].seconds * 1000 > Number.MAX_SAFE_INTEGER) return 'fixed_window';
+  if (algorithm === 'token_bucket' && !bucketIsExact(requestsPerUnit, unit)) return 'fixed_window';
   return algorithm;
 }
 
 /** The plan of a rule for a client known only by the fingerprint of its token, on a rule where the token is
  * the only value that varies (the admin API: a client's own counters). Counts nothing (hits 0). */
 export function planForClient(rule: Rule, fingerprint: string, tiers: TierSource): DescriptorPlan {
-  return rulePlan(rule, fingerprint, counterKeyOf(rule.counterId, fingerprint), 0, modes(rule.shadow, rule.shadow, rule.quota), tiers);
+  return rulePlan(rule, fingerprint, counterKeyOf(rule.counterId, fingerprint), 0, { shadow: rule.shadow, shadowStatus: rule.shadow, quota: rule.quota }, tiers);
 }
 
 /** The tier lookup: a client's tier, when the rule has tier limits, holds it to that tier's limits (if the
