@@ -5,8 +5,9 @@ import { relative } from 'node:path';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
 import { formatProblem, type ConfigError } from './config/errors.js';
-import { configLimits, loadConfigDir, NO_CONFIG_WARNING, type ConfigLimits } from './config/load.js';
+import { configLimits, emptyConfig, loadConfigDir, NO_CONFIG_WARNING, type ConfigLimits } from './config/load.js';
 import { ConfigWatcher, type ConfigDiff, type ReloadOutcome } from './config/watcher.js';
+import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './config/xds/source.js';
 import { systemClock, type Clock } from './counters/clock.js';
 import { Limiter, type DecisionInput } from './limiter/limiter.js';
 import { explain, type Explanation } from './limiter/explain.js';
@@ -57,7 +58,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const clock = opts.clock ?? systemClock;
   quietLibraries(settings, logger);
   const limits = configLimits(settings.maxConfigBytes, settings.mergeDomainConfig);
-  let config = loadConfigDir(settings.configDir, limits);
+  // From xDS, the first config arrives once the stream is up: until then, no limit (and not ready).
+  let config = settings.xds ? emptyConfig() : loadConfigDir(settings.configDir, limits);
   logNotes(logger, config);
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
@@ -65,11 +67,11 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers });
   const { store } = stack;
 
-  const watcher = watchConfig(settings, limits, config, { logger, metrics, clock, stack }, (next) => (config = next));
+  const health = new HealthService([RLS_SERVICE]);
+  const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, clock: opts.clock });
   const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata };
-  const health = new HealthService([RLS_SERVICE]);
-  const ready = readiness(health, stack, settings);
+  const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
@@ -79,20 +81,20 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     await Promise.all([tiers.close(), store.close()]);
     throw err;
   });
-  if (settings.configPollMs > 0) watcher.start();
-  health.set(true);
-  if (config.domains.size === 0) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
+  source.start();
+  health.set(source.waiting() === undefined);
+  if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   const { grpcPort, httpPort, adminPort } = servers;
   logger.info(
-    { version: VERSION, ...(isWorker() && { worker: process.pid }), grpcPort, httpPort, adminPort, store: store.kind, configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
+    { version: VERSION, ...(isWorker() && { worker: process.pid }), grpcPort, httpPort, adminPort, store: store.kind, configSource: settings.xds ? 'xds' : 'file', configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
     'tollgate serving',
   );
   const stop = async (): Promise<void> => {
-    watcher.stop();
+    source.stop();
     await tiers.close();
     await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
   };
-  return { grpcPort, httpPort, adminPort, config: () => config, store, stack, health, metrics, reload: () => watcher.check(), tiers, stop };
+  return { grpcPort, httpPort, adminPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
 }
 
 /** The counter store (timed by the metrics where it makes round trips) and the tier assignments: in Redis with
@@ -133,9 +135,12 @@ export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' 
 
 type Readiness = () => { ready: boolean; reason?: string };
 
-/** /readyz: serving, and the store usable or its failure absorbed by the policy. */
-function readiness(health: HealthService, stack: StoreStack, settings: Settings): Readiness {
+/** /readyz: a config to decide by (or FORCE_START_WITHOUT_INITIAL_CONFIG), serving, and the store usable or
+ * its failure absorbed by the policy. */
+function readiness(health: HealthService, stack: StoreStack, settings: Settings, source: ConfigSource): Readiness {
   return () => {
+    const waiting = source.waiting();
+    if (waiting !== undefined) return { ready: false, reason: waiting };
     if (!health.serving) return { ready: false, reason: 'shutting down' };
     const h = stack.store.health();
     if (h.degraded) return { ready: stack.policy?.absorbs() ?? false, reason: `store degraded (${h.reason}), policy ${settings.redisFailure}` };
@@ -184,34 +189,84 @@ function logNotes(logger: Logger, config: CompiledConfig): void {
   if (notes.length > 0) logger.warn({ notes: notes.slice(0, 50), count: notes.length }, `descriptor config: ${notes[0]}${notes.length > 1 ? ` (and ${notes.length - 1} more)` : ''}`);
 }
 
+/** Where configs come from once serving: the config directory (watched) or an xDS management server. */
+interface ConfigSource {
+  start(): void;
+  stop(): void;
+  /** Re-reads the config directory now; an xDS config arrives when the server sends it ('unchanged'). */
+  reload(): Promise<ReloadOutcome>;
+  /** Why there is no config to decide by yet, or undefined once there is. */
+  waiting(): string | undefined;
+}
+
+interface SourceDeps {
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  stack: StoreStack;
+  /** The first config has arrived (xDS). */
+  onReady: () => void;
+}
+
 /** Reloads swap the config in through `swap`, and are counted and logged; rejections keep it. */
-function watchConfig(
-  settings: Settings, limits: ConfigLimits, initial: CompiledConfig,
-  deps: { logger: Logger; metrics: Metrics; clock: Clock; stack: StoreStack }, swap: (next: CompiledConfig) => void,
-): ConfigWatcher {
+function configSource(settings: Settings, limits: ConfigLimits, initial: CompiledConfig, deps: SourceDeps, swap: (next: CompiledConfig) => void): ConfigSource {
   const { logger, metrics, clock, stack } = deps;
   let current = initial;
-  return new ConfigWatcher({
-    dir: settings.configDir,
-    pollMs: settings.configPollMs,
-    limits,
-    current: initial,
-    logger,
-    onReload: (next, previous, diff) => {
-      current = next;
-      swap(next);
-      stack.cache?.clear(); // limits may have changed under the cached "full until" times
-      metrics.configReloads.inc({ result: 'success' });
-      metrics.configLoaded(next.hash, clock.now());
-      logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
-      if (diff.restarted.length > 0) logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
-      logNotes(logger, next);
-    },
-    onFailure: (err) => {
-      metrics.configReloads.inc({ result: 'failure' });
-      logger.error({ dir: settings.configDir, ...causes(settings.configDir, err), keeping: current.hash }, 'config reload rejected: keeping the last good config');
+  const where = settings.xds ? `xDS server ${settings.xds.target}` : settings.configDir;
+  const onReload = (next: CompiledConfig, previous: CompiledConfig, diff: ConfigDiff): void => {
+    current = next;
+    swap(next);
+    stack.cache?.clear(); // limits may have changed under the cached "full until" times
+    metrics.configReloads.inc({ result: 'success' });
+    metrics.configLoaded(next.hash, clock.now());
+    logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
+    if (diff.restarted.length > 0) logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
+    logNotes(logger, next);
+  };
+  const onFailure = (err: ConfigError): void => {
+    metrics.configReloads.inc({ result: 'failure' });
+    const detail = settings.xds ? { problems: err.problems.map(formatProblem).slice(0, 50) } : { dir: settings.configDir, ...causes(settings.configDir, err) };
+    logger.error({ ...detail, from: where, keeping: current.hash }, 'config reload rejected: keeping the last good config');
+  };
+  if (settings.xds) return xdsSource(settings, settings.xds, { limits, initial, deps, onReload, onFailure });
+  const watcher = new ConfigWatcher({ dir: settings.configDir, pollMs: settings.configPollMs, limits, current: initial, logger, onReload, onFailure });
+  return {
+    start: () => settings.configPollMs > 0 && watcher.start(),
+    stop: () => watcher.stop(),
+    reload: () => watcher.check(),
+    waiting: () => undefined,
+  };
+}
+
+function xdsSource(
+  settings: Settings, xds: XdsOptions,
+  p: { limits: ConfigLimits; initial: CompiledConfig; deps: SourceDeps; onReload: XdsSourceOptions['onReload']; onFailure: XdsSourceOptions['onFailure'] },
+): ConfigSource {
+  const { logger, metrics, clock } = p.deps;
+  const counters = metrics.xds();
+  let readyLogged = false;
+  const source = new XdsConfigSource({
+    xds, limits: p.limits, current: p.initial, logger, onReload: p.onReload, onFailure: p.onFailure,
+    events: {
+      response: (result) => {
+        counters.responses.inc({ result });
+        if (result === 'applied') counters.lastApplied.set(Math.floor(clock.now() / 1000));
+        if (result === 'applied' && !readyLogged) {
+          readyLogged = true;
+          logger.info({ version: source.version }, 'first config from the xDS server applied: ready');
+          p.deps.onReady();
+        }
+      },
+      streamError: (code) => counters.streamErrors.inc({ code }),
     },
   });
+  metrics.gauge('tollgate_xds_connected', 'Whether the stream to the xDS management server is up (1) or not (0)', () => (source.connected ? 1 : 0), {}, 'min');
+  return {
+    start: () => source.start(),
+    stop: () => source.stop(),
+    reload: () => Promise.resolve('unchanged'),
+    waiting: () => (source.ready || settings.forceStart ? undefined : `waiting for the first config from the xDS server ${xds.target} (FORCE_START_WITHOUT_INITIAL_CONFIG=true to be ready without it)`),
+  };
 }
 
 /** A reload of thousands of rules would otherwise log them all on one line: name the first few, count all. */

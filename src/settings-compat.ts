@@ -42,10 +42,9 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'PROMETHEUS_MAPPER_YAML' }, { name: 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS' }, { name: 'DEBUG_HOST' }, { name: 'DEBUG_PORT' }, { name: 'GRPC_UDS' },
   { name: 'GRPC_MAX_CONNECTION_AGE' }, { name: 'GRPC_MAX_CONNECTION_AGE_GRACE' }, { name: 'GRPC_SERVER_USE_TLS', same: FALSE },
   { name: 'GRPC_SERVER_TLS_CERT' }, { name: 'GRPC_SERVER_TLS_KEY' }, { name: 'GRPC_CLIENT_TLS_CACERT' }, { name: 'GRPC_CLIENT_TLS_SAN' },
-  { name: 'CONFIG_TYPE', same: /^file$/i }, { name: 'CONFIG_GRPC_XDS_*' }, { name: 'XDS_CLIENT_*' },
-  // What Tollgate does, whatever they say: it starts, and is ready, with a config directory that holds no domain
-  // (service.ts); it skips dot entries (config/load.ts) and re-reads the directory it was given.
-  { name: 'FORCE_START_WITHOUT_INITIAL_CONFIG', same: TRUE }, { name: 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', same: FALSE },
+  // What Tollgate does, whatever they say: it is ready with a config that holds no domain (service.ts); it skips
+  // dot entries (config/load.ts) and re-reads the directory it was given.
+  { name: 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', same: FALSE },
   { name: 'RUNTIME_WATCH_ROOT', same: TRUE }, { name: 'RUNTIME_IGNOREDOTFILES', same: TRUE },
   { name: 'EXPIRATION_JITTER_MAX_SECONDS' }, { name: 'LOCAL_CACHE_SIZE_IN_BYTES' },
   // A rejected request counts on no counter (store/store.ts, settle): always true in Tollgate.
@@ -114,4 +113,34 @@ function authPart(auth: string): string {
   const at = auth.indexOf(':');
   const [user, password] = at === -1 ? ['', auth] : [auth.slice(0, at), auth.slice(at + 1)];
   return `${encodeURIComponent(user)}:${encodeURIComponent(password)}@`;
+}
+
+const GO_DURATION_UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** A Go duration ("3s", "1m30s", "500ms", "0"), as envoyproxy/ratelimit's envconfig reads its interval
+ * settings with time.ParseDuration; a bare number is taken as seconds. Milliseconds, or undefined. */
+export function parseGoDuration(text: string): number | undefined {
+  const t = text.trim();
+  if (t === '0') return 0;
+  if (/^\d+(\.\d+)?$/.test(t)) return Number(t) * 1000;
+  const part = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/gy;
+  let ms = 0;
+  let at = 0;
+  for (let m = part.exec(t); m; m = part.exec(t)) {
+    ms += Number(m[1]) * GO_DURATION_UNITS[m[2]!]!;
+    at = part.lastIndex;
+  }
+  return at === t.length && at > 0 ? ms : undefined;
+}
+
+/** "k1=v1,k2=v2" (CONFIG_GRPC_XDS_NODE_METADATA) or "k1:v1,k2:v2" (envconfig's map form, which
+ * CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS uses): an entry without the separator is skipped, as
+ * envoyproxy/ratelimit's getClientNode skips it; the value may hold the separator. */
+export function parsePairs(text: string, separator: '=' | ':'): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of text.split(',')) {
+    const at = entry.indexOf(separator);
+    if (at > 0) out[entry.slice(0, at).trim()] = entry.slice(at + 1).trim();
+  }
+  return out;
 }

@@ -1,10 +1,14 @@
+import * as grpc from '@grpc/grpc-js';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import type { XdsOptions } from './config/xds/source.js';
+import { VERSION } from './version.js';
 import type { LogFormat } from './logger.js';
 import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
 import { defaultBounds, type RequestBounds } from './server/request.js';
 import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
 import { parseRedisUrl, RedisUrlError, type RedisConnection, type RedisType } from './store/redis-connection.js';
-import { parseBool, redisUrlFrom, runtimeConfigDir, SettingsError, unsupportedSettings } from './settings-compat.js';
+import { parseBool, parseGoDuration, parsePairs, redisUrlFrom, runtimeConfigDir, SettingsError, unsupportedSettings } from './settings-compat.js';
 
 export { SettingsError } from './settings-compat.js';
 
@@ -58,6 +62,10 @@ export interface Settings {
   tierRefreshMs: number;
   /** Processes serving the same ports (node:cluster); more than one needs the Redis store. */
   workers: number;
+  /** CONFIG_TYPE=GRPC_XDS_SOTW: configs come from this xDS management server instead of configDir. */
+  xds: XdsOptions | undefined;
+  /** FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, ready before the first config arrives. */
+  forceStart: boolean;
 }
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -99,6 +107,23 @@ export const SERVE_OPTIONS = {
   'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
   'tier-refresh-ms': { env: 'TIER_REFRESH_MS', default: '2000', help: 'redis store: re-read tier assignments this often (pub/sub is faster)' },
   workers: { env: 'WORKERS', default: '1', help: 'redis store: processes sharing the ports, one per core to use' },
+  'config-type': { env: 'CONFIG_TYPE', default: 'FILE', help: 'where descriptor configs come from: FILE (--config) | GRPC_XDS_SOTW (an xDS management server)' },
+  'force-start-without-initial-config': { env: 'FORCE_START_WITHOUT_INITIAL_CONFIG', default: 'false', help: 'xDS: ready before the first config arrives (true | false)' },
+  'xds-server-url': { env: 'CONFIG_GRPC_XDS_SERVER_URL', default: 'localhost:18000', help: 'xDS: the management server, host:port' },
+  'xds-node-id': { env: 'CONFIG_GRPC_XDS_NODE_ID', default: 'default', help: 'xDS: the node id the server keeps this service\'s configs under' },
+  'xds-node-metadata': { env: 'CONFIG_GRPC_XDS_NODE_METADATA', default: '', help: 'xDS: node metadata, k1=v1,k2=v2' },
+  'xds-headers': { env: 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS', default: '', help: 'xDS: gRPC metadata on the stream, k1:v1,k2:v2 (prefer the env variable)' },
+  'xds-connect-retry-interval': { env: 'CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', default: '3s', help: 'xDS: while the server cannot be reached, try this often' },
+  'xds-tls': { env: 'CONFIG_GRPC_XDS_SERVER_USE_TLS', default: 'false', help: 'xDS: TLS to the server (true | false)' },
+  'xds-tls-cert': { env: 'CONFIG_GRPC_XDS_CLIENT_TLS_CERT', default: '', help: 'xDS: client certificate file (PEM), for mTLS' },
+  'xds-tls-key': { env: 'CONFIG_GRPC_XDS_CLIENT_TLS_KEY', default: '', help: 'xDS: client key file (PEM), for mTLS' },
+  'xds-tls-cacert': { env: 'CONFIG_GRPC_XDS_SERVER_TLS_CACERT', default: '', help: 'xDS: CA file (PEM) the server\'s certificate is checked against (default: the system\'s)' },
+  'xds-tls-san': { env: 'CONFIG_GRPC_XDS_SERVER_TLS_SAN', default: '', help: 'xDS: name the server\'s certificate must hold, instead of the host' },
+  'xds-backoff-initial': { env: 'XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', default: '10s', help: 'xDS: wait before reopening a broken stream' },
+  'xds-backoff-max': { env: 'XDS_CLIENT_BACKOFF_MAX_INTERVAL', default: '60s', help: 'xDS: longest wait between attempts' },
+  'xds-backoff-factor': { env: 'XDS_CLIENT_BACKOFF_RANDOM_FACTOR', default: '2', help: 'xDS: each failed attempt multiplies the wait by this' },
+  'xds-backoff-jitter': { env: 'XDS_CLIENT_BACKOFF_JITTER', default: 'true', help: 'xDS: draw each wait at random up to its value (true | false)' },
+  'xds-max-msg-bytes': { env: 'XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', default: String(4 * 1024 * 1024), help: 'xDS: largest response accepted, in bytes' },
 } as const;
 
 type OptionName = keyof typeof SERVE_OPTIONS;
@@ -210,7 +235,59 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
     tierRefreshMs: num('tier-refresh-ms', 'positive'),
     workers: workersOf(setting('workers'), store),
+    xds: choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw' ? xdsOptions(setting) : undefined,
+    forceStart: flag('force-start-without-initial-config'),
   };
+}
+
+/** The xDS client's settings, by envoyproxy/ratelimit's names (src/settings/settings.go); its TLS files are
+ * read now, so a missing one stops the start with its variable named. */
+function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
+  const text = (name: OptionName): string => setting(name).value;
+  const ms = (name: OptionName): number => durationOf(setting(name));
+  const tls = parseBool(text('xds-tls'), setting('xds-tls').from);
+  const factor = numberOf(setting('xds-backoff-factor'), 'above0');
+  const headers = parsePairs(text('xds-headers'), ':');
+  for (const name of Object.keys(headers)) {
+    if (!/^[0-9a-z_.-]+$/i.test(name) || name.toLowerCase().endsWith('-bin')) throw new SettingsError(`${setting('xds-headers').from}: header names are letters, digits, "_", "." and "-" (one is not)`);
+  }
+  return {
+    target: text('xds-server-url'),
+    credentials: tls ? xdsCredentials(setting) : grpc.credentials.createInsecure(),
+    serverName: text('xds-tls-san') || undefined,
+    headers,
+    node: { id: text('xds-node-id'), metadata: parsePairs(text('xds-node-metadata'), '='), userAgentVersion: VERSION },
+    maxMessageBytes: numberOf(setting('xds-max-msg-bytes'), 'positive'),
+    connectRetryMs: Math.max(ms('xds-connect-retry-interval'), 100),
+    backoff: { initialMs: ms('xds-backoff-initial'), maxMs: ms('xds-backoff-max'), factor, jitter: parseBool(text('xds-backoff-jitter'), setting('xds-backoff-jitter').from) },
+  };
+}
+
+/** TLS to the management server: its certificate checked against the CA file (or the system's CAs), and a
+ * client certificate when both halves are given (mTLS). */
+function xdsCredentials(setting: (name: OptionName) => Setting): grpc.ChannelCredentials {
+  const file = (name: OptionName): Buffer | null => {
+    const s = setting(name);
+    if (s.value === '') return null;
+    try {
+      return readFileSync(s.value);
+    } catch (err) {
+      throw new SettingsError(`${s.from}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'EIO'})`);
+    }
+  };
+  const [cert, key] = [file('xds-tls-cert'), file('xds-tls-key')];
+  if ((cert === null) !== (key === null)) throw new SettingsError(`${setting('xds-tls-cert').from} and ${setting('xds-tls-key').from} go together: set both for mTLS, or neither`);
+  try {
+    return grpc.credentials.createSsl(file('xds-tls-cacert'), key, cert);
+  } catch (err) {
+    throw new SettingsError(`the xDS TLS files cannot be used: ${(err as Error).message}`);
+  }
+}
+
+function durationOf(s: Setting): number {
+  const ms = parseGoDuration(s.value);
+  if (ms === undefined) throw new SettingsError(`${s.from} must be a duration such as 3s, 500ms or 1m30s (got "${s.value}")`);
+  return ms;
 }
 
 /** Several workers share counters only through Redis: with the memory store each would admit the whole limit. */
@@ -251,6 +328,7 @@ const NUMBERS = {
   whole: { ok: (n: number) => Number.isInteger(n) && n >= 0, what: 'a whole number' },
   port: { ok: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, what: 'a port number 0-65535' },
   ratio: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0 and at most 1' },
+  above0: { ok: (n: number) => Number.isFinite(n) && n > 0, what: 'a number above 0' },
 } as const;
 
 /** --max-config-bytes for commands other than serve (check-config), read as serve reads it. */

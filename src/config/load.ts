@@ -200,9 +200,9 @@ function bytes(n: number): string {
  * wherever they are mounted or however the directory is spelt, so CI can compare the hash check-config
  * printed with the one a pod reports in tollgate_config_info. A reload that finds the same hash has nothing
  * to do. */
-export function hashSources(sources: readonly ConfigSource[]): string {
+export function hashSources(sources: readonly ConfigSource[], nameOf: (file: string) => string = basename): string {
   const hash = createHash('sha256');
-  for (const { file, text } of sources) hash.update(basename(file)).update('\0').update(text).update('\0');
+  for (const { file, text } of sources) hash.update(nameOf(file)).update('\0').update(text).update('\0');
   return hash.digest('hex').slice(0, 12);
 }
 
@@ -278,6 +278,11 @@ function stampFile(d: DescriptorSpec, file: string): void {
 
 export function compileSpecs(specs: readonly DomainSpec[], hash: string): CompiledConfig {
   return { domains: new Map(specs.map((s) => [s.domain, compileDomain(s)])), hash };
+}
+
+/** No domain at all: every request passes. What an xDS-fed service decides by before its first config. */
+export function emptyConfig(): CompiledConfig {
+  return compileSpecs([], hashSources([], (f) => f));
 }
 
 export function compileSources(sources: ConfigSource[], mergeDomains = false): CompiledConfig {

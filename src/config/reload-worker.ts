@@ -2,15 +2,19 @@ import { readlinkSync, statSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { ConfigError, fileProblem, type ConfigProblem } from './errors.js';
-import { hashSources, readConfigSources, sliceSpecs, validateSources, type ConfigLimits } from './load.js';
+import { hashSources, readConfigSources, sliceSpecs, validateSources, type ConfigLimits, type ConfigSource } from './load.js';
 import type { DomainSpec } from './spec.js';
+import { xdsSources, type XdsResource } from './xds/rls-conf.js';
 
-/** The config reader thread: reads, hashes, parses and validates the config directory off the event loop,
+/** Where a config set comes from: the config directory, or the resources of an xDS response. */
+export type ConfigOrigin = { kind: 'dir'; dir: string } | { kind: 'xds'; resources: XdsResource[] };
+
+/** The config reader thread: reads, hashes, parses and validates a config set off the event loop,
  * then hands the result over in slices the main thread asks for one by one (see sliceSpecs), so neither
  * parsing a large file nor copying its result stalls decisions. Everything it sends is plain data. */
 
 export type ReaderRequest =
-  | { type: 'read'; dir: string; limits: ConfigLimits; /** Hashes that need no validation (running, last rejected). */ skip: string[] }
+  | { type: 'read'; origin: ConfigOrigin; limits: ConfigLimits; /** Hashes that need no validation (running, last rejected). */ skip: string[] }
   | { type: 'slice'; index: number };
 
 export type ReaderReply =
@@ -34,20 +38,31 @@ function answer(req: ReaderRequest, post: (reply: ReaderReply) => void): void {
     return;
   }
   slices = [];
-  const dirId = directoryId(req.dir);
+  const { origin } = req;
+  const dirId = origin.kind === 'dir' ? directoryId(origin.dir) : undefined;
   let hash: string | undefined;
   try {
-    const sources = readConfigSources(req.dir, req.limits);
-    hash = hashSources(sources);
+    const sources = readOrigin(origin, req.limits);
+    hash = origin.kind === 'dir' ? hashSources(sources) : hashSources(sources, (f) => f);
     if (req.skip.includes(hash)) return post({ type: 'unchanged', hash, dirId });
     post({ type: 'hashed', hash });
     const specs = validateSources(sources, req.limits.mergeDomains);
     slices = sliceSpecs(specs, SLICE_WEIGHT);
     post({ type: 'valid', hash, dirId, domains: specs.length, slices: slices.length });
   } catch (err) {
-    const problems = err instanceof ConfigError ? err.problems : [fileProblem(req.dir, 'INTERNAL', `cannot load: ${String(err)}`)];
-    post({ type: 'invalid', hash, dirId, problems });
+    const where = origin.kind === 'dir' ? origin.dir : 'xDS response';
+    const problems = err instanceof ConfigError ? err.problems : [fileProblem(where, 'INTERNAL', `cannot load: ${String(err)}`)];
+    post({ type: 'invalid', hash, dirId, problems: origin.kind === 'xds' ? problems.map(unplaced) : problems });
   }
+}
+
+function readOrigin(origin: ConfigOrigin, limits: ConfigLimits): ConfigSource[] {
+  return origin.kind === 'dir' ? readConfigSources(origin.dir, limits) : xdsSources(origin.resources, limits);
+}
+
+/** A resource's YAML is made here, not written by anyone: its lines mean nothing to the reader, the key path does. */
+function unplaced(p: ConfigProblem): ConfigProblem {
+  return { ...p, line: 0, column: 0 };
 }
 
 /** Which directory is behind the path: a new one (deleted and recreated) needs a new fs.watch. */

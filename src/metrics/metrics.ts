@@ -6,6 +6,12 @@ import type { Decision } from '../limiter/limiter.js';
 /** Every metric Tollgate exports (README has the table). Labels name configured things only (domain, rule
  * path, category, window), never a token, fingerprint or other request value, so 10,000 tokens add no series. */
 
+export interface XdsMetrics {
+  responses: Counter<'result'>;
+  streamErrors: Counter<'code'>;
+  lastApplied: Gauge;
+}
+
 export interface MetricsOptions {
   /** A window counts as near its limit once this share of it is used (envoyproxy/ratelimit's default 0.8). */
   nearLimitRatio: number;
@@ -108,6 +114,35 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry });
     // Series that exist from the start (at 0), so rate() and increase() have data before the first event.
     for (const result of ['success', 'failure']) this.configReloads.inc({ result }, 0);
+  }
+
+  private xdsCounters: XdsMetrics | undefined;
+
+  /** The xDS config source's series, made when it is used. */
+  xds(): XdsMetrics {
+    if (!this.xdsCounters) {
+      const responses = new Counter({
+        name: 'tollgate_xds_responses_total',
+        help: 'xDS responses by what became of them: applied (ACKed), nacked (invalid: the last good config stays), refused (a type not asked for)',
+        labelNames: ['result'] as const,
+        registers: [this.registry],
+      });
+      for (const result of ['applied', 'nacked', 'refused']) responses.inc({ result }, 0);
+      const streamErrors = new Counter({
+        name: 'tollgate_xds_stream_errors_total',
+        help: 'xDS streams that broke, by gRPC status code (ENDED: closed by the server)',
+        labelNames: ['code'] as const,
+        registers: [this.registry],
+      });
+      const lastApplied = new Gauge({
+        name: 'tollgate_xds_last_applied_timestamp_seconds',
+        help: 'When the last xDS response was applied (Unix seconds; with --workers, the oldest of them)',
+        registers: [this.registry],
+        aggregator: 'min',
+      });
+      this.xdsCounters = { responses, streamErrors, lastApplied };
+    }
+    return this.xdsCounters;
   }
 
   /** Zero series for every kind of store error, for the same reason. */

@@ -23,14 +23,13 @@ const unread = ENVOY.filter((v) => !READ.has(v.name));
  * warning; set to its default (which Tollgate does not do), a warning. */
 const TOLLGATE_DOES_NON_DEFAULT: Record<string, string> = {
   USE_STATSD: 'false', // no StatsD
-  FORCE_START_WITHOUT_INITIAL_CONFIG: 'true', // starts, and is ready, with a directory that holds no domain
   RUNTIME_IGNOREDOTFILES: 'true', // dot entries are skipped (src/config/load.ts)
   STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', // a rejected request counts on no counter (src/store/store.ts)
 };
 
 /** What Tollgate does whatever the variable says, when that is the default: set to the default, no warning. */
 const TOLLGATE_DOES_DEFAULT = [
-  'CONFIG_TYPE', 'RUNTIME_WATCH_ROOT', 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', 'USE_DOG_STATSD', 'DISABLE_STATS',
+  'RUNTIME_WATCH_ROOT', 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', 'USE_DOG_STATSD', 'DISABLE_STATS',
   'GRPC_SERVER_USE_TLS', 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'REDIS_PERSECOND',
   'TRACING_ENABLED',
 ];
@@ -42,6 +41,7 @@ const warned = (env: NodeJS.ProcessEnv): string[] => parseServeArgs([], env).uns
 
 /** For each variable Tollgate says it reads: an environment without it, and a value that must change what
  * parseServeArgs returns (or make it refuse), so that "read" is never only a name on a list. */
+const XDS = { CONFIG_TYPE: 'GRPC_XDS_SOTW' };
 const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> = {
   HOST: { value: '127.0.0.2' },
   PORT: { value: '9999' },
@@ -65,6 +65,24 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   REDIS_TLS: { base: { BACKEND_TYPE: 'redis' }, value: 'true' },
   REDIS_SOCKET_TYPE: { base: { BACKEND_TYPE: 'redis', REDIS_URL: 'r:6379' }, value: 'unix' },
   REDIS_SENTINEL_AUTH: { value: 's3cr3t' },
+  CONFIG_TYPE: { value: 'GRPC_XDS_SOTW' },
+  FORCE_START_WITHOUT_INITIAL_CONFIG: { value: 'true' },
+  CONFIG_GRPC_XDS_SERVER_URL: { base: XDS, value: 'eg.internal:18001' },
+  CONFIG_GRPC_XDS_NODE_ID: { base: XDS, value: 'ratelimit' },
+  CONFIG_GRPC_XDS_NODE_METADATA: { base: XDS, value: 'a=b' },
+  CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: { base: XDS, value: 'authorization:Bearer x' },
+  CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: { base: XDS, value: '5s' },
+  CONFIG_GRPC_XDS_SERVER_USE_TLS: { base: XDS, value: 'true' },
+  // A file that is not there stops the start, naming the variable: read.
+  CONFIG_GRPC_XDS_CLIENT_TLS_CERT: { base: { ...XDS, CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true' }, value: '/nonexistent/cert.pem' },
+  CONFIG_GRPC_XDS_CLIENT_TLS_KEY: { base: { ...XDS, CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true' }, value: '/nonexistent/key.pem' },
+  CONFIG_GRPC_XDS_SERVER_TLS_CACERT: { base: { ...XDS, CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true' }, value: '/nonexistent/ca.pem' },
+  CONFIG_GRPC_XDS_SERVER_TLS_SAN: { base: XDS, value: 'xds.internal' },
+  XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: { base: XDS, value: '1s' },
+  XDS_CLIENT_BACKOFF_MAX_INTERVAL: { base: XDS, value: '2m' },
+  XDS_CLIENT_BACKOFF_RANDOM_FACTOR: { base: XDS, value: '0.5' },
+  XDS_CLIENT_BACKOFF_JITTER: { base: XDS, value: 'false' },
+  XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: { base: XDS, value: '1048576' },
 };
 
 function outcome(env: NodeJS.ProcessEnv): unknown {

@@ -1,0 +1,104 @@
+import type * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { CompiledConfig } from '../compiled.js';
+import { ConfigError, formatProblem } from '../errors.js';
+import type { ConfigLimits } from '../load.js';
+import { ConfigPipeline } from '../pipeline.js';
+import type { ConfigDiff } from '../rule-diff.js';
+import { AdsClient, type AdsClientOptions, type XdsNode } from './ads-client.js';
+import { Backoff, type BackoffOptions } from './backoff.js';
+import { RLS_CONFIG_TYPE_URL, type XdsResource } from './rls-conf.js';
+
+/** CONFIG_TYPE=GRPC_XDS_SOTW: where the management server is and how to reach it (settings.ts reads them). */
+export interface XdsOptions {
+  target: string;
+  credentials: grpc.ChannelCredentials;
+  serverName: string | undefined;
+  headers: Record<string, string>;
+  node: XdsNode;
+  maxMessageBytes: number;
+  connectRetryMs: number;
+  backoff: BackoffOptions;
+}
+
+export interface XdsSourceOptions {
+  xds: XdsOptions;
+  limits: ConfigLimits;
+  current: CompiledConfig;
+  logger: Logger;
+  onReload: (next: CompiledConfig, previous: CompiledConfig, diff: ConfigDiff) => void;
+  onFailure: (err: ConfigError) => void;
+  events: AdsClientOptions['events'];
+}
+
+const WHERE = 'xDS response';
+
+/** Descriptor configs from an xDS management server (as Envoy Gateway serves them to envoyproxy/ratelimit):
+ * every response's resources go through the config pipeline a file does, and become the running config as a
+ * hot reload does (decisions keep flowing; counters of unchanged limits stay). An invalid response is NACKed
+ * with every problem and the last good config stays. Until the first config is applied, `ready` is false. */
+export class XdsConfigSource {
+  private readonly pipeline: ConfigPipeline;
+  private readonly client: AdsClient;
+  private received = false;
+
+  constructor(private readonly opts: XdsSourceOptions) {
+    this.pipeline = new ConfigPipeline(opts.current, opts.limits, opts.logger);
+    const { xds } = opts;
+    this.client = new AdsClient({
+      ...xds,
+      typeUrl: RLS_CONFIG_TYPE_URL,
+      backoff: new Backoff(xds.backoff),
+      logger: opts.logger,
+      apply: (resources) => this.apply(resources),
+      events: opts.events,
+    });
+  }
+
+  /** A config from the server has been applied (an empty one included). */
+  get ready(): boolean {
+    return this.received;
+  }
+
+  get connected(): boolean {
+    return this.client.connected;
+  }
+
+  get version(): string {
+    return this.client.version;
+  }
+
+  start(): void {
+    this.client.start();
+  }
+
+  stop(): void {
+    this.client.stop();
+    this.pipeline.close();
+  }
+
+  /** Resolves to undefined (ACK) or the NACK's message. The same set as the running one is ACKed as is. */
+  private async apply(resources: XdsResource[]): Promise<string | undefined> {
+    const { limits, logger } = this.opts;
+    const read = await this.pipeline.read({ kind: 'xds', resources }, limits, [this.pipeline.current.hash], WHERE);
+    if (read.type === 'unchanged') return this.applied();
+    if (read.type === 'invalid') return this.rejected(new ConfigError(read.problems));
+    const swapped = await this.pipeline.swapIn(read.hash, read.slices, WHERE);
+    if (swapped.type === 'invalid') return this.rejected(new ConfigError(swapped.problems));
+    // The server is the source of truth: an empty set drops every limit, as envoyproxy/ratelimit and Envoy do
+    // with an empty state of the world. Said loudly, since it admits everything.
+    if (read.domains === 0 && swapped.previous.domains.size > 0) logger.warn('xDS server sent no rate-limit config: every request will pass until it sends one');
+    this.opts.onReload(swapped.next, swapped.previous, swapped.diff);
+    return this.applied();
+  }
+
+  private applied(): undefined {
+    this.received = true;
+    return undefined;
+  }
+
+  private rejected(err: ConfigError): string {
+    this.opts.onFailure(err);
+    return err.problems.map(formatProblem).join('\n');
+  }
+}
