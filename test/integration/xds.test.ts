@@ -7,7 +7,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AdsServer, encodeConfig, RLC_TYPE, type Resource } from '../helpers/ads-server.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/process.js';
-import { capturingLogger, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+import { capturingLogger, healthClient, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
 // CONFIG_TYPE=GRPC_XDS_SOTW against a real ADS server (Envoy's discovery protos, test/helpers/ads-server.ts):
@@ -24,19 +24,26 @@ const admitted = async (t: TestService, client: string, n: number): Promise<numb
   return ok;
 };
 const readyz = async (t: TestService): Promise<number> => (await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`)).status;
+const grpcHealth = (t: TestService): Promise<number> => {
+  const client = healthClient(t.service.grpcPort);
+  return new Promise<number>((resolve, reject) =>
+    client.Check({ service: 'envoy.service.ratelimit.v3.RateLimitService' }, (err: Error | null, r: { status: number }) => (err ? reject(err) : resolve(r.status)))).finally(() => client.close());
+};
 const xdsArgs = (port: number, ...more: string[]): string[] => [
   '--config-type', 'GRPC_XDS_SOTW', '--xds-server-url', `127.0.0.1:${port}`, '--xds-backoff-initial', '100ms', '--xds-backoff-max', '400ms',
   '--xds-connect-retry-interval', '100ms', ...more,
 ];
 
+// One service and one management server per test, whichever describe it is in.
+let t: TestService | undefined;
+let ads: AdsServer | undefined;
+afterEach(async () => {
+  await t?.close();
+  ads?.stop();
+  t = ads = undefined;
+});
+
 describe('descriptor configs from an xDS management server (ADS, state of the world)', () => {
-  let t: TestService | undefined;
-  let ads: AdsServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    ads?.stop();
-    t = ads = undefined;
-  });
 
   it('first config: not ready until it arrives; subscribes as envoyproxy/ratelimit does; ACKs with version and nonce', async () => {
     ads = new AdsServer();
@@ -47,6 +54,7 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     });
     await within(5000, () => ads!.received.length >= 1, 'first request');
     expect(await readyz(t)).toBe(503);
+    expect(await grpcHealth(t)).toBe(2); // NOT_SERVING
     expect(await admitted(t, 'early', 3)).toBe(3); // no config yet: nothing is limited
     const first = ads.received[0]!;
     expect(first.request).toMatchObject({ version_info: '', resource_names: [], type_url: RLC_TYPE, response_nonce: '', error_detail: null });
@@ -56,6 +64,7 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
 
     ads.push('v1', [limit(3)]);
     await within(5000, async () => (await readyz(t!)) === 200, 'ready after the first config');
+    expect(await grpcHealth(t)).toBe(1); // SERVING
     expect(await admitted(t, 'a', 5)).toBe(3);
     const ack = ads.requests(1)[1]!;
     expect(ack).toMatchObject({ version_info: 'v1', response_nonce: '1', error_detail: null, node: null });
@@ -147,13 +156,6 @@ function nestedDescriptors(depth: number): Uint8Array {
 }
 
 describe('xDS: bad input from the management server', () => {
-  let t: TestService | undefined;
-  let ads: AdsServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    ads?.stop();
-    t = ads = undefined;
-  });
 
   async function started(...more: string[]): Promise<{ t: TestService; ads: AdsServer }> {
     ads = new AdsServer();
@@ -226,13 +228,6 @@ describe('xDS: bad input from the management server', () => {
 
 describe('xDS over TLS', () => {
   let dir: string;
-  let t: TestService | undefined;
-  let ads: AdsServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    ads?.stop();
-    t = ads = undefined;
-  });
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'tollgate-xds-tls-'));
@@ -284,12 +279,6 @@ describe('xDS over TLS', () => {
 });
 
 describe('xDS: a large config pushed under load', () => {
-  let t: TestService | undefined;
-  let ads: AdsServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    ads?.stop();
-  });
 
   it('5,000 descriptors pushed while 1,000 decisions a second flow: every decision answered, the longest gap reported', async () => {
     ads = new AdsServer();
