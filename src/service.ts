@@ -14,6 +14,7 @@ import { explain, type Explanation } from './limiter/explain.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
+import { grpcServerCredentials } from './server/tls.js';
 import { isWorker, workerMetrics } from './workers.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
@@ -167,7 +168,7 @@ async function startServers(
   grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
   const https: HttpServer[] = [];
   try {
-    const grpcPort = await bindGrpc(grpcServer, settings.grpcHost, settings.grpcPort);
+    const grpcPort = await bindGrpc(grpcServer, settings.grpcHost, settings.grpcPort, await grpcServerCredentials(settings.grpcTls));
     const metricsText = isWorker() && deps.handler.metrics ? workerMetrics(deps.handler.metrics.registry) : undefined;
     const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain, metricsText });
     https.push(http);
@@ -317,9 +318,9 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): 
   }
 }
 
-function bindGrpc(server: grpc.Server, host: string, port: number): Promise<number> {
+function bindGrpc(server: grpc.Server, host: string, port: number, credentials: grpc.ServerCredentials): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
+    server.bindAsync(`${host}:${port}`, credentials, (err, bound) => {
       // grpc-js reports the listen error only inside its message: "… errors: [listen EADDRINUSE: …]".
       const code = err && (/\b(E[A-Z]+)\b/.exec(err.message)?.[1] ?? 'EIO');
       if (err) reject(new ListenError(listenMessage(host, port, 'gRPC', 'grpc-port', code!)));

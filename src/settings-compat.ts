@@ -40,8 +40,7 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'STATSD_HOST' }, { name: 'STATSD_PORT' }, { name: 'EXTRA_TAGS' }, { name: 'STATS_FLUSH_INTERVAL' },
   { name: 'DISABLE_STATS', same: FALSE }, { name: 'USE_PROMETHEUS' }, { name: 'PROMETHEUS_ADDR' }, { name: 'PROMETHEUS_PATH' },
   { name: 'PROMETHEUS_MAPPER_YAML' }, { name: 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS' }, { name: 'DEBUG_HOST' }, { name: 'DEBUG_PORT' }, { name: 'GRPC_UDS' },
-  { name: 'GRPC_MAX_CONNECTION_AGE' }, { name: 'GRPC_MAX_CONNECTION_AGE_GRACE' }, { name: 'GRPC_SERVER_USE_TLS', same: FALSE },
-  { name: 'GRPC_SERVER_TLS_CERT' }, { name: 'GRPC_SERVER_TLS_KEY' }, { name: 'GRPC_CLIENT_TLS_CACERT' }, { name: 'GRPC_CLIENT_TLS_SAN' },
+  { name: 'GRPC_MAX_CONNECTION_AGE' }, { name: 'GRPC_MAX_CONNECTION_AGE_GRACE' }, { name: 'GRPC_CLIENT_TLS_SAN' },
   // What Tollgate does, whatever they say: it is ready with a config that holds no domain (service.ts); it skips
   // dot entries (config/load.ts) and re-reads the directory it was given.
   { name: 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', same: FALSE },

@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { XdsOptions } from './config/xds/source.js';
+import type { GrpcTlsFiles } from './server/tls.js';
 import { VERSION } from './version.js';
 import type { LogFormat } from './logger.js';
 import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
@@ -66,6 +67,8 @@ export interface Settings {
   xds: XdsOptions | undefined;
   /** FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, ready before the first config arrives. */
   forceStart: boolean;
+  /** GRPC_SERVER_USE_TLS: the gRPC port's TLS files; undefined for plaintext. */
+  grpcTls: GrpcTlsFiles | undefined;
 }
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -107,6 +110,10 @@ export const SERVE_OPTIONS = {
   'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
   'tier-refresh-ms': { env: 'TIER_REFRESH_MS', default: '2000', help: 'redis store: re-read tier assignments this often (pub/sub is faster)' },
   workers: { env: 'WORKERS', default: '1', help: 'redis store: processes sharing the ports, one per core to use' },
+  'grpc-tls': { env: 'GRPC_SERVER_USE_TLS', default: 'false', help: 'TLS on the gRPC port (true | false)' },
+  'grpc-tls-cert': { env: 'GRPC_SERVER_TLS_CERT', default: '', help: 'the gRPC port\'s certificate file (PEM), re-read every minute' },
+  'grpc-tls-key': { env: 'GRPC_SERVER_TLS_KEY', default: '', help: 'its key file (PEM)' },
+  'grpc-tls-client-ca': { env: 'GRPC_CLIENT_TLS_CACERT', default: '', help: 'CA file (PEM): clients must present a certificate it signed (mTLS)' },
   'config-type': { env: 'CONFIG_TYPE', default: 'FILE', help: 'where descriptor configs come from: FILE (--config) | GRPC_XDS_SOTW (an xDS management server)' },
   'force-start-without-initial-config': { env: 'FORCE_START_WITHOUT_INITIAL_CONFIG', default: 'false', help: 'xDS: ready before the first config arrives (true | false)' },
   'xds-server-url': { env: 'CONFIG_GRPC_XDS_SERVER_URL', default: 'localhost:18000', help: 'xDS: the management server, host:port' },
@@ -237,7 +244,30 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     workers: workersOf(setting('workers'), store),
     xds: choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw' ? xdsOptions(setting) : undefined,
     forceStart: flag('force-start-without-initial-config'),
+    grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
   };
+}
+
+/** The gRPC port's TLS files, each checked readable now: a missing one stops the start, naming its variable. */
+function grpcTlsFiles(setting: (name: OptionName) => Setting): GrpcTlsFiles {
+  const file = (name: OptionName, required: boolean): string | undefined => {
+    const s = setting(name);
+    if (s.value === '') {
+      if (required) throw new SettingsError(`${setting('grpc-tls').from} needs ${s.from}`);
+      return undefined;
+    }
+    readable(s);
+    return s.value;
+  };
+  return { cert: file('grpc-tls-cert', true)!, key: file('grpc-tls-key', true)!, clientCa: file('grpc-tls-client-ca', false) };
+}
+
+function readable(s: Setting): Buffer {
+  try {
+    return readFileSync(s.value);
+  } catch (err) {
+    throw new SettingsError(`${s.from}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'EIO'})`);
+  }
 }
 
 /** The xDS client's settings, by envoyproxy/ratelimit's names (src/settings/settings.go); its TLS files are
@@ -266,15 +296,7 @@ function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
 /** TLS to the management server: its certificate checked against the CA file (or the system's CAs), and a
  * client certificate when both halves are given (mTLS). */
 function xdsCredentials(setting: (name: OptionName) => Setting): grpc.ChannelCredentials {
-  const file = (name: OptionName): Buffer | null => {
-    const s = setting(name);
-    if (s.value === '') return null;
-    try {
-      return readFileSync(s.value);
-    } catch (err) {
-      throw new SettingsError(`${s.from}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'EIO'})`);
-    }
-  };
+  const file = (name: OptionName): Buffer | null => (setting(name).value === '' ? null : readable(setting(name)));
   const [cert, key] = [file('xds-tls-cert'), file('xds-tls-key')];
   if ((cert === null) !== (key === null)) throw new SettingsError(`${setting('xds-tls-cert').from} and ${setting('xds-tls-key').from} go together: set both for mTLS, or neither`);
   try {

@@ -52,7 +52,7 @@ function serve(deps: Pick<HandlerDeps, 'logger' | 'metrics'>, handle: Route): Se
   });
 }
 
-const NAMED = ['/json', '/explain', '/metrics', '/healthz', '/readyz'];
+const NAMED = ['/json', '/explain', '/metrics', '/healthz', '/readyz', '/healthcheck'];
 const endpointOf = (path: string): string => (NAMED.includes(path) ? path : 'other');
 
 async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
@@ -60,6 +60,14 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
   if (path === '/readyz' && req.method === 'GET') {
     const r = deps.ready();
     return send(res, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', ...(r.reason && { reason: r.reason }) });
+  }
+  if (path === '/healthcheck' && req.method === 'GET') {
+    // envoyproxy/ratelimit's probe (src/server/health.go), which Envoy Gateway's manifests use: "OK" when ready,
+    // an empty 500 when not.
+    const ready = deps.ready().ready;
+    res.writeHead(ready ? 200 : 500, { 'content-type': 'text/plain' });
+    res.end(ready ? 'OK' : '');
+    return;
   }
   if (path === '/metrics' && req.method === 'GET' && deps.handler.metrics) {
     const registry = deps.handler.metrics.registry;
@@ -85,7 +93,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
     if (req.method !== 'POST') return refuser(deps, res, path)(405, 'POST a JSON RateLimitRequest');
     return json(deps, req, res);
   }
-  send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /metrics', 'POST /json', 'POST /explain'] });
+  send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /healthcheck', 'GET /metrics', 'POST /json', 'POST /explain'] });
 }
 
 /** Answers failed calls of one endpoint and counts them there. They are HTTP calls, so they stay out of

@@ -53,9 +53,9 @@ export interface RlsResponse {
 export class RlsClient {
   private readonly client: grpc.Client & { ShouldRateLimit: UnaryMethod };
   /** `options`: channel options; a distinct value of any option gives the client a connection of its own. */
-  constructor(port: number, options: grpc.ChannelOptions = {}) {
+  constructor(port: number, options: grpc.ChannelOptions = {}, credentials = grpc.credentials.createInsecure()) {
     const Ctor = clientConstructor(RLS_SERVICE);
-    this.client = new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), options) as unknown as grpc.Client & { ShouldRateLimit: UnaryMethod };
+    this.client = new Ctor(`127.0.0.1:${port}`, credentials, options) as unknown as grpc.Client & { ShouldRateLimit: UnaryMethod };
   }
 
   call(req: RlsRequest, deadlineMs = 5000): Promise<RlsResponse> {

@@ -1,5 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
@@ -193,6 +195,16 @@ describe('Dockerfile and docker-compose.yml', () => {
     expect(text).toMatch(/^USER node$/m);
     expect(text).toMatch(new RegExp(`^EXPOSE ${SERVE_OPTIONS['grpc-port'].default} ${SERVE_OPTIONS['http-port'].default}$`, 'm'));
     for (const [, src] of text.matchAll(/^COPY (?!--from)(\S+)/gm)) expect(existsSync(src!), src).toBe(true);
+  });
+
+  it('/bin/ratelimit, the command Envoy Gateway gives its rate-limit container, starts tollgate serve', () => {
+    const line = readFileSync('Dockerfile', 'utf8').match(/^RUN printf '(.+)' > \/bin\/ratelimit && chmod 755 \/bin\/ratelimit$/m);
+    expect(line).not.toBeNull();
+    // The same script, with the image's /app as this checkout (built by pretest), asked for its help.
+    const script = line![1]!.replace(/\\n/g, '\n').replace('/app/', `${process.cwd()}/`);
+    const path = join(mkdtempSync(join(tmpdir(), 'tollgate-shim-')), 'ratelimit');
+    writeFileSync(path, script, { mode: 0o755 });
+    expect(execFileSync(path, ['--help']).toString()).toMatch(/^Usage: tollgate serve/);
   });
 
   it('compose runs the pod, Envoy and Tollgate on one loopback, with Redis, Prometheus and Grafana', () => {

@@ -1,7 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AdsServer, encodeConfig, RLC_TYPE, type Resource } from '../helpers/ads-server.js';
@@ -9,6 +7,7 @@ import { metric, scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/process.js';
 import { capturingLogger, healthClient, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
+import { makeCertificates } from '../helpers/tls.js';
 
 // CONFIG_TYPE=GRPC_XDS_SOTW against a real ADS server (Envoy's discovery protos, test/helpers/ads-server.ts):
 // the xDS protocol's version and nonce rules, and a config that keeps deciding whatever the server does.
@@ -55,6 +54,7 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     await within(5000, () => ads!.received.length >= 1, 'first request');
     expect(await readyz(t)).toBe(503);
     expect(await grpcHealth(t)).toBe(2); // NOT_SERVING
+    expect((await fetch(`http://127.0.0.1:${t.service.httpPort}/healthcheck`)).status).toBe(500); // Envoy Gateway's probe
     expect(await admitted(t, 'early', 3)).toBe(3); // no config yet: nothing is limited
     const first = ads.received[0]!;
     expect(first.request).toMatchObject({ version_info: '', resource_names: [], type_url: RLC_TYPE, response_nonce: '', error_detail: null });
@@ -65,6 +65,8 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     ads.push('v1', [limit(3)]);
     await within(5000, async () => (await readyz(t!)) === 200, 'ready after the first config');
     expect(await grpcHealth(t)).toBe(1); // SERVING
+    const probe = await fetch(`http://127.0.0.1:${t.service.httpPort}/healthcheck`);
+    expect([probe.status, await probe.text()]).toEqual([200, 'OK']);
     expect(await admitted(t, 'a', 5)).toBe(3);
     const ack = ads.requests(1)[1]!;
     expect(ack).toMatchObject({ version_info: 'v1', response_nonce: '1', error_detail: null, node: null });
@@ -230,14 +232,7 @@ describe('xDS over TLS', () => {
   let dir: string;
 
   beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'tollgate-xds-tls-'));
-    const ssl = (...args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-    ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=tollgate-xds-test-ca');
-    for (const [name, san] of [['server', 'DNS:xds.internal'], ['client', 'DNS:tollgate']] as const) {
-      ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
-      writeFileSync(join(dir, `${name}.cnf`), `subjectAltName=${san}\n`);
-      ssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.cnf`);
-    }
+    dir = makeCertificates([{ name: 'server', san: 'DNS:xds.internal' }, { name: 'client', san: 'DNS:tollgate' }]).dir;
   }, 30_000);
 
   const serverTls = (mutual: boolean): grpc.ServerCredentials =>

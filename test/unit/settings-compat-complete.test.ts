@@ -30,7 +30,7 @@ const TOLLGATE_DOES_NON_DEFAULT: Record<string, string> = {
 /** What Tollgate does whatever the variable says, when that is the default: set to the default, no warning. */
 const TOLLGATE_DOES_DEFAULT = [
   'RUNTIME_WATCH_ROOT', 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', 'USE_DOG_STATSD', 'DISABLE_STATS',
-  'GRPC_SERVER_USE_TLS', 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'REDIS_PERSECOND',
+  'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'REDIS_PERSECOND',
   'TRACING_ENABLED',
 ];
 
@@ -66,6 +66,11 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   REDIS_SOCKET_TYPE: { base: { BACKEND_TYPE: 'redis', REDIS_URL: 'r:6379' }, value: 'unix' },
   REDIS_SENTINEL_AUTH: { value: 's3cr3t' },
   CONFIG_TYPE: { value: 'GRPC_XDS_SOTW' },
+  // Files are checked readable at start: a path that is not there is refused, naming the variable.
+  GRPC_SERVER_USE_TLS: { value: 'true' },
+  GRPC_SERVER_TLS_CERT: { base: { GRPC_SERVER_USE_TLS: 'true' }, value: '/nonexistent/cert.pem' },
+  GRPC_SERVER_TLS_KEY: { base: { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: 'package.json' }, value: '/nonexistent/key.pem' },
+  GRPC_CLIENT_TLS_CACERT: { base: { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: 'package.json', GRPC_SERVER_TLS_KEY: 'package.json' }, value: '/nonexistent/ca.pem' },
   FORCE_START_WITHOUT_INITIAL_CONFIG: { value: 'true' },
   CONFIG_GRPC_XDS_SERVER_URL: { base: XDS, value: 'eg.internal:18001' },
   CONFIG_GRPC_XDS_NODE_ID: { base: XDS, value: 'ratelimit' },
