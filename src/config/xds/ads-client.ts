@@ -117,7 +117,7 @@ export class AdsClient {
     stream.on('data', (r: DiscoveryResponse) => this.received(stream, r));
     stream.on('error', (err: grpc.ServiceError) => this.broken(stream, err));
     stream.on('end', () => this.broken(stream, undefined));
-    stream.write({
+    this.send(stream, {
       version_info: this.applied,
       node: nodeMessage(this.o.node),
       resource_names: [],
@@ -168,15 +168,25 @@ export class AdsClient {
     } catch (err) {
       problem = `cannot apply: ${(err as Error).message}`;
     }
+    if (this.stopped) return;
     if (problem === undefined) this.applied = r.version_info;
     this.o.events.response(problem === undefined ? 'applied' : 'nacked');
-    if (stream !== this.stream || this.stopped) return;
-    stream.write({
+    if (stream !== this.stream) return;
+    this.send(stream, {
       version_info: this.applied,
       type_url: this.o.typeUrl,
       response_nonce: r.nonce,
       ...(problem === undefined ? {} : { error_detail: { code: NACK_CODE, message: truncate(problem, MAX_NACK_BYTES) } }),
     });
+  }
+
+  /** A write to a stream that broke an instant ago is lost, not thrown: the stream's own error reopens it. */
+  private send(stream: Stream, request: object): void {
+    try {
+      stream.write(request);
+    } catch (err) {
+      this.o.logger.debug({ err: (err as Error).message }, 'xDS request not sent: the stream is closing');
+    }
   }
 
   private broken(stream: Stream, err: grpc.ServiceError | undefined): void {

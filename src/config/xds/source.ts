@@ -41,6 +41,7 @@ export class XdsConfigSource {
   private readonly pipeline: ConfigPipeline;
   private readonly client: AdsClient;
   private received = false;
+  private stopped = false;
 
   constructor(private readonly opts: XdsSourceOptions) {
     this.pipeline = new ConfigPipeline(opts.current, opts.limits, opts.logger);
@@ -73,6 +74,7 @@ export class XdsConfigSource {
   }
 
   stop(): void {
+    this.stopped = true;
     this.client.stop();
     this.pipeline.close();
   }
@@ -81,9 +83,12 @@ export class XdsConfigSource {
   private async apply(resources: XdsResource[]): Promise<string | undefined> {
     const { limits, logger } = this.opts;
     const read = await this.pipeline.read({ kind: 'xds', resources }, limits, [this.pipeline.current.hash], WHERE);
+    // Stopped meanwhile (the reader thread with it): nothing to apply, report or answer.
+    if (this.stopped) return undefined;
     if (read.type === 'unchanged') return this.applied();
     if (read.type === 'invalid') return this.rejected(new ConfigError(read.problems));
     const swapped = await this.pipeline.swapIn(read.hash, read.slices, WHERE);
+    if (this.stopped) return undefined;
     if (swapped.type === 'invalid') return this.rejected(new ConfigError(swapped.problems));
     // The server is the source of truth: an empty set drops every limit, as envoyproxy/ratelimit and Envoy do
     // with an empty state of the world. Said loudly, since it admits everything.
