@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -22,6 +22,18 @@ function checkWith(programs: string[]): { status: number | null; stderr: string 
   const r = spawnSync(process.execPath, ['scripts/check-system.mjs', '--for', 'test', '--no-install'], { env: { PATH: dir }, encoding: 'utf8' });
   return { status: r.status, stderr: r.stderr };
 }
+
+describe('the programs the benchmark starts are checked before it runs', () => {
+  it('every program bench/*.mjs spawns by name is listed for bench', () => {
+    const spawned = new Set<string>();
+    for (const f of readdirSync('bench').filter((n) => n.endsWith('.mjs'))) {
+      for (const m of readFileSync(join('bench', f), 'utf8').matchAll(/\bspawn(?:Sync)?\('([\w.-]+)'/g)) spawned.add(m[1]!);
+    }
+    expect(spawned.size).toBeGreaterThan(0);
+    const listed = list.filter((p) => p.for.includes('bench')).map((p) => p.program);
+    for (const program of spawned) expect(listed, `${program} is spawned by the benchmark`).toContain(program);
+  });
+});
 
 describe('the system-program check before npm test', () => {
   const needed = list.filter((p) => p.for.includes('test'));
