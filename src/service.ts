@@ -24,7 +24,10 @@ import { ListenError } from './errors.js';
 import { VERSION } from './version.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';
-import type { Store } from './store/store.js';
+import type { BatchTracer, Store } from './store/store.js';
+import type { DecisionObserver } from './server/observer.js';
+import type { Tracing } from './tracing/tracing.js';
+import type { SpanOutcome } from './tracing/export.js';
 import { adminApi, type AdminHandler } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
@@ -65,13 +68,14 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
   metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version }, 'max');
-  const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers });
+  const { tracing, observer } = await observability(settings, metrics, logger);
+  const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers, tracer: tracing });
   const { store } = stack;
 
   const health = new HealthService([RLS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, clock: opts.clock });
-  const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata };
+  const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata, observer };
   const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
@@ -94,6 +98,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     source.stop();
     await tiers.close();
     await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
+    await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));
   };
   return { grpcPort, httpPort, adminPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
 }
@@ -101,10 +106,10 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 /** The counter store (timed by the metrics where it makes round trips) and the tier assignments: in Redis with
  * the Redis store, else in this process. Serving starts even when Redis is not reachable yet. */
 async function openStores(
-  settings: Settings, deps: { logger: Logger; clock: Clock | undefined; metrics: Metrics; tiers: TierStore | undefined },
+  settings: Settings, deps: { logger: Logger; clock: Clock | undefined; metrics: Metrics; tiers: TierStore | undefined; tracer: BatchTracer | undefined },
 ): Promise<{ stack: StoreStack; tiers: TierStore }> {
   const { logger, metrics } = deps;
-  const stack = createStore(settings, { logger, clock: deps.clock, measure: (s) => new InstrumentedStore(s, metrics) });
+  const stack = createStore(settings, { logger, clock: deps.clock, measure: (s) => new InstrumentedStore(s, metrics), tracer: deps.tracer });
   if (stack.redis && !(await stack.redis.waitReady(2000))) {
     const at = redisAddress(settings.redis!);
     logger.warn({ redis: at, policy: settings.redisFailure }, `redis not reachable at ${at} at start: serving under the failure policy until it is`);
@@ -113,6 +118,29 @@ async function openStores(
   tiers.onReset((keys) => stack.cache?.forget(keys));
   registerGauges(metrics, stack, tiers);
   return { stack, tiers };
+}
+
+/** Tracing (TRACING_ENABLED) and the decision log (DECISION_LOG), loaded only when one is on: a service with
+ * both off loads no OpenTelemetry module and its decisions take no step for them. An export that fails is
+ * counted, and logged at most once a minute (the collector's address is config, never request text). */
+async function observability(settings: Settings, metrics: Metrics, logger: Logger): Promise<{ tracing: Tracing | undefined; observer: DecisionObserver | undefined }> {
+  if (!settings.tracing && settings.decisionLog.mode === 'off') return { tracing: undefined, observer: undefined };
+  const counters = metrics.observability();
+  let loggedAt = -Infinity;
+  const outcome = (result: SpanOutcome, n: number, err?: Error): void => {
+    counters.spans.inc({ result }, n);
+    if (result === 'exported' || Date.now() - loggedAt < 60_000) return;
+    loggedAt = Date.now();
+    logger.warn({ result, spans: n, err: err?.message }, result === 'queue_full' ? 'trace spans dropped: the export queue is full (is the collector slow or down?)' : 'trace export failed: spans lost');
+  };
+  const { Tracing } = await import('./tracing/tracing.js');
+  const tracing = settings.tracing && (await Tracing.create({ ...settings.tracing, version: VERSION }, settings.store, outcome));
+  const { DecisionLog } = await import('./server/decision-log.js');
+  const { mode, maxPerSecond } = settings.decisionLog;
+  const log = mode === 'off' ? undefined : new DecisionLog(logger, { mode, maxPerSecond, onDropped: (n) => counters.decisionLinesDropped.inc(n) });
+  const { DecisionObserver } = await import('./server/observer.js');
+  if (tracing) metrics.gauge('tollgate_tracing_queue_spans', 'Finished spans held for export (queued or being sent); at OTEL_BSP_MAX_QUEUE_SIZE new ones are dropped', () => tracing.queued);
+  return { tracing: tracing || undefined, observer: new DecisionObserver(tracing || undefined, log) };
 }
 
 /** grpc-js writes its own errors to stderr ("E No address added…"), which Tollgate reports itself, once; and

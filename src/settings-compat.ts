@@ -54,7 +54,7 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'REDIS_TLS_CLIENT_CERT' }, { name: 'REDIS_TLS_CLIENT_KEY' }, { name: 'REDIS_TLS_CACERT' },
   { name: 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', same: FALSE }, { name: 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', same: FALSE },
   { name: 'REDIS_PERSECOND', same: FALSE }, { name: 'REDIS_PERSECOND_*' }, { name: 'MEMCACHE_*' },
-  { name: 'TRACING_ENABLED', same: FALSE }, { name: 'TRACING_*' },
+  // TRACING_* are read (settings.ts); the OTEL_* variables by the OTLP exporter itself.
 ];
 
 /** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value). A

@@ -7,6 +7,8 @@ import { VERSION } from './version.js';
 import type { LogFormat } from './logger.js';
 import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
 import { defaultBounds, type RequestBounds } from './server/request.js';
+import { DECISION_LOG_MODES, type DecisionLogMode } from './server/decision-log.js';
+import type { TracingOptions } from './tracing/tracing.js';
 import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
 import { parseRedisUrl, RedisUrlError, type RedisConnection, type RedisType } from './store/redis-connection.js';
 import { parseBool, parseGoDuration, parsePairs, redisUrlFrom, runtimeConfigDir, SettingsError, unsupportedSettings } from './settings-compat.js';
@@ -69,6 +71,9 @@ export interface Settings {
   forceStart: boolean;
   /** GRPC_SERVER_USE_TLS: the gRPC port's TLS files; undefined for plaintext. */
   grpcTls: GrpcTlsFiles | undefined;
+  /** TRACING_ENABLED: how spans are sampled and sent; undefined when tracing is off. */
+  tracing: Omit<TracingOptions, 'version'> | undefined;
+  decisionLog: { mode: DecisionLogMode; maxPerSecond: number };
 }
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -131,6 +136,18 @@ export const SERVE_OPTIONS = {
   'xds-backoff-factor': { env: 'XDS_CLIENT_BACKOFF_RANDOM_FACTOR', default: '2', help: 'xDS: each failed attempt multiplies the wait by this' },
   'xds-backoff-jitter': { env: 'XDS_CLIENT_BACKOFF_JITTER', default: 'true', help: 'xDS: draw each wait at random up to its value (true | false)' },
   'xds-max-msg-bytes': { env: 'XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', default: String(4 * 1024 * 1024), help: 'xDS: largest response accepted, in bytes' },
+  tracing: { env: 'TRACING_ENABLED', default: 'false', help: 'OpenTelemetry spans of decisions, sent over OTLP (true | false; endpoint: OTEL_EXPORTER_OTLP_ENDPOINT)' },
+  'tracing-exporter-protocol': { env: 'TRACING_EXPORTER_PROTOCOL', default: 'http', help: 'OTLP transport: http (= http/protobuf) | http/json | grpc (else OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)' },
+  'tracing-service-name': { env: 'TRACING_SERVICE_NAME', default: 'RateLimit', help: 'service.name of the spans (envoyproxy/ratelimit\'s default)' },
+  'tracing-service-namespace': { env: 'TRACING_SERVICE_NAMESPACE', default: '', help: 'service.namespace of the spans' },
+  'tracing-service-instance-id': { env: 'TRACING_SERVICE_INSTANCE_ID', default: '', help: 'service.instance.id of the spans (default: a random UUID per process)' },
+  'tracing-sampling-rate': { env: 'TRACING_SAMPLING_RATE', default: '1', help: 'share of traces started here that are sampled, 0-1; a caller\'s choice is followed' },
+  'tracing-queue-size': { env: 'OTEL_BSP_MAX_QUEUE_SIZE', default: '2048', help: 'most spans held for export; past it spans are dropped and counted' },
+  'tracing-batch-size': { env: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', default: '512', help: 'most spans in one export' },
+  'tracing-schedule-delay-ms': { env: 'OTEL_BSP_SCHEDULE_DELAY', default: '5000', help: 'longest wait before queued spans are sent' },
+  'tracing-export-timeout-ms': { env: 'OTEL_BSP_EXPORT_TIMEOUT', default: '30000', help: 'longest wait for one export' },
+  'decision-log': { env: 'DECISION_LOG', default: 'off', help: 'a log line per decision, whatever --log-level: off | over (429s only) | all' },
+  'decision-log-max-per-second': { env: 'DECISION_LOG_MAX_PER_SECOND', default: '1000', help: 'most decision lines a second; the rest are dropped and counted' },
 } as const;
 
 type OptionName = keyof typeof SERVE_OPTIONS;
@@ -171,6 +188,11 @@ const COMPAT_ENV: Partial<Record<OptionName, (env: NodeJS.ProcessEnv) => Setting
   'redis-sentinel-password': (env) => (env.REDIS_SENTINEL_AUTH ? { value: env.REDIS_SENTINEL_AUTH, from: 'REDIS_SENTINEL_AUTH' } : undefined),
   // envoyproxy/ratelimit's BACKEND_TYPE defaults to redis (src/settings/settings.go): a deployment moved from it
   // sets its Redis variables and no backend, and must not get separate counters in every pod.
+  // The standard variable chooses the transport when envoyproxy/ratelimit's does not.
+  'tracing-exporter-protocol': (env) => {
+    const name = ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL'].find((n) => env[n]);
+    return name ? { value: env[name]!, from: name } : undefined;
+  },
   store: (env) => {
     const set = redisVariablesSet(env);
     return set.length === 0 ? undefined : { value: 'redis', from: set.join(', ') };
@@ -245,6 +267,27 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     xds: choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw' ? xdsOptions(setting) : undefined,
     forceStart: flag('force-start-without-initial-config'),
     grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
+    tracing: flag('tracing') ? tracingOptions(setting) : undefined,
+    decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
+  };
+}
+
+/** envoyproxy/ratelimit's TRACING_* (src/settings/settings.go, src/trace/trace.go), and the batch
+ * processor's standard OTEL_BSP_* variables. Its `http` is OTLP/HTTP with protobuf bodies (otlptracehttp). */
+function tracingOptions(setting: (name: OptionName) => Setting): Omit<TracingOptions, 'version'> {
+  const protocol = choice(setting('tracing-exporter-protocol'), ['http', 'http/protobuf', 'http/json', 'grpc'] as const);
+  return {
+    protocol: protocol === 'http' ? 'http/protobuf' : protocol,
+    serviceName: setting('tracing-service-name').value,
+    serviceNamespace: setting('tracing-service-namespace').value,
+    serviceInstanceId: setting('tracing-service-instance-id').value,
+    samplingRate: numberOf(setting('tracing-sampling-rate'), 'share'),
+    queue: {
+      maxQueueSize: numberOf(setting('tracing-queue-size'), 'positive'),
+      maxExportBatchSize: numberOf(setting('tracing-batch-size'), 'positive'),
+      scheduledDelayMs: numberOf(setting('tracing-schedule-delay-ms'), 'positive'),
+      exportTimeoutMs: numberOf(setting('tracing-export-timeout-ms'), 'positive'),
+    },
   };
 }
 
@@ -350,6 +393,7 @@ const NUMBERS = {
   whole: { ok: (n: number) => Number.isInteger(n) && n >= 0, what: 'a whole number' },
   port: { ok: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, what: 'a port number 0-65535' },
   ratio: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0 and at most 1' },
+  share: { ok: (n: number) => n >= 0 && n <= 1, what: 'a number from 0 to 1' },
   above0: { ok: (n: number) => Number.isFinite(n) && n > 0, what: 'a number above 0' },
 } as const;
 

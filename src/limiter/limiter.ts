@@ -2,7 +2,7 @@ import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../con
 import { systemClock, type Clock } from '../counters/clock.js';
 import { bucketFullInMs, bucketRemaining, bucketRetryMs } from '../counters/bucket.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
-import type { CheckResult, CounterCheck, Maybe, Store } from '../store/store.js';
+import type { CheckResult, CounterCheck, Maybe, Store, TraceLink } from '../store/store.js';
 import { noTiers, planRequest, toChecks, type DecisionInput, type DescriptorPlan, type PlanContext, type TierSource } from './plan.js';
 
 export type { DecisionInput, DescriptorInput } from './plan.js';
@@ -67,13 +67,14 @@ export class Limiter {
     this.ctx = { tiers: deps.tiers ?? noTiers, globalShadow: deps.globalShadow ?? false, globalQuota: deps.globalQuota ?? false };
   }
 
-  /** The decision, at once when the store answers at once (see Maybe). */
-  decide(input: DecisionInput): Maybe<Decision> {
+  /** The decision, at once when the store answers at once (see Maybe). `trace`: the sampled span this
+   * decision is traced under, for the store's batch span. */
+  decide(input: DecisionInput, trace?: TraceLink): Maybe<Decision> {
     const domain = this.deps.config().domains.get(input.domain);
     const plans = planRequest(domain, input, this.ctx);
     const checks = toChecks(plans);
     if (checks.length === 0) return unlimitedDecision(domain, plans, (this.deps.clock ?? systemClock).now());
-    const result = this.deps.store.check(checks);
+    const result = this.deps.store.check(checks, trace);
     if (result instanceof Promise) return result.then((r) => assemble(domain, plans, checks, r));
     return assemble(domain, plans, checks, result);
   }

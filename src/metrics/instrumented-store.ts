@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { StoreConnectionError, StoreDegradedError, StoreKeyError } from '../errors.js';
-import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from '../store/store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from '../store/store.js';
 import { TimeoutError } from '../store/timeout.js';
 import type { Metrics } from './metrics.js';
 
@@ -14,11 +14,11 @@ export class InstrumentedStore implements Store {
     this.latency = metrics.storeLatency.labels({ store: inner.kind });
   }
 
-  check(checks: readonly CounterCheck[]): Maybe<CheckResult> {
+  check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult> {
     const start = performance.now();
     let result: Maybe<CheckResult>;
     try {
-      result = this.inner.check(checks);
+      result = this.inner.check(checks, trace);
     } catch (err) {
       throw this.failed(err);
     }

@@ -145,6 +145,29 @@ export class Metrics {
     return this.xdsCounters;
   }
 
+  /** Tracing's and the decision log's series (made when either is on): what became of each finished span,
+   * and decision lines dropped by their per-second bound. */
+  observability(): { spans: Counter<'result'>; decisionLinesDropped: Counter } {
+    if (!this.observabilityCounters) {
+      const spans = new Counter({
+        name: 'tollgate_tracing_spans_total',
+        help: 'Finished sampled spans by what became of them: exported, export_failed (the collector refused or could not be reached), queue_full (dropped: the export queue was full)',
+        labelNames: ['result'] as const,
+        registers: [this.registry],
+      });
+      for (const result of ['exported', 'export_failed', 'queue_full']) spans.inc({ result }, 0);
+      const decisionLinesDropped = new Counter({
+        name: 'tollgate_decision_log_dropped_total',
+        help: 'Decision log lines not written because DECISION_LOG_MAX_PER_SECOND was reached',
+        registers: [this.registry],
+      });
+      this.observabilityCounters = { spans, decisionLinesDropped };
+    }
+    return this.observabilityCounters;
+  }
+
+  private observabilityCounters: { spans: Counter<'result'>; decisionLinesDropped: Counter } | undefined;
+
   /** Zero series for every kind of store error, for the same reason. */
   initStore(store: string): void {
     for (const kind of ['timeout', 'connection', 'degraded', 'wrong_type', 'out_of_memory', 'other']) this.storeErrors.inc({ store, kind }, 0);

@@ -128,7 +128,7 @@ async function json(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): 
   const body = await readJsonBody(req, refuse, { anyType: true });
   if (body === undefined) return;
   try {
-    const response = await decideWire(deps.handler, requestFromJson(body));
+    const response = await decideWire(deps.handler, requestFromJson(body), { kind: 'json', headers: req.headers });
     send(res, response.overall_code === Code.OVER_LIMIT ? 429 : 200, responseToJson(response));
   } catch (err) {
     refuseError(deps, refuse, err, 'deciding');

@@ -10,6 +10,7 @@ import type { WireResponse } from '../response/wire.js';
 import { InvalidRequestError } from '../errors.js';
 import { UndecodableRequest } from './rls-codec.js';
 import { toDecisionInput, type RequestBounds, type WireRequest } from './request.js';
+import type { CallInfo, DecisionObserver, ObservedCall } from './observer.js';
 import { toStatus } from './status.js';
 
 export interface HandlerDeps {
@@ -19,21 +20,41 @@ export interface HandlerDeps {
   metrics?: Metrics;
   /** RESPONSE_DYNAMIC_METADATA: answer with dynamic_metadata (response/metadata.ts). */
   dynamicMetadata?: boolean;
+  /** Tracing and the decision log; unset when both are off. */
+  observer?: DecisionObserver;
 }
 
 /** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response.
  * At once when the store answers at once; throws (or rejects) with what toStatus() maps to a status. */
-export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest): Maybe<WireResponse> {
+export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest, call?: CallInfo): Maybe<WireResponse> {
+  if (!deps.observer || !call) return decide(deps, req, undefined);
+  const observed = deps.observer.begin(call);
+  let response: Maybe<WireResponse>;
+  try {
+    response = decide(deps, req, observed);
+  } catch (err) {
+    observed.failed(err);
+    throw err;
+  }
+  if (!(response instanceof Promise)) return response;
+  return response.catch((err: unknown) => {
+    observed.failed(err);
+    throw err;
+  });
+}
+
+function decide(deps: HandlerDeps, req: WireRequest | UndecodableRequest, observed: ObservedCall | undefined): Maybe<WireResponse> {
   const start = performance.now();
   if (req instanceof UndecodableRequest) throw new InvalidRequestError(req.overBound ? req.reason : `not a valid RateLimitRequest: ${req.reason}`);
   const input = toDecisionInput(req, deps.bounds);
-  const decision = deps.limiter.decide(input);
-  if (decision instanceof Promise) return decision.then((d) => answer(deps, input, d, start, req.hits_addend));
-  return answer(deps, input, decision, start, req.hits_addend);
+  const decision = deps.limiter.decide(input, observed?.link);
+  if (decision instanceof Promise) return decision.then((d) => answer(deps, input, d, start, req.hits_addend, observed));
+  return answer(deps, input, decision, start, req.hits_addend, observed);
 }
 
-function answer(deps: HandlerDeps, input: DecisionInput, decision: Decision, start: number, requestHits: number | undefined): WireResponse {
+function answer(deps: HandlerDeps, input: DecisionInput, decision: Decision, start: number, requestHits: number | undefined, observed: ObservedCall | undefined): WireResponse {
   deps.metrics?.observe(input.domain, decision, (performance.now() - start) / 1000);
+  observed?.decided(input, decision);
   if (deps.logger.isLevelEnabled('debug')) deps.logger.debug(describe(decision), 'decision');
   const response = toWireResponse(decision);
   if (deps.dynamicMetadata) response.dynamic_metadata = dynamicMetadata(input, requestHits ?? 0, decision);
@@ -52,7 +73,7 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
     ShouldRateLimit: (call: ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>, callback: sendUnaryData<WireResponse>) => {
       let response: Maybe<WireResponse>;
       try {
-        response = decideWire(deps, call.request);
+        response = decideWire(deps, call.request, { kind: 'grpc', headers: call.metadata });
       } catch (err) {
         return fail(callback, err);
       }

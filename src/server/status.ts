@@ -13,10 +13,17 @@ export interface StatusError {
  * generic message, since an unexpected error's text may hold anything, the request's own text included. It
  * is logged in full instead. `during` names what failed, for that log line. */
 export function toStatus(err: unknown, logger: Pick<Logger, 'error'>, during = 'deciding'): StatusError {
-  if (err instanceof InvalidRequestError) return { code: GrpcStatus.INVALID_ARGUMENT, details: err.message };
-  if (err instanceof StoreUnavailableError) return { code: GrpcStatus.UNAVAILABLE, details: err.message };
+  const code = statusCodeOf(err);
+  if (code !== GrpcStatus.INTERNAL) return { code, details: (err as Error).message };
   logger.error({ err }, `unexpected error while ${during}`);
   return { code: GrpcStatus.INTERNAL, details: 'internal error' };
+}
+
+/** The status an error is answered with, from its class alone. */
+export function statusCodeOf(err: unknown): GrpcStatus {
+  if (err instanceof InvalidRequestError) return GrpcStatus.INVALID_ARGUMENT;
+  if (err instanceof StoreUnavailableError) return GrpcStatus.UNAVAILABLE;
+  return GrpcStatus.INTERNAL;
 }
 
 /** HTTP equivalents, for the HTTP endpoints and the admin API. */

@@ -6,7 +6,7 @@ import { OverLimitCache } from './over-limit-cache.js';
 import type { RedisConnection } from './redis-connection.js';
 import { redisAddress } from './redis-connection.js';
 import { RedisStore } from './redis-store.js';
-import type { Store } from './store.js';
+import type { BatchTracer, Store } from './store.js';
 
 /** What the stack is built from (the service's settings carry these names). */
 export interface StoreOptions {
@@ -37,6 +37,8 @@ export interface StoreDeps {
   /** Wraps the store that does the real work, under the cache and the failure policy, so what it sees are
    * actual round trips (the service times them with metrics/InstrumentedStore). */
   measure?: (store: Store) => Store;
+  /** Traces Redis script calls that carry sampled decisions (tracing/). */
+  tracer?: BatchTracer;
 }
 
 /** memory: counters in this process. redis: the failure policy, around the over-limit cache, around Redis. */
@@ -55,6 +57,7 @@ export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
     logger: deps.logger.child({ redis: redisAddress(opts.redis!) }),
     sentinelPassword: opts.redisSentinelPassword,
     clock: deps.clock,
+    tracer: deps.tracer,
   });
   const cache = opts.localCache ? new OverLimitCache(measured(redis), deps.clock) : undefined;
   const fallback = opts.redisFailure === 'local' ? memory() : undefined;

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
 import { systemClock, type Clock } from '../counters/clock.js';
-import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 /** What a decision does when the shared store cannot answer:
  *  allow  answer gRPC UNAVAILABLE at once, so Envoy's failure_mode_deny decides (false, Envoy's default: the
@@ -27,10 +27,10 @@ export class PolicyStore implements Store {
     if (policy === 'local' && !fallback) throw new Error('the local failure policy needs a fallback store');
   }
 
-  check(checks: readonly CounterCheck[]): Maybe<CheckResult> {
+  check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult> {
     let result: Maybe<CheckResult>;
     try {
-      result = this.inner.check(checks);
+      result = this.inner.check(checks, trace);
     } catch (err) {
       return this.failed(checks, err);
     }

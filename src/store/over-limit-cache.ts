@@ -1,7 +1,7 @@
 import { systemClock, type Clock } from '../counters/clock.js';
 import { bucketDebt, bucketRetryMs } from '../counters/bucket.js';
 import { retryAfterMs, windowStartMs } from '../counters/window.js';
-import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 interface Snapshot {
   key: string;
@@ -42,11 +42,11 @@ export class OverLimitCache implements Store {
   }
 
   /** A request blocked by a window known to be full is answered at once, without the store. */
-  check(checks: readonly CounterCheck[]): Maybe<CheckResult> {
+  check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult> {
     const sentAt = this.clock.now();
     const cached = this.answer(checks, sentAt);
     if (cached) return cached;
-    const result = this.inner.check(checks);
+    const result = this.inner.check(checks, trace);
     if (result instanceof Promise) return result.then((r) => this.learn(checks, r, sentAt));
     return this.learn(checks, result, sentAt);
   }

@@ -7,7 +7,7 @@ import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '.
 import type { Clock } from '../counters/clock.js';
 import { hashTag, storeKey } from '../counters/keys.js';
 import { createClient, redisFailure, type RedisConnection } from './redis-connection.js';
-import { settle, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth } from './store.js';
+import { settle, type BatchSpan, type BatchTracer, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth, type TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
 const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
@@ -23,14 +23,26 @@ export interface RedisStoreOptions {
   sentinelPassword?: string;
   /** Tests only: window time from this clock instead of Redis's TIME. */
   clock?: Clock;
+  /** Traces each script call that carries a sampled decision (tracing/). */
+  tracer?: BatchTracer;
 }
 
 /** A request waiting for the next batch: its windows, and how to answer it. */
 interface Pending {
   mode: 'peek' | 'count';
   checks: readonly CounterCheck[];
+  /** Set only for a sampled decision. */
+  trace: TraceLink | undefined;
   resolve: (r: CheckResult) => void;
   reject: (e: Error) => void;
+}
+
+/** A span for a script call that carries at least one sampled decision, linked to each of them; none
+ * otherwise (the usual case at a low sampling rate costs one pass over the batch). */
+function batchSpan(tracer: BatchTracer, batch: readonly Pending[], keys: number): BatchSpan | undefined {
+  let links: TraceLink[] | undefined;
+  for (const p of batch) if (p.trace) (links ??= []).push(p.trace);
+  return links && tracer.start(links, { requests: batch.length, keys });
 }
 
 /** Most keys in one script call; a larger batch is split (a single request is never split). */
@@ -112,12 +124,12 @@ export class RedisStore implements Store {
     await Promise.all(nodes.map(load));
   }
 
-  check(checks: readonly CounterCheck[]): Promise<CheckResult> {
+  check(checks: readonly CounterCheck[], trace?: TraceLink): Promise<CheckResult> {
     if (this.degradedReason) return Promise.reject(new StoreDegradedError(`redis unavailable: ${this.degradedReason}`));
-    if (!(this.client instanceof Cluster)) return this.enqueue('count', checks, '');
+    if (!(this.client instanceof Cluster)) return this.enqueue('count', checks, '', trace);
     const slots = byHashTag(checks);
-    if (slots.length === 1) return this.enqueue('count', checks, hashTag(checks[0]!.key));
-    return this.acrossSlots(checks, slots);
+    if (slots.length === 1) return this.enqueue('count', checks, hashTag(checks[0]!.key), trace);
+    return this.acrossSlots(checks, slots, trace);
   }
 
   /** A request whose descriptors belong to different clients has counters in different Cluster slots, which
@@ -125,9 +137,9 @@ export class RedisStore implements Store {
    * fits everywhere is each slot counted, atomically within the slot. A request that loses a race between
    * the two phases can be counted in one slot yet rejected by another: the one inexactness, and only for
    * such requests. */
-  private async acrossSlots(checks: readonly CounterCheck[], slots: number[][]): Promise<CheckResult> {
+  private async acrossSlots(checks: readonly CounterCheck[], slots: number[][], trace: TraceLink | undefined): Promise<CheckResult> {
     const part = (mode: 'peek' | 'count', of: readonly CounterCheck[]) =>
-      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => of[i]!), hashTag(of[idx[0]!]!.key))));
+      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => of[i]!), hashTag(of[idx[0]!]!.key), trace)));
     const peeked = merge(checks, slots, await part('peek', checks));
     if (!peeked.admitted) return peeked;
     // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
@@ -138,11 +150,11 @@ export class RedisStore implements Store {
 
   /** Queues a request for the flush at the end of this event-loop turn (setImmediate runs after the poll
    * phase, so every request read from the sockets in this turn joins). */
-  private enqueue(mode: Pending['mode'], checks: readonly CounterCheck[], tag: string): Promise<CheckResult> {
+  private enqueue(mode: Pending['mode'], checks: readonly CounterCheck[], tag: string, trace: TraceLink | undefined): Promise<CheckResult> {
     return new Promise((resolve, reject) => {
       const queue = this.queues.get(tag);
-      if (queue) queue.push({ mode, checks, resolve, reject });
-      else this.queues.set(tag, [{ mode, checks, resolve, reject }]);
+      if (queue) queue.push({ mode, checks, trace, resolve, reject });
+      else this.queues.set(tag, [{ mode, checks, trace, resolve, reject }]);
       if (!this.flushing) {
         this.flushing = true;
         setImmediate(this.flush);
@@ -188,14 +200,17 @@ export class RedisStore implements Store {
     const args: (string | number)[] = [this.opts.clock ? this.opts.clock.now() : 0, shapes.length];
     for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0);
     for (const a of tail) args.push(a);
+    const span = this.opts.tracer && batchSpan(this.opts.tracer, batch, keys.length);
     withTimeout(this.evalScript(keys, args), this.opts.timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
         this.timeouts = 0;
         this.lastReplyAt = performance.now();
+        span?.end();
         answerBatch(batch, reply, this.keyRefused);
       },
       (err: unknown) => {
         const failure = this.failed(err as Error);
+        span?.end(failure.name);
         for (const p of batch) p.reject(failure);
       },
     );

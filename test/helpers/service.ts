@@ -58,9 +58,10 @@ export class RlsClient {
     this.client = new Ctor(`127.0.0.1:${port}`, credentials, options) as unknown as grpc.Client & { ShouldRateLimit: UnaryMethod };
   }
 
-  call(req: RlsRequest, deadlineMs = 5000): Promise<RlsResponse> {
+  /** `metadata`: what Envoy sends beside the request (its tracing headers). */
+  call(req: RlsRequest, deadlineMs = 5000, metadata = new grpc.Metadata()): Promise<RlsResponse> {
     return new Promise((resolve, reject) => {
-      this.client.ShouldRateLimit(req, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, res: unknown) => {
+      this.client.ShouldRateLimit(req, metadata, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, res: unknown) => {
         if (err) reject(err);
         else resolve(named(res as RawResponse));
       });

@@ -1,0 +1,70 @@
+import { cachedFingerprint } from '../fingerprint.js';
+import { bindingWindow } from './pick.js';
+import type { Decision, DecisionInput } from '../limiter/limiter.js';
+
+/** A decision in the words a support engineer searches by: which client, which rule and limit, how much was
+ * left, what was answered. One summary feeds both the decision's span (tracing/) and the decision log
+ * (server/decision-log.ts), so the two always agree. It holds only what the config names (domain, rule ids,
+ * limit names, tiers) and the client's fingerprint: never a value from the request. */
+export interface DecisionSummary {
+  /** The configured domain; undefined when the request named one the config does not hold. */
+  domain: string | undefined;
+  code: 'OK' | 'OVER_LIMIT';
+  /** The fingerprint of the first descriptor entry keyed by the domain's token_key, when there is one. */
+  client: string | undefined;
+  /** Who answered: the store, the over-limit cache, the fallback counters, the failure policy, or none. */
+  source: Decision['source'];
+  /** The rule and limit that rejected the request (the longest wait of them); undefined when admitted. */
+  blocking: { rule: string; limit: string } | undefined;
+  /** The fewest requests left in any enforced window after this one; undefined when nothing limits. */
+  remaining: number | undefined;
+  retryAfterMs: number;
+  descriptors: DescriptorSummary[];
+}
+
+export interface DescriptorSummary {
+  /** The matched rule's id, or undefined when no rule matched. */
+  rule: string | undefined;
+  code: 'OK' | 'OVER_LIMIT';
+  tier: string | undefined;
+  /** The window that decides this descriptor (over with the longest wait, else fewest left). */
+  limit: string | undefined;
+  remaining: number | undefined;
+  shadow: boolean;
+}
+
+export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
+  const descriptors: DescriptorSummary[] = [];
+  let blocking: DecisionSummary['blocking'];
+  let blockingWait = -1;
+  let remaining: number | undefined;
+  for (const o of d.descriptors) {
+    const w = bindingWindow(o.windows);
+    const limit = w?.limit.name;
+    descriptors.push({ rule: o.rule?.id, code: o.over && !o.shadowStatus ? 'OVER_LIMIT' : 'OK', tier: o.tier, limit, remaining: w?.remaining, shadow: o.shadow });
+    if (!w || o.shadow) continue;
+    if (remaining === undefined || w.remaining < remaining) remaining = w.remaining;
+    if (d.overLimit && o.over && w.retryAfterMs > blockingWait) {
+      blockingWait = w.retryAfterMs;
+      blocking = { rule: o.rule?.id ?? '(request limit)', limit: limit! };
+    }
+  }
+  return {
+    domain: d.domain?.name,
+    code: d.overLimit ? 'OVER_LIMIT' : 'OK',
+    client: d.domain ? clientOf(input, d.domain.tokenKey) : undefined,
+    source: d.source,
+    blocking,
+    remaining,
+    retryAfterMs: d.retryAfterMs,
+    descriptors,
+  };
+}
+
+/** The fingerprint of the first entry keyed by the domain's token_key. */
+function clientOf(input: DecisionInput, tokenKey: string): string | undefined {
+  for (const desc of input.descriptors) {
+    for (const e of desc.entries) if (e.key === tokenKey) return cachedFingerprint(e.value);
+  }
+  return undefined;
+}

@@ -1,0 +1,66 @@
+import { status as GrpcStatus, type Metadata } from '@grpc/grpc-js';
+import { isSpanContextValid, trace, type Span } from '@opentelemetry/api';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Decision, DecisionInput } from '../limiter/limiter.js';
+import { summarize } from '../response/summary.js';
+import type { TraceLink } from '../store/store.js';
+import { callerContext } from '../tracing/propagation.js';
+import type { CallKind, Tracing } from '../tracing/tracing.js';
+import type { DecisionLog } from './decision-log.js';
+import { httpStatusOf, statusCodeOf } from './status.js';
+
+/** Where a decision came from: the protocol, and the headers that may carry the caller's trace. */
+export interface CallInfo {
+  kind: CallKind;
+  headers: Metadata | IncomingHttpHeaders | undefined;
+}
+
+/** One decision being observed: the span (when tracing), and what to do once it is decided or failed. */
+export interface ObservedCall {
+  /** For the store's batch span: set only when this decision is sampled. */
+  readonly link: TraceLink | undefined;
+  decided(input: DecisionInput, decision: Decision): void;
+  failed(err: unknown): void;
+}
+
+/** Tracing and the decision log around each decision. Built by the service only when one of them is on, so
+ * a decision without either takes none of this path (ratelimit-handler.ts). */
+export class DecisionObserver {
+  constructor(private readonly tracing: Tracing | undefined, private readonly log: DecisionLog | undefined) {}
+
+  begin(call: CallInfo): ObservedCall {
+    const span = this.tracing?.startDecision(call.kind, call.headers);
+    return new Observed(this.tracing, this.log, call.kind, span, span ? undefined : call.headers);
+  }
+}
+
+class Observed implements ObservedCall {
+  readonly link: TraceLink | undefined;
+
+  constructor(
+    private readonly tracing: Tracing | undefined, private readonly log: DecisionLog | undefined, private readonly kind: CallKind,
+    private readonly span: Span | undefined, private readonly headers: CallInfo['headers'],
+  ) {
+    this.link = span && tracing!.linkOf(span);
+  }
+
+  decided(input: DecisionInput, decision: Decision): void {
+    const summary = summarize(input, decision);
+    if (this.span) this.tracing!.endDecision(this.span, this.kind, summary);
+    this.log?.decided(summary, this.traceId());
+  }
+
+  failed(err: unknown): void {
+    const grpcCode = statusCodeOf(err);
+    const status = GrpcStatus[grpcCode] ?? 'UNKNOWN';
+    const errorClass = err instanceof Error ? err.name : 'unknown';
+    if (this.span) this.tracing!.failDecision(this.span, this.kind, { grpcCode, httpStatus: httpStatusOf(grpcCode), status, errorClass });
+    this.log?.failed(status, errorClass, this.traceId());
+  }
+
+  /** The trace this decision belongs to: its span's, or without tracing, the one the caller sent. */
+  private traceId(): string | undefined {
+    const ctx = this.span ? this.span.spanContext() : trace.getSpanContext(callerContext(this.headers));
+    return ctx && isSpanContextValid(ctx) ? ctx.traceId : undefined;
+  }
+}

@@ -1,0 +1,150 @@
+import { randomUUID } from 'node:crypto';
+import { SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
+import type { Metadata } from '@grpc/grpc-js';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { DecisionSummary } from '../response/summary.js';
+import type { BatchSpan, BatchTracer, TraceLink } from '../store/store.js';
+import { BoundedSpanProcessor, otlpExporter, type ExportProtocol, type QueueOptions, type SpanOutcome } from './export.js';
+import { callerContext } from './propagation.js';
+
+export interface TracingOptions {
+  protocol: ExportProtocol;
+  serviceName: string;
+  serviceNamespace: string;
+  /** Empty: a random UUID per process, as envoyproxy/ratelimit does (src/trace/trace.go). */
+  serviceInstanceId: string;
+  /** Of traces Tollgate starts; a caller's sampled (or not) trace is followed whatever the rate. */
+  samplingRate: number;
+  queue: QueueOptions;
+  version: string;
+}
+
+/** The calls a decision span is opened for: Envoy's gRPC call, or POST /json. */
+export type CallKind = 'grpc' | 'json';
+
+const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
+const SPAN_NAMES: Record<CallKind, string> = { grpc: `${RLS_SERVICE}/ShouldRateLimit`, json: 'POST /json' };
+const START_ATTRIBUTES: Record<CallKind, Attributes> = {
+  grpc: { 'rpc.system': 'grpc', 'rpc.service': RLS_SERVICE, 'rpc.method': 'ShouldRateLimit' },
+  json: { 'http.request.method': 'POST', 'url.path': '/json' },
+};
+
+/** OpenTelemetry tracing of decisions: one server span per decision, a child of the caller's trace when it
+ * sent one (W3C or B3); one span per Redis script call, linked to the sampled decisions it carried. Sampling
+ * is envoyproxy/ratelimit's: parent-based, with a trace-id ratio for traces that start here. */
+export class Tracing implements BatchTracer {
+  private readonly tracer: Tracer;
+
+  private constructor(private readonly provider: TracerProvider, private readonly processor: BoundedSpanProcessor, private readonly storeKind: string) {
+    this.tracer = provider.getTracer('tollgate');
+  }
+
+  static async create(opts: TracingOptions, storeKind: string, outcome: (o: SpanOutcome, n: number, err?: Error) => void): Promise<Tracing> {
+    const processor = new BoundedSpanProcessor(await otlpExporter(opts.protocol), opts.queue, outcome);
+    const provider = new TracerProvider({
+      sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.samplingRate) }),
+      spanProcessors: [processor],
+      resource: resourceFromAttributes({
+        'service.name': opts.serviceName,
+        ...(opts.serviceNamespace && { 'service.namespace': opts.serviceNamespace }),
+        'service.instance.id': opts.serviceInstanceId || randomUUID(),
+        'service.version': opts.version,
+      }),
+    });
+    return new Tracing(provider, processor, storeKind);
+  }
+
+  /** A decision's span, started under the caller's trace context. Unsampled, it records nothing but still
+   * carries the trace id (for the decision log). */
+  startDecision(kind: CallKind, carrier: Metadata | IncomingHttpHeaders | undefined): Span {
+    return this.tracer.startSpan(SPAN_NAMES[kind], { kind: SpanKind.SERVER, attributes: START_ATTRIBUTES[kind] }, callerContext(carrier));
+  }
+
+  /** What the store links its batch span to: the span's context, for a sampled decision only. */
+  linkOf(span: Span): TraceLink | undefined {
+    return span.isRecording() ? span.spanContext() : undefined;
+  }
+
+  endDecision(span: Span, kind: CallKind, summary: DecisionSummary): void {
+    if (span.isRecording()) {
+      span.setAttributes(decisionAttributes(summary, this.storeKind));
+      span.setAttribute(...statusAttribute(kind, 0, summary.code === 'OVER_LIMIT' ? 429 : 200));
+    }
+    span.end();
+  }
+
+  /** A decision that failed: the status it was answered with and the error's class, never its text. */
+  failDecision(span: Span, kind: CallKind, failure: { grpcCode: number; httpStatus: number; status: string; errorClass: string }): void {
+    if (span.isRecording()) {
+      span.setAttributes({ 'error.type': failure.errorClass, 'tollgate.store': this.storeKind });
+      span.setAttribute(...statusAttribute(kind, failure.grpcCode, failure.httpStatus));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: failure.status });
+    }
+    span.end();
+  }
+
+  start(links: readonly TraceLink[], size: { requests: number; keys: number }): BatchSpan {
+    const spanLinks: Link[] = links.map((l) => ({ context: l as SpanContext }));
+    // The first decision is its parent, so the span is sampled with it and shows in its trace; the others
+    // reach it through their links.
+    const parent = trace.setSpanContext(callerContext(undefined), links[0] as SpanContext);
+    const span = this.tracer.startSpan('redis check-and-incr', {
+      kind: SpanKind.CLIENT,
+      links: spanLinks,
+      attributes: { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA', 'tollgate.batch.requests': size.requests, 'tollgate.batch.keys': size.keys },
+    }, parent);
+    return {
+      end: (failure) => {
+        if (failure) span.setStatus({ code: SpanStatusCode.ERROR, message: failure });
+        span.end();
+      },
+    };
+  }
+
+  /** Spans held for export now (queued or being sent). */
+  get queued(): number {
+    return this.processor.size;
+  }
+
+  /** Sends what is queued, for at most `timeoutMs`; spans still unsent then are lost. */
+  async shutdown(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs).unref()));
+    await Promise.race([this.provider.shutdown().catch(() => undefined), late]);
+    clearTimeout(timer);
+  }
+}
+
+/** The call's answer in the attribute its protocol's conventions name. */
+function statusAttribute(kind: CallKind, grpcCode: number, httpStatus: number): [string, number] {
+  return kind === 'grpc' ? ['rpc.grpc.status_code', grpcCode] : ['http.response.status_code', httpStatus];
+}
+
+/** A decision's attributes (docs/tracing.md): what the config names and the client's fingerprint, never a
+ * request value. Per descriptor, parallel arrays in request order ('' or -1 where there is nothing). */
+export function decisionAttributes(s: DecisionSummary, storeKind: string): Attributes {
+  const a: Attributes = {
+    'tollgate.code': s.code,
+    'tollgate.source': s.source,
+    'tollgate.store': storeKind,
+    'tollgate.over_limit_cache': s.source === 'cache',
+    'tollgate.retry_after_ms': s.retryAfterMs,
+    'tollgate.descriptors.count': s.descriptors.length,
+    'tollgate.descriptors.rule': s.descriptors.map((d) => d.rule ?? ''),
+    'tollgate.descriptors.code': s.descriptors.map((d) => d.code),
+    'tollgate.descriptors.limit': s.descriptors.map((d) => d.limit ?? ''),
+    'tollgate.descriptors.tier': s.descriptors.map((d) => d.tier ?? ''),
+    'tollgate.descriptors.remaining': s.descriptors.map((d) => d.remaining ?? -1),
+  };
+  a['tollgate.domain.known'] = s.domain !== undefined;
+  if (s.domain !== undefined) a['tollgate.domain'] = s.domain;
+  if (s.client !== undefined) a['tollgate.client'] = s.client;
+  if (s.remaining !== undefined) a['tollgate.remaining'] = s.remaining;
+  if (s.blocking) {
+    a['tollgate.blocking.rule'] = s.blocking.rule;
+    a['tollgate.blocking.limit'] = s.blocking.limit;
+  }
+  return a;
+}
