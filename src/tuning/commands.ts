@@ -14,6 +14,7 @@ import { Simulation } from './simulate.js';
 import { htmlReport, type ReportRun } from './html-report.js';
 import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from './traffic.js';
 import { CliError, systemCause } from '../errors.js';
+import { findDecisions, formatDecision } from './decision-lines.js';
 
 export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config DIR] [--envoy FILE] [--compare DIR2] [--tiers FILE] [--top N]
                          [--json] [--report FILE.html] [--format auto|jsonl|csv] [--skip-bad-lines]
@@ -36,12 +37,19 @@ rule: requests, admitted, rejected, peak per-second use, and the most limited to
 `;
 
 export const EXPLAIN_HELP = `Usage: tollgate explain [--config DIR] [--tiers FILE] [--hits N] [--json] DOMAIN key=value [key=value …] [+ key=value …]
+       tollgate explain --log FILE [--client TOKEN|FINGERPRINT] [--trace-id ID] [--over] [--last N] [--json]
 
 Shows which rule each descriptor matches and why (exact value, wildcard, the key's default), the tier and
 limits that apply, replaced limits, and which window a burst runs into first. '+' starts another descriptor.
 What Envoy can add to a descriptor, written after its entries: @limit=N/UNIT (its per-descriptor limit, e.g.
 @limit=5/minute) and @hits=N (its hits_addend; 0 checks only). --hits N: the request's hits_addend.
 On a running service, POST /explain with a RateLimitRequest as JSON adds the live counters.
+
+With --log: the decision log lines (DECISION_LOG=over or all, LOG_FORMAT=json) of one client or trace, the
+last N (default 20): when, the answer, the rule and limit that blocked, what was left, when to retry.
+  --client X     the client's token (hashed here, never printed) or its fingerprint (tollgate fingerprint)
+  --trace-id ID  the trace of one call (Envoy's, or the one the span was given)
+  --over         429s only
 `;
 
 /** The envoy.yaml in the working directory, else the one shipped with Tollgate. */
@@ -177,8 +185,12 @@ export async function explainCommand(args: string[]): Promise<number> {
     args,
     allowPositionals: true,
     strict: true,
-    options: { config: { type: 'string', default: './config' }, tiers: { type: 'string' }, hits: { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: {
+      config: { type: 'string', default: './config' }, tiers: { type: 'string' }, hits: { type: 'string' }, json: { type: 'boolean', default: false },
+      log: { type: 'string' }, client: { type: 'string' }, 'trace-id': { type: 'string' }, over: { type: 'boolean', default: false }, last: { type: 'string' },
+    },
   });
+  if (values.log !== undefined) return explainFromLog(values.log, values);
   const [domain, ...pairs] = positionals;
   if (!domain || pairs.length === 0) {
     process.stderr.write(EXPLAIN_HELP);
@@ -195,6 +207,29 @@ export async function explainCommand(args: string[]): Promise<number> {
   const request = { domain, descriptors: descriptors.filter((d) => d.entries.length > 0), hits: hits > 0 ? hits : 1 };
   const e = await explain(loadConfigDir(values.config), { tierOf: (fp: string) => byFingerprint.get(fp) }, request);
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
+  return 0;
+}
+
+/** `explain --log`: the decision lines of a client or a trace, newest last, and what to run next. */
+async function explainFromLog(file: string, o: { client?: string; 'trace-id'?: string; over: boolean; last?: string; json: boolean }): Promise<number> {
+  const last = o.last === undefined ? 20 : wholeNumber(o.last, '--last');
+  const found = await findDecisions(readableFile(file, 'decision log (--log)'), { client: o.client, traceId: o['trace-id'], overOnly: o.over }, last);
+  if (o.json) {
+    process.stdout.write(`${JSON.stringify(found.lines)}\n`);
+    return found.matched > 0 ? 0 : 1;
+  }
+  if (found.decisions === 0) {
+    process.stderr.write(`${file}: no decision lines among ${found.other} lines (the service writes them with DECISION_LOG=over or all, as JSON: LOG_FORMAT=json)\n`);
+    return 1;
+  }
+  if (found.matched === 0) {
+    process.stderr.write(`no decision matches among ${found.decisions} (check the token or fingerprint, the trace id, or log all decisions with DECISION_LOG=all)\n`);
+    return 1;
+  }
+  process.stdout.write(`${found.matched} decision${found.matched === 1 ? '' : 's'} match${found.matched > last ? `; the last ${last}` : ''}:\n`);
+  for (const l of found.lines) process.stdout.write(`${formatDecision(l)}\n`);
+  const blocked = [...found.lines].reverse().find((l) => l.code === 'OVER_LIMIT' && l.domain);
+  if (blocked) process.stdout.write(`\nWhy that rule and limit apply: tollgate explain ${blocked.domain} key=value … (the descriptor Envoy sent, e.g. category=… token=…)\n`);
   return 0;
 }
 

@@ -3,10 +3,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { metric, scrape } from '../helpers/metrics.js';
-import { freePort, startCli } from '../helpers/process.js';
+import { freePort, runCli, startCli } from '../helpers/process.js';
 import { startRedis, type RedisServer } from '../helpers/redis.js';
 import { capturingLogger, property, RlsClient, startTestService, type TestService } from '../helpers/service.js';
-import { within } from '../helpers/time.js';
+import { inOneSecond, within } from '../helpers/time.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 /** Spans as a collector receives them: a real OTLP receiver (HTTP protobuf, HTTP JSON, gRPC), the real
  * service, a real gRPC client sending the headers Envoy's tracers send. */
@@ -155,7 +158,7 @@ describe('headers that are not a trace', () => {
   it('a malformed traceparent or B3 value starts a new trace; an oversize tracestate is dropped; none is an error', async () => {
     const r = await receiver();
     const t = await traced(r);
-    const bad = [
+    const bad: Record<string, string>[] = [
       { traceparent: `00-${'0'.repeat(32)}-${CALLER_SPAN}-01` }, // all-zero trace id
       { traceparent: 'zz-not-a-traceparent-%%%-x' },
       { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01-extra` },
@@ -263,18 +266,39 @@ describe('the decision log', () => {
   });
 });
 
-describe('tollgate serve', () => {
-  it('sends spans where TRACING_ENABLED and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT say', async () => {
+describe('tollgate serve and tollgate explain --log', () => {
+  it('sends spans where TRACING_ENABLED and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT say; explain --log finds the 429 of a client', async () => {
     const r = await receiver();
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
     const d = await startCli(['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--admin-port', '0'], /tollgate serving/, {
-      TRACING_ENABLED: 'true', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: r.endpoint, OTEL_BSP_SCHEDULE_DELAY: '20', TRACING_SERVICE_NAME: 'rl-prod',
+      TRACING_ENABLED: 'true', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: r.endpoint, OTEL_BSP_SCHEDULE_DELAY: '20', TRACING_SERVICE_NAME: 'rl-prod', DECISION_LOG: 'over',
     });
     open.push({ close: async () => void (d.child.kill('SIGTERM'), await d.exited) });
     const rls = new RlsClient(grpcPort);
-    await rls.call(property('read', TOKEN), 5000, w3c());
+    const answers = await inOneSecond(async () => {
+      const out = [];
+      for (let i = 0; i < 3; i++) out.push((await rls.call(property('reports', TOKEN), 5000, w3c())).overall_code);
+      return out;
+    });
+    await rls.call(property('reports', 'another-token'), 5000, w3c());
     rls.close();
+    expect(answers).toEqual(['OK', 'OK', 'OVER_LIMIT']);
     const span = await r.waitFor((s) => s.traceId === CALLER_TRACE, 'the span from the CLI');
     expect(span.resource['service.name']).toBe('rl-prod');
+
+    await within(5000, () => (d.output().match(/"msg":"decision"/g) ?? []).length >= 1, 'the decision line');
+    const file = join(mkdtempSync(join(tmpdir(), 'tollgate-log-')), 'pod.log');
+    // What kubectl logs gives: the service's lines among others, a huge line and a broken one included.
+    writeFileSync(file, `not json\n{"broken":\n${'x'.repeat(300_000)}\n${d.output()}`);
+    const found = await runCli(['explain', '--log', file, '--client', TOKEN]);
+    expect(found.code).toBe(0);
+    expect(found.stdout).toMatch(/1 decision match/);
+    expect(found.stdout).toMatch(new RegExp(`OVER_LIMIT .*property-api .*client ${fingerprint(TOKEN)} .*rule category_reports.token .*limit reports-per-second .*remaining 0 .*retry in .*trace ${CALLER_TRACE}`));
+    expect(found.stdout).not.toContain('secret-token');
+    const byTrace = await runCli(['explain', '--log', file, '--trace-id', CALLER_TRACE.toUpperCase(), '--json']);
+    expect((JSON.parse(byTrace.stdout) as unknown[]).length).toBe(1);
+    const none = await runCli(['explain', '--log', file, '--client', fingerprint('nobody')]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/no decision matches among 1/);
   });
 });

@@ -74,6 +74,11 @@ describe('the import graph of src/', () => {
     expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
   });
 
+  it('tracing/ sits beside, as metrics/ does: the decision path below the server never imports it', () => {
+    const below = ['limiter', 'store', 'config', 'counters', 'response', 'metrics'].flatMap((u) => violations(edges, u, ['tracing']));
+    expect([...below, ...violations(edges, 'tracing', ['server', 'service', 'settings', 'control', 'limiter', 'tuning'])]).toEqual([]);
+  });
+
   it('the running service does not load the tuning tools', () => {
     expect(violations(edges, 'service', ['tuning'])).toEqual([]);
   });

@@ -31,7 +31,6 @@ const TOLLGATE_DOES_NON_DEFAULT: Record<string, string> = {
 const TOLLGATE_DOES_DEFAULT = [
   'RUNTIME_WATCH_ROOT', 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', 'USE_DOG_STATSD', 'DISABLE_STATS',
   'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'REDIS_PERSECOND',
-  'TRACING_ENABLED',
 ];
 
 /** A value other than the default: a boolean's opposite, else text no default has. */
@@ -42,6 +41,7 @@ const warned = (env: NodeJS.ProcessEnv): string[] => parseServeArgs([], env).uns
 /** For each variable Tollgate says it reads: an environment without it, and a value that must change what
  * parseServeArgs returns (or make it refuse), so that "read" is never only a name on a list. */
 const XDS = { CONFIG_TYPE: 'GRPC_XDS_SOTW' };
+const TRACING = { TRACING_ENABLED: 'true' };
 const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> = {
   HOST: { value: '127.0.0.2' },
   PORT: { value: '9999' },
@@ -88,6 +88,12 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   XDS_CLIENT_BACKOFF_RANDOM_FACTOR: { base: XDS, value: '0.5' },
   XDS_CLIENT_BACKOFF_JITTER: { base: XDS, value: 'false' },
   XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: { base: XDS, value: '1048576' },
+  TRACING_ENABLED: { value: 'true' },
+  TRACING_SERVICE_NAME: { base: TRACING, value: 'ratelimit-prod' },
+  TRACING_SERVICE_NAMESPACE: { base: TRACING, value: 'payments' },
+  TRACING_SERVICE_INSTANCE_ID: { base: TRACING, value: 'pod-1' },
+  TRACING_EXPORTER_PROTOCOL: { base: TRACING, value: 'grpc' },
+  TRACING_SAMPLING_RATE: { base: TRACING, value: '0.01' },
 };
 
 function outcome(env: NodeJS.ProcessEnv): unknown {

@@ -87,3 +87,28 @@ describe('an environment variable set to nothing', () => {
     expect({ grpc: s.grpcPort, http: s.httpPort, timeout: s.redisTimeoutMs, shadow: s.shadowMode }).toEqual({ grpc: 8081, http: 8080, timeout: 25, shadow: false });
   });
 });
+
+describe('moving from envoyproxy/ratelimit: tracing', () => {
+  it('TRACING_* as its src/trace/trace.go reads them: http is OTLP/HTTP protobuf, sampling from 0 to 1', () => {
+    expect(parseServeArgs([], {}).tracing).toBeUndefined();
+    const t = parseServeArgs([], { TRACING_ENABLED: 'true' }).tracing!;
+    expect(t).toMatchObject({ protocol: 'http/protobuf', serviceName: 'RateLimit', serviceNamespace: '', serviceInstanceId: '', samplingRate: 1 });
+    expect(t.queue).toEqual({ maxQueueSize: 2048, maxExportBatchSize: 512, scheduledDelayMs: 5000, exportTimeoutMs: 30000 });
+    expect(parseServeArgs([], { TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '0' }).tracing!.samplingRate).toBe(0);
+    expect(() => parseServeArgs([], { TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '1.5' })).toThrow(/TRACING_SAMPLING_RATE must be a number from 0 to 1/);
+    expect(() => parseServeArgs([], { TRACING_ENABLED: 'true', TRACING_EXPORTER_PROTOCOL: 'zipkin' })).toThrow(/TRACING_EXPORTER_PROTOCOL must be http, http\/protobuf, http\/json or grpc/);
+  });
+
+  it('the standard OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL and OTEL_BSP_* apply when TRACING_* does not say', () => {
+    const env = { TRACING_ENABLED: 'true', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_BSP_MAX_QUEUE_SIZE: '100' };
+    expect(parseServeArgs([], env).tracing).toMatchObject({ protocol: 'grpc', queue: { maxQueueSize: 100 } });
+    expect(parseServeArgs([], { ...env, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' }).tracing!.protocol).toBe('http/json');
+    expect(parseServeArgs([], { ...env, TRACING_EXPORTER_PROTOCOL: 'http' }).tracing!.protocol).toBe('http/protobuf');
+  });
+
+  it('DECISION_LOG is off, over or all, with a bound a second', () => {
+    expect(parseServeArgs([], {}).decisionLog).toEqual({ mode: 'off', maxPerSecond: 1000 });
+    expect(parseServeArgs(['--decision-log', 'OVER'], { DECISION_LOG_MAX_PER_SECOND: '50' }).decisionLog).toEqual({ mode: 'over', maxPerSecond: 50 });
+    expect(() => parseServeArgs([], { DECISION_LOG: 'verbose' })).toThrow(/DECISION_LOG must be off, over or all/);
+  });
+});
