@@ -5,6 +5,8 @@
 //   noop      a grpc-js server with the same protos that decides nothing (the floor of Tollgate's stack)
 //   memory    tollgate serve --store memory
 //   redis     tollgate serve --store redis (a redis-server of its own)
+//   memory+trace1%, redis+trace1%   the same with TRACING_ENABLED and TRACING_SAMPLING_RATE=0.01, spans sent
+//             over OTLP/HTTP to a sink in this process (the calls carry no trace: 1% of them start one)
 // Per target and round: a saturation run driven by h2load (nghttp2's C load generator: 4 connections × 32
 // streams, every call admitted and counted), a fixed-rate run (h2load --rps; default: half the grpc-js floor's
 // saturation rate in the same round; latencies from its per-request log) and the property API's traffic mix
@@ -14,6 +16,7 @@
 // Tollgate's own cost per decision with the bench limit as a fixed window and as a token bucket
 // (bench/own-cost.mjs, alternating, medians over the rounds).
 import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
 import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -60,7 +63,11 @@ async function main() {
     redis: (port, http) => tollgate(port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`),
     // Two worker processes (--workers 2). Its CPU column counts the primary only: the workers are not summed.
     'redis-2w': (port, http) => tollgate(port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`, '--workers', '2'),
+    'memory+trace1%': (port, http) => tollgate(port, http, ...TRACED),
+    'redis+trace1%': (port, http) => tollgate(port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`, ...TRACED),
   };
+  const sink = await otlpSink();
+  process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = sink.endpoint; // read by the traced targets' exporter
   if (values.before) {
     const cli = join(values.before, 'dist/cli.js');
     targets['memory@before'] = (port, http) => tollgateAt(cli, port, http);
@@ -78,6 +85,8 @@ async function main() {
     }
   }
   await stop(redis);
+  sink.close();
+  if (sink.spans() > 0) console.error(`OTLP sink: ${sink.spans()} export requests received`);
   const results = Object.fromEntries(names.map((n) => [n, summarize(runs[n])]));
   if (!values['skip-memory']) {
     const out = execFileSync(process.execPath, ['--expose-gc', 'bench/memory.mjs', '1000000']).toString();
@@ -86,6 +95,22 @@ async function main() {
   results.ownCost = ownCost(Number(values.rounds));
   print(results);
   if (values.json) writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds, rounds: Number(values.rounds), rate: values.rate, results }, null, 2)}\n`);
+}
+
+const TRACED = ['--tracing', 'true', '--tracing-sampling-rate', '0.01'];
+
+/** A collector that accepts every OTLP/HTTP export and reads nothing of it. */
+async function otlpSink() {
+  let exports = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      exports++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { endpoint: `http://127.0.0.1:${server.address().port}/v1/traces`, spans: () => exports, close: () => server.close() };
 }
 
 /** One target, one round: saturation under h2load, then the fixed rate, then the traffic mix. */
@@ -103,16 +128,17 @@ async function measure(name, make, redis, redisPort, rate) {
   const rss = peakRssMiB(server.pid);
   await stop(server);
   const per = (run, i) => (run.cpu[i] / run.result.total) * 1e6;
+  const usesRedis = /^redis(\+|@|$)/.test(name);
   return {
     sat: {
       perSecond: sat.result.perSecond,
       errors: sat.result.errors,
       serviceUs: name === 'redis-2w' ? undefined : per(sat, 0),
-      redisUs: name === 'redis' ? per(sat, 1) : undefined,
-      redisCallsPerDecision: name === 'redis' ? sat.scripts / sat.result.total : undefined,
+      redisUs: usesRedis ? per(sat, 1) : undefined,
+      redisCallsPerDecision: usesRedis ? sat.scripts / sat.result.total : undefined,
       driverShare: sat.result.driverShare,
     },
-    steady: { rate, achieved: steady.result.perSecond, driverShare: steady.result.driverShare, p50: steady.result.p50, p99: steady.result.p99, p999: steady.result.p999, errors: steady.result.errors, serviceUs: name === 'redis-2w' ? undefined : per(steady, 0), redisUs: name === 'redis' ? per(steady, 1) : undefined },
+    steady: { rate, achieved: steady.result.perSecond, driverShare: steady.result.driverShare, p50: steady.result.p50, p99: steady.result.p99, p999: steady.result.p999, errors: steady.result.errors, serviceUs: name === 'redis-2w' ? undefined : per(steady, 0), redisUs: usesRedis ? per(steady, 1) : undefined },
     mix: { perSecond: mix.perSecond, errors: mix.errors, driverShare: mix.driverCpuShare },
     rssMiB: rss,
   };

@@ -53,7 +53,8 @@ class Observed implements ObservedCall {
   failed(err: unknown): void {
     const grpcCode = statusCodeOf(err);
     const status = GrpcStatus[grpcCode] ?? 'UNKNOWN';
-    const errorClass = err instanceof Error ? err.name : 'unknown';
+    // The class, not `name`: StoreDegradedError and its siblings inherit StoreUnavailableError's name.
+    const errorClass = err instanceof Error ? err.constructor.name : 'unknown';
     if (this.span) this.tracing!.failDecision(this.span, this.kind, { grpcCode, httpStatus: httpStatusOf(grpcCode), status, errorClass });
     this.log?.failed(status, errorClass, this.traceId());
   }

@@ -210,7 +210,7 @@ export class RedisStore implements Store {
       },
       (err: unknown) => {
         const failure = this.failed(err as Error);
-        span?.end(failure.name);
+        span?.end(failure.constructor.name);
         for (const p of batch) p.reject(failure);
       },
     );
