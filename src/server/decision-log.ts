@@ -32,6 +32,11 @@ export class DecisionLog {
     this.now = opts.now ?? Date.now;
   }
 
+  /** Whether a decision of this answer gets a line (before the per-second bound). */
+  wants(overLimit: boolean): boolean {
+    return this.opts.mode === 'all' || overLimit;
+  }
+
   /** A decision made: logged in `all` mode, and in `over` mode when the request was rejected. */
   decided(s: DecisionSummary, traceId: string | undefined): void {
     if (this.opts.mode === 'over' && s.code !== 'OVER_LIMIT') return;

@@ -30,7 +30,7 @@ export class DecisionObserver {
 
   begin(call: CallInfo): ObservedCall {
     const span = this.tracing?.startDecision(call.kind, call.headers);
-    return new Observed(this.tracing, this.log, call.kind, span, span ? undefined : call.headers);
+    return new Observed(this.tracing, this.log, call.kind, span, call.headers);
   }
 }
 
@@ -44,10 +44,17 @@ class Observed implements ObservedCall {
     this.link = span && tracing!.linkOf(span);
   }
 
+  /** The summary is made only for a recorded span or a line the log will write: at a 1% sampling rate,
+   * most decisions end an unrecorded span and nothing more. */
   decided(input: DecisionInput, decision: Decision): void {
-    const summary = summarize(input, decision);
-    if (this.span) this.tracing!.endDecision(this.span, this.kind, summary);
-    this.log?.decided(summary, this.traceId());
+    const recording = this.span?.isRecording() ?? false;
+    const logged = this.log?.wants(decision.overLimit) ?? false;
+    const summary = recording || logged ? summarize(input, decision) : undefined;
+    if (this.span) {
+      if (summary && recording) this.tracing!.endDecision(this.span, this.kind, summary);
+      else this.span.end();
+    }
+    if (summary && logged) this.log!.decided(summary, this.traceId());
   }
 
   failed(err: unknown): void {
@@ -59,9 +66,10 @@ class Observed implements ObservedCall {
     this.log?.failed(status, errorClass, this.traceId());
   }
 
-  /** The trace this decision belongs to: its span's, or without tracing, the one the caller sent. */
+  /** The trace this decision is recorded in (its span's, when sampled), else the one the caller sent: never
+   * the id of an unsampled trace that started here, which no tracing backend would find. */
   private traceId(): string | undefined {
-    const ctx = this.span ? this.span.spanContext() : trace.getSpanContext(callerContext(this.headers));
+    const ctx = this.span?.isRecording() ? this.span.spanContext() : trace.getSpanContext(callerContext(this.headers));
     return ctx && isSpanContextValid(ctx) ? ctx.traceId : undefined;
   }
 }

@@ -1,4 +1,4 @@
-import type { Context } from '@opentelemetry/api';
+import { TraceFlags, type Context } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { BatchSpanProcessor, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 
@@ -58,6 +58,8 @@ export class BoundedSpanProcessor implements SpanProcessor {
   }
 
   onEnd(span: ReadableSpan): void {
+    // The batch processor exports sampled spans only; a recorded but unsampled one must not hold a place.
+    if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
     if (this.held >= this.opts.maxQueueSize) return this.outcome('queue_full', 1);
     this.held++;
     this.inner.onEnd(span);

@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
@@ -26,13 +27,14 @@ afterEach(async () => {
 
 /** The service with tracing on, its exporter pointed at `receiver` (the exporter reads the standard
  * variable once, at start). Spans are sent 20 ms after they end. */
-async function traced(receiver: OtlpReceiver, args: string[] = [], opts: { protocol?: string; env?: Record<string, string> } = {}): Promise<TestService> {
+async function traced(receiver: OtlpReceiver, args: string[] = [], opts: { protocol?: string; env?: Record<string, string>; logger?: Logger } = {}): Promise<TestService> {
   const env = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.endpoint, ...opts.env };
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
   Object.assign(process.env, env);
   try {
     const t = await startTestService({
       args: ['--tracing', 'true', '--tracing-exporter-protocol', opts.protocol ?? 'http', '--tracing-schedule-delay-ms', '20', '--tracing-service-namespace', 'prod', ...args],
+      logger: opts.logger,
     });
     open.push(t);
     return t;
@@ -144,13 +146,17 @@ describe('a decision span', () => {
 describe('sampling', () => {
   it('TRACING_SAMPLING_RATE=0 exports no span of an untraced call, and still follows a sampled caller', async () => {
     const r = await receiver();
-    const t = await traced(r, ['--tracing-sampling-rate', '0']);
+    const log = capturingLogger('info');
+    const t = await traced(r, ['--tracing-sampling-rate', '0', '--decision-log', 'all'], { logger: log.logger });
     for (let i = 0; i < 20; i++) await t.rls.call(property('read', `t${i}`));
     await t.rls.call(property('read', TOKEN), 5000, w3c('00')); // the caller chose not to sample
     await t.rls.call(property('read', TOKEN), 5000, meta({ traceparent: `00-${'2'.repeat(32)}-${CALLER_SPAN}-01` }));
     await r.waitFor((s) => s.traceId === '2'.repeat(32), 'the sampled caller\'s decision');
     // Spans of one process leave in the order they ended: had any earlier one been sampled, it came first.
     expect(r.spans.map((s) => s.traceId)).toEqual(['2'.repeat(32)]);
+    // The decision log names the caller's trace, sampled or not, and never an unsampled one started here.
+    const ids = log.lines().filter((l) => l.msg === 'decision').map((l) => l.trace_id);
+    expect(ids).toEqual([...Array(20).fill(undefined), CALLER_TRACE, '2'.repeat(32)]);
   });
 });
 
