@@ -14,10 +14,14 @@ import { cachedFingerprint } from '../fingerprint.js';
  *   bucket key    <counter key>:<unit>.bucket      a token bucket: its own key, so switching a limit between
  *                                                  a window and a bucket starts it fresh, never misread
  *   store key     <prefix>v<N>:<window key>        the Redis store adds --redis-key-prefix and the layout
- *                                                  version: a release whose keys or counter fields differ
+ *                                                  version: a release whose keys or counter values differ
  *                                                  takes the next N, so two releases sharing one Redis during
  *                                                  a rolling upgrade never read each other's counters (each
  *                                                  counts apart until the old one is gone)
+ *   counter name  <store key>:<i>                  layout 2: one plain Redis string per window, i the window's
+ *                                                  index since the epoch (start / length); check-and-incr.lua
+ *                                                  builds these from the store key, as windowCounterName does.
+ *                                                  A bucket's counter is its store key itself
  *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
  *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets
  *                                                  (neither holds a ':', which every store key does)
@@ -61,20 +65,28 @@ export function windowKey(counterKey: string, unit: string): string {
   return `${counterKey}:${unit}`;
 }
 
+/** What ends a bucket's key. */
+export const BUCKET_SUFFIX = '.bucket';
+
 /** One token bucket of a counter (a stored TAT is not a window's count). */
 export function bucketKey(counterKey: string, unit: string): string {
-  return `${counterKey}:${unit}.bucket`;
+  return `${counterKey}:${unit}${BUCKET_SUFFIX}`;
 }
 
 /** The version of the counter layout: key names and what their hashes hold (check-and-incr.lua's header).
  * Raise it with any change to either. */
-export const LAYOUT_VERSION = 1;
+export const LAYOUT_VERSION = 2;
 const LAYOUT = `v${LAYOUT_VERSION}:`;
 
 /** A window's key in a shared store: the namespace (--redis-key-prefix) first, so several services can share
  * one Redis, then the layout version. */
 export function storeKey(prefix: string, windowKey: string): string {
   return prefix + LAYOUT + windowKey;
+}
+
+/** Layout 2's counter of one window: its store key and the window's index since the epoch. */
+export function windowCounterName(storeKey: string, windowMs: number, atMs: number): string {
+  return `${storeKey}:${Math.floor(atMs / windowMs)}`;
 }
 
 /** The Redis hash of tier assignments, and the channel replicas tell each other of changes on. */

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../counters/clock.js';
-import { hashTag, storeKey } from '../counters/keys.js';
+import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { createClient, redisFailure, type RedisConnection } from './redis-connection.js';
 import { settle, type BatchSpan, type BatchTracer, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth, type TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
@@ -43,6 +43,14 @@ function batchSpan(tracer: BatchTracer, batch: readonly Pending[], keys: number)
   let links: TraceLink[] | undefined;
   for (const p of batch) if (p.trace) (links ??= []).push(p.trace);
   return links && tracer.start(links, { requests: batch.length, keys });
+}
+
+/** check-and-incr.lua's modes for a plain request, which sends shapes without groups. */
+const SHORT_MODE = { count: 'c', peek: 'p' } as const;
+
+/** A fixed window that is neither shadow nor quota: the script's fast path. */
+function isPlain(c: CounterCheck): boolean {
+  return !c.sliding && !c.shadow && !c.quota && c.burst === 0;
 }
 
 /** Most keys in one script call; a larger batch is split (a single request is never split). */
@@ -191,10 +199,13 @@ export class RedisStore implements Store {
     const shapes: CounterCheck[] = [];
     const tail: (string | number)[] = [];
     for (const p of batch) {
-      tail.push(p.mode, p.checks.length);
+      // A plain request's groups change nothing (its windows are admitted together or not at all): not sent.
+      const plain = p.checks.every(isPlain);
+      tail.push(plain ? SHORT_MODE[p.mode] : p.mode, p.checks.length);
       for (const c of p.checks) {
         keys.push(storeKey(this.opts.keyPrefix, c.key));
-        tail.push(shapeOf(shapes, c), c.group);
+        if (plain) tail.push(shapeOf(shapes, c));
+        else tail.push(shapeOf(shapes, c), c.group);
       }
     }
     const args: (string | number)[] = [this.opts.clock ? this.opts.clock.now() : 0, shapes.length];
@@ -248,11 +259,21 @@ export class RedisStore implements Store {
   async reset(windows: readonly CounterWindow[]): Promise<number> {
     if (windows.length === 0) return 0;
     try {
-      // One hash per window series; a client's keys share a hash tag, so this is one slot in Cluster mode.
-      return await withTimeout(this.client.del(...windows.map((w) => storeKey(this.opts.keyPrefix, w.key))), this.opts.timeoutMs * 4);
+      // A client's keys share a hash tag, so this is one slot in Cluster mode.
+      return await withTimeout(this.client.del(...windows.flatMap((w) => this.countersOf(w))), this.opts.timeoutMs * 4);
     } catch (err) {
       throw redisFailure(err);
     }
+  }
+
+  /** The counters a reset deletes: a bucket's one; a window's in the windows before, at and after this
+   * process's now (Redis's clock decides, and may be a little apart), so the current and the previous
+   * window are gone whichever side of a boundary either clock is. */
+  private countersOf(w: CounterWindow): string[] {
+    const key = storeKey(this.opts.keyPrefix, w.key);
+    if (w.key.endsWith(BUCKET_SUFFIX)) return [key];
+    const now = this.opts.clock?.now() ?? Date.now();
+    return [-2, -1, 0, 1].map((d) => windowCounterName(key, w.windowMs, now + d * w.windowMs));
   }
 
   async close(): Promise<void> {
@@ -345,28 +366,28 @@ function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
   return shapes.push(c);
 }
 
-/** Splits a batch's reply into each request's answer (layout in check-and-incr.lua); a request whose keys
- * Redis refused fails alone. */
+/** Splits a batch's reply into each request's answer (layout in check-and-incr.lua: per window its count,
+ * negative when it has no room, and the previous count after a sliding one); a request whose keys Redis
+ * refused is one string, and fails alone. */
 function answerBatch(batch: Pending[], reply: (number | string)[], refused: (kind: string) => StoreKeyError): void {
   const nowMs = reply[0] as number;
   let at = 1;
   for (const p of batch) {
-    const n = p.checks.length;
     const head = reply[at++];
     if (typeof head === 'string') {
-      at += 3 * n;
       p.reject(refused(head));
       continue;
     }
+    const n = p.checks.length;
     const curr = new Array<number>(n);
     const prev = new Array<number>(n);
     const over = new Array<boolean>(n);
-    const admitted = head === 1;
-    for (let i = 0; i < n; i++, at += 3) {
-      curr[i] = reply[at] as number;
-      prev[i] = reply[at + 1] as number;
-      over[i] = reply[at + 2] === 1;
+    for (let i = 0; i < n; i++) {
+      const v = reply[at++] as number;
+      over[i] = v < 0;
+      curr[i] = v < 0 ? -v - 1 : v;
+      prev[i] = p.checks[i]!.sliding && p.checks[i]!.burst === 0 ? (reply[at++] as number) : 0;
     }
-    p.resolve({ nowMs, admitted, curr, prev, over });
+    p.resolve({ nowMs, admitted: head === 1, curr, prev, over });
   }
 }

@@ -128,7 +128,7 @@ describe.each(['allow', 'local'])('Redis frozen (SIGSTOP), policy %s', (policy) 
     await within(10_000, () => !s.t.service.store.health().degraded);
     const token = `Bearer thawed-${policy}`;
     expect((await call(s.t, property('read', token))).outcome).toBe('OK');
-    const keys = await s.redis.cli('--scan', '--pattern', 'tollgate:v1:property-api:category_read.token:*');
+    const keys = await s.redis.cli('--scan', '--pattern', 'tollgate:v2:property-api:category_read.token:*');
     expect(keys.split('\n').length).toBeGreaterThanOrEqual(2);
   });
 });

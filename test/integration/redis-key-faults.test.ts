@@ -38,20 +38,23 @@ describe.each(['allow', 'deny', 'local'])('a poisoned counter key amid 50 other 
     expect(await outcome(t, poisoned)).toBe('OK');
     const keys = (await redis.cli('--scan', '--pattern', `*${fingerprint(poisoned)}*`)).split('\n').filter(Boolean).sort();
     expect(keys.length).toBeGreaterThanOrEqual(2); // a second and an hour window
-    const perSecond = keys.find((k) => k.endsWith(':second'))!;
-    const hourly = keys.find((k) => k.endsWith(':hour'))!;
-    await redis.cli('DEL', perSecond);
-    await redis.cli('SET', perSecond, 'not a hash'); // WRONGTYPE for the script's HMGET
-    const hourBefore = await redis.cli('HGET', hourly, 'c');
+    const perSecond = keys.filter((k) => /:second:\d+$/.test(k));
+    const hourly = keys.find((k) => /:hour:\d+$/.test(k))!;
+    // The hour's counter (its name holds for the hour) is given a value that is not a count.
+    await redis.cli('SET', hourly, 'not a count');
 
     // 51 concurrent calls: the service batches them into one script call.
     const others = Array.from({ length: 50 }, (_, i) => `Bearer other-${policy}-${i}`);
     const results = await Promise.all([outcome(t, poisoned), ...others.map((o) => outcome(t, o))]);
     expect(results[0]).toBe(POISON_EXPECTED[policy]);
     expect(results.slice(1)).toEqual(Array(50).fill('OK'));
-    // No partial write for the refused request; every other one was counted in Redis.
-    expect(await redis.cli('HGET', hourly, 'c')).toBe(hourBefore);
-    for (const o of others.slice(0, 5)) expect(await redis.cli('--scan', '--pattern', `*${fingerprint(o)}*:hour`)).not.toBe('');
+    // No partial write for the refused request (its per-second counter neither grew nor appeared in a new
+    // second); every other one was counted in Redis.
+    expect(await redis.cli('GET', hourly)).toBe('not a count');
+    const secondsAfter = (await redis.cli('--scan', '--pattern', `*${fingerprint(poisoned)}*:second:*`)).split('\n').filter(Boolean).sort();
+    expect(secondsAfter).toEqual(perSecond);
+    for (const k of secondsAfter) expect(await redis.cli('GET', k)).toBe('1');
+    for (const o of others.slice(0, 5)) expect(await redis.cli('--scan', '--pattern', `*${fingerprint(o)}*:hour:*`)).not.toBe('');
 
     for (let i = 0; i < 20; i++) await outcome(t, poisoned);
     const { series } = await scrape(t.service.httpPort);
@@ -99,14 +102,17 @@ describe('the key layout version', () => {
     const t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] });
     try {
       const token = 'Bearer upgrade';
-      // What a release before the version in key names wrote, and what a later layout might put there.
+      // What releases before wrote at these names (none, then v1's hashes), and what a later layout might put there.
       const fp = fingerprint(token);
+      const hour = Math.floor(Date.now() / 3_600_000);
       for (const unit of ['second', 'hour']) await redis.cli('SET', `tollgate:property-api:category_read.token:{${fp}}:${unit}`, 'old layout');
-      await redis.cli('SET', `tollgate:v2:property-api:category_read.token:{${fp}}:hour`, 'newer layout');
+      await redis.cli('HSET', `tollgate:v1:property-api:category_read.token:{${fp}}:hour`, 'w', '0', 'c', '999');
+      await redis.cli('SET', `tollgate:v3:property-api:category_read.token:{${fp}}:hour:${hour}`, 'newer layout');
       expect(await outcome(t, token)).toBe('OK');
-      const mine = await redis.cli('--scan', '--pattern', `tollgate:v1:*{${fp}}*`);
+      const mine = await redis.cli('--scan', '--pattern', `tollgate:v2:*{${fp}}*`);
       expect(mine.split('\n').filter(Boolean)).toHaveLength(2);
-      expect(await redis.cli('GET', `tollgate:v2:property-api:category_read.token:{${fp}}:hour`)).toBe('newer layout');
+      expect(await redis.cli('HGET', `tollgate:v1:property-api:category_read.token:{${fp}}:hour`, 'c')).toBe('999');
+      expect(await redis.cli('GET', `tollgate:v3:property-api:category_read.token:{${fp}}:hour:${hour}`)).toBe('newer layout');
     } finally {
       await t.close();
       await redis.stop();

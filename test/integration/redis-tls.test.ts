@@ -60,7 +60,7 @@ describe('Redis over TLS with a password', () => {
     try {
       const res = await rls.call(property('write', 'Bearer over-tls'));
       expect(res.overall_code).toBe('OK');
-      expect(cli('--scan', '--pattern', 'tollgate:v1:property-api:category_write.token:*')).toContain(':second');
+      expect(cli('--scan', '--pattern', 'tollgate:v2:property-api:category_write.token:*')).toContain(':second:');
       expect((await fetch(`http://127.0.0.1:${httpPort}/readyz`)).status).toBe(200);
       expect(daemon.output()).not.toContain('redis store degraded');
     } finally {

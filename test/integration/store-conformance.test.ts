@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
+import { windowCounterName } from '../../src/counters/keys.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -223,13 +224,33 @@ describe('redis store specifics', () => {
     const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'ttl:', logger: silentLogger });
     opened.push(store);
     await store.waitReady(5000);
-    await store.check([check({ key: 'fixed', windowMs: 60_000 }), check({ key: 'slide', windowMs: 60_000, sliding: true, group: 1 })]);
-    const fixed = Number(await redis.cli('PTTL', 'ttl:v1:fixed'));
-    const slide = Number(await redis.cli('PTTL', 'ttl:v1:slide'));
+    const r = await store.check([check({ key: 'fixed', windowMs: 60_000 }), check({ key: 'slide', windowMs: 60_000, sliding: true, group: 1 })]);
+    // One plain string per window, named by the window's index (src/counters/keys.ts, layout 2).
+    const fixed = Number(await redis.cli('PTTL', windowCounterName('ttl:v2:fixed', 60_000, r.nowMs)));
+    const slide = Number(await redis.cli('PTTL', windowCounterName('ttl:v2:slide', 60_000, r.nowMs)));
+    expect(await redis.cli('GET', windowCounterName('ttl:v2:fixed', 60_000, r.nowMs))).toBe('1');
     expect(fixed).toBeGreaterThan(1000);
     expect(fixed).toBeLessThanOrEqual(61_000);
     expect(slide).toBeGreaterThan(60_000);
     expect(slide).toBeLessThanOrEqual(121_000);
+  });
+
+  it('a rejected request writes no counter of its own: no count, no new key, no expiry touched', async () => {
+    const clock = new ManualClock(T0 + 250);
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'rej:', logger: silentLogger, clock });
+    opened.push(store);
+    await store.waitReady(5000);
+    const windows = (hits: number) => [check({ key: 'sec', limit: 10, hits }), check({ key: 'min', windowMs: 60_000, limit: 2, hits }), check({ key: 'tb', windowMs: 60_000, limit: 1, burst: 9, hits, group: 1 })];
+    expect((await store.check(windows(2))).admitted).toBe(true);
+    const names = [windowCounterName('rej:v2:sec', 1000, T0), windowCounterName('rej:v2:min', 60_000, T0), 'rej:v2:tb'];
+    const before = await Promise.all(names.map(async (n) => [await redis.cli('GET', n), Number(await redis.cli('PTTL', n)) > 0]));
+    const r = await store.check(windows(1)); // the minute is full: rejected
+    expect(r.admitted).toBe(false);
+    expect(r.over).toEqual([false, true, false]);
+    expect(await Promise.all(names.map(async (n) => [await redis.cli('GET', n), Number(await redis.cli('PTTL', n)) > 0]))).toEqual(before);
+    // A check-only request (hits 0) writes nothing either, even with room everywhere.
+    expect((await store.check([check({ key: 'fresh', hits: 0 })])).admitted).toBe(true);
+    expect(await redis.cli('--scan', '--pattern', 'rej:v2:fresh*')).toBe('');
   });
 
   it('a token bucket key lives until the bucket is full again, plus a second', async () => {
@@ -238,7 +259,7 @@ describe('redis store specifics', () => {
     await store.waitReady(5000);
     // 1 per minute, 3 taken: full again in 3 minutes.
     await store.check([check({ key: 'tb', windowMs: 60_000, limit: 1, burst: 5, hits: 3 })]);
-    const ttl = Number(await redis.cli('PTTL', 'ttlb:v1:tb'));
+    const ttl = Number(await redis.cli('PTTL', 'ttlb:v2:tb'));
     expect(ttl).toBeGreaterThan(180_000);
     expect(ttl).toBeLessThanOrEqual(181_000);
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { counterId, counterKey, counterKeyOf, eventsChannel, hashTag, overrideCounterKey, storeKey, tierHashKey, windowKey } from '../../src/counters/keys.js';
+import { counterId, counterKey, counterKeyOf, eventsChannel, hashTag, overrideCounterKey, storeKey, tierHashKey, windowCounterName, windowKey } from '../../src/counters/keys.js';
 import { fingerprint } from '../../src/fingerprint.js';
 
 const SECRET = 'Bearer s3cr3t-token';
@@ -65,8 +65,16 @@ describe('counter keys (src/counters/keys.ts)', () => {
   });
 
   it('store key: the namespace first; the hash tag is unchanged (a prefix holds no braces of ours)', () => {
-    expect(storeKey('tollgate:', 'd:r:{ab}:hour')).toBe('tollgate:v1:d:r:{ab}:hour');
+    expect(storeKey('tollgate:', 'd:r:{ab}:hour')).toBe('tollgate:v2:d:r:{ab}:hour');
     expect(hashTag(storeKey('tollgate:', 'd:r:{ab}:hour'))).toBe('ab');
+  });
+
+  it('counter name (layout 2): the store key and the window\'s index since the epoch; same hash tag', () => {
+    const key = storeKey('tollgate:', 'd:r:{ab}:hour');
+    expect(windowCounterName(key, 3_600_000, 1_800_000_000_000)).toBe('tollgate:v2:d:r:{ab}:hour:500000');
+    expect(windowCounterName(key, 3_600_000, 1_800_003_599_999)).toBe('tollgate:v2:d:r:{ab}:hour:500000');
+    expect(windowCounterName(key, 3_600_000, 1_800_003_600_000)).toBe('tollgate:v2:d:r:{ab}:hour:500001');
+    expect(hashTag(windowCounterName(key, 1000, 1_800_000_000_000))).toBe('ab');
   });
 
   it('keys are ASCII, so the memory store may copy them as latin1', () => {

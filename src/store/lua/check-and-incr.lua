@@ -1,18 +1,21 @@
 --[[
-  check-and-incr: decides a batch of requests, one after another; each request's windows are checked, and
-  counted only if that request is admitted. Requests in a batch are independent: one's rejection never
-  affects another's, except that a later request sees what an earlier one counted (as if sent one by one).
-  Atomic, so replicas sharing this Redis can never admit more than a limit together.
+  check-and-incr (layout v2): decides a batch of requests, one after another; each request's windows are
+  checked, and counted only if that request is admitted. Requests in a batch are independent: one's rejection
+  never affects another's, except that a later request sees what an earlier one counted (as if sent one by
+  one). Atomic, so replicas sharing this Redis can never admit more than a limit together.
   Run by src/store/redis-store.ts with EVALSHA (EVAL when Redis has not cached it yet).
 
-  KEYS     the counters of every window of every request, in order (a key may appear more than once): each a
-           hash with fields
-             w  start of the window it counts (ms since the epoch, aligned to the epoch)
-             c  count in window w
-             p  count in the window before w (sliding windows only)
-           or, for a token bucket (its own key, src/counters/keys.ts):
-             w  when it was last written (ms)
-             c  its debt then, in ticks of 1/limit ms (src/counters/bucket.ts)
+  Cost: one MGET reads every counter of the whole batch; an admitted window is one INCRBY, plus a PEXPIRE
+  only when that INCRBY created the counter (the first request of a window); a bucket is one SET with its
+  expiry. A rejected or check-only request writes nothing.
+
+  KEYS     the base of every window of every request, in order (a base may appear more than once); the
+           counters are plain strings named from it:
+             <base>:<i>   a window's count, where i = floor(start / window_ms) is the window's index since the
+                          epoch (a sliding window also reads <base>:<i-1>, the window before). Same hash tag as
+                          the base, so the same Redis Cluster slot.
+             <base>       a token bucket: "<w> <c>", when it was last written (ms) and its debt then, in ticks
+                          of 1/limit ms (src/counters/bucket.ts)
   ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
   ARGV[2]  s, the number of window shapes; then s shapes of seven values each (a batch's windows mostly
            share a few, so each is sent once):
@@ -20,18 +23,21 @@
                   quota (0|1)
   then, per request:
            mode   "count", or "peek" to decide without writing anything (the first phase of a request whose
-                  counters live in several Redis Cluster slots)
+                  counters live in several Redis Cluster slots); "c" and "p" are the same for a plain request
+                  (every window a fixed window, none shadow or quota), which sends no groups
            n      number of windows of this request (its keys are the next n of KEYS)
-           then per window, two values: its shape (1-based), and its group (descriptor index)
+           then per window, two values: its shape (1-based), and its group (descriptor index); one value,
+           its shape, for a plain request
 
-  Returns  { now_ms, then per request: admitted (0|1), curr_1, prev_1, over_1, ..., curr_n, prev_n, over_n }
-           curr/prev are the counts before this request (a bucket: curr = its debt now, prev = 0); over_i is 1
-           when window i has no room. A request whose keys Redis refused (a key of another type: WRONGTYPE;
-           out of memory: OOM) has, in place of admitted, the error's first word as a string, and zeros for
-           its windows: it fails alone, the others of the batch are decided as usual. Its reads come before
-           any write, so a refused read leaves nothing written. A write refused after another write of the
-           same request (Redis crossing maxmemory between the two) leaves the first: over maxmemory Redis
-           refuses every write, so in practice it is the first write that fails.
+  Returns  { now_ms, then per request: admitted (0|1), then per window its count before this request (a
+           bucket: its debt now), written -(count + 1) when the window has no room, and for a sliding window
+           the previous window's count after it }. Counts are whole numbers, so the sign says "no room" without
+           another value. A request whose counters Redis refused (a key of another type: WRONGTYPE; a value that
+           is not a count: WRONGTYPE too; out of memory: OOM) has, in place of all that, the error's first word
+           as a string: it fails alone, the others of the batch are decided as usual. A value that is not a
+           count is found before anything is written; a write Redis refuses after another write of the same
+           request leaves the first (over maxmemory Redis refuses every write, so in practice it is the first
+           that fails).
 
   Rules (the same as src/store/store.ts settle() and src/counters/window.ts):
     used  = c                                  fixed window
@@ -44,16 +50,18 @@
     a group (descriptor) is over if any of its windows is; the request is admitted unless a group that is
     neither shadow nor quota is over, or the request has quota groups and all of them are over; then every
     window of every group that is not over is counted.
-  Each hash expires one second after the last window that can still read it.
+  A window's counter expires one second after the last window that can still read it (a sliding window's:
+  the end of the next window).
 ]]
+
+-- Globals as locals: a local is a register, a global a table lookup, and these run per window.
+local tonumber, call, max = tonumber, redis.call, math.max
 
 local now = tonumber(ARGV[1])
 if now == 0 then
-  local t = redis.call('TIME')
+  local t = call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-
-local out = { now }
 
 -- The shapes, as numbers once.
 local shapes = {}
@@ -69,101 +77,201 @@ for i = 1, s do
     burst = tonumber(ARGV[a + 6]),
     quota = ARGV[a + 7] == '1',
   }
+  local w = shapes[i]
+  w.index = math.floor(now / w.window)
+  w.suffix = ':' .. string.format('%.0f', w.index)
+  w.prev_suffix = ':' .. string.format('%.0f', w.index - 1)
+  w.plain = not (w.sliding or w.shadow or w.quota or w.burst > 0)
+end
+
+-- Pass 1: the name of every counter the batch reads, and one MGET of them all. `cur[j]` and `old[j]` name
+-- window j's counter and (sliding) the previous window's. A name may be listed twice (two requests of one
+-- client): MGET answers both, `values` keeps one. Per request r: its first window is r_k[r] + 1, it has r_n[r]
+-- windows, r_count[r] says whether to count it, r_plain[r] whether every window is plain, r_short[r]
+-- whether it came without groups.
+local names, cur, old, shape_of, group_of = {}, {}, {}, {}, {}
+local r_k, r_n, r_count, r_plain, r_short = {}, {}, {}, {}, {}
+local m, reqs = 0, 0
+do
+  local k, a, last = 0, 3 + s * 7, #ARGV
+  while a <= last do
+    local mode = ARGV[a]
+    local n = tonumber(ARGV[a + 1])
+    local short = mode == 'c' or mode == 'p'
+    local stride = short and 1 or 2
+    local is_plain = true
+    for i = 1, n do
+      local j = k + i
+      local w = shapes[tonumber(ARGV[a + (i - 1) * stride + 2])]
+      if not w.plain then is_plain = false end
+      shape_of[j] = w
+      if not short then group_of[j] = ARGV[a + (i - 1) * 2 + 3] end
+      local n1
+      if w.burst > 0 then n1 = KEYS[j] else n1 = KEYS[j] .. w.suffix end
+      m = m + 1
+      names[m] = n1
+      cur[j] = n1
+      if w.sliding and w.burst == 0 then
+        local n0 = KEYS[j] .. w.prev_suffix
+        m = m + 1
+        names[m] = n0
+        old[j] = n0
+      end
+    end
+    reqs = reqs + 1
+    r_k[reqs], r_n[reqs], r_count[reqs], r_plain[reqs], r_short[reqs] = k, n, mode == 'count' or mode == 'c', is_plain, short
+    k = k + n
+    a = a + 2 + n * stride
+  end
+end
+local values = {}
+if m > 0 then
+  local got = call('MGET', unpack(names))
+  for i = 1, m do values[names[i]] = got[i] end
+end
+
+-- A counter's count: 0 when absent (MGET's false, also for a key of another type, which the write then
+-- refuses); an error for a value that is not a count, so the request fails before writing anything.
+local function count(n)
+  local v = values[n]
+  if not v then return 0 end
+  local c = tonumber(v)
+  if not c then error({ err = 'WRONGTYPE counter value is not a count' }) end
+  return c
 end
 
 -- A window's count, the previous window's (sliding only), and whether it has room (see the rules above).
-local function counts(key, w, start)
-  local f = redis.call('HMGET', key, 'w', 'c', 'p')
-  local fw = tonumber(f[1])
-  local c, p = 0, 0
-  if fw == start then
-    c = tonumber(f[2]) or 0
-    p = tonumber(f[3]) or 0
-  elseif fw == start - w.window then
-    p = tonumber(f[2]) or 0
-  end
-  if not w.sliding then p = 0 end
+local function counts(j, w)
+  local c = count(cur[j])
+  local p = 0
   local used = c
-  if w.sliding then used = (p * (w.window - (now % w.window))) / w.window + c end
-  return c, p, used + math.max(w.hits, 1) > w.limit
+  if w.sliding then
+    p = count(old[j])
+    used = (p * (w.window - (now % w.window))) / w.window + c
+  end
+  return c, p, used + max(w.hits, 1) > w.limit
 end
 
 -- A bucket's debt now and whether it has room (see the rules above).
-local function bucket(key, w)
-  local f = redis.call('HMGET', key, 'w', 'c')
-  local at, debt = tonumber(f[1]), tonumber(f[2])
+local function bucket(j, w)
+  local v = values[cur[j]]
   local d = 0
-  if at and debt then d = math.max(0, debt - (now - at) * w.limit) end
-  return d, d + math.max(w.hits, 1) * w.window > w.burst * w.window
+  if v then
+    local at, debt = string.match(v, '^(%d+) (%d+)$')
+    if not at then error({ err = 'WRONGTYPE bucket value is not one' }) end
+    d = max(0, tonumber(debt) - (now - tonumber(at)) * w.limit)
+  end
+  return d, d + max(w.hits, 1) * w.window > w.burst * w.window
 end
 
--- Writes a bucket that was admitted. Integers are written with %.0f: tostring keeps only 14 digits.
-local function take(key, w, debt)
-  local after = debt + w.hits * w.window
-  local full = w.window
-  if w.limit > 0 then full = math.ceil(after / w.limit) end
-  redis.call('HSET', key, 'w', string.format('%.0f', now), 'c', string.format('%.0f', after))
-  redis.call('PEXPIRE', key, full + 1000)
+-- Counts an admitted window or bucket, and keeps what it wrote for the batch's later requests. Integers are
+-- written with %.0f: tostring keeps only 14 digits.
+local function write(j, w, curr)
+  local n = cur[j]
+  if w.burst > 0 then
+    local after = curr + w.hits * w.window
+    local full = w.window
+    if w.limit > 0 then full = math.ceil(after / w.limit) end
+    local v = string.format('%.0f %.0f', now, after)
+    call('SET', n, v, 'PX', full + 1000)
+    values[n] = v
+    return
+  end
+  local after = call('INCRBY', n, w.hits)
+  values[n] = after
+  if after == w.hits then
+    local ends = (w.index + 1) * w.window
+    if w.sliding then ends = ends + w.window end
+    call('PEXPIRE', n, ends - now + 1000)
+  end
 end
 
--- Decides one request whose windows are KEYS[k0 + 1 .. k0 + n], described by ARGV[a0 + 1 .. a0 + 2n].
-local function decide(count, n, k0, a0)
-  local starts, curr, prev, over = {}, {}, {}, {}
-  local group_over = {}
-  local quota_group = {}
+-- The reply, and how many values it holds (`#out` is not used: a request writes its admitted flag last).
+local out, o = { now }, 1
+
+-- Decides one request whose windows are KEYS[k0 + 1 .. k0 + n]. Answers per window its count before the
+-- request, as -(count + 1) when the window has no room, and for a sliding window the previous window's count.
+local group_over, quota_group = {}, {}
+local function decide(count_it, n, k0)
+  local curr, prev, over = {}, {}, {}
+  for g in pairs(group_over) do group_over[g] = nil end
+  for g in pairs(quota_group) do quota_group[g] = nil end
   local quota_groups, quota_over = 0, 0
   local admitted = 1
   for i = 1, n do
-    local w = shapes[tonumber(ARGV[a0 + (i - 1) * 2 + 1])]
-    local group = ARGV[a0 + (i - 1) * 2 + 2]
-    local start = now - (now % w.window)
-    starts[i] = start
+    local w = shape_of[k0 + i]
+    local group = group_of[k0 + i]
     local is_over
     if w.burst > 0 then
-      curr[i], is_over = bucket(KEYS[k0 + i], w)
-      prev[i] = 0
+      curr[i], is_over = bucket(k0 + i, w)
     else
-      curr[i], prev[i], is_over = counts(KEYS[k0 + i], w, start)
+      curr[i], prev[i], is_over = counts(k0 + i, w)
     end
     if w.quota and not quota_group[group] then
       quota_group[group] = true
       quota_groups = quota_groups + 1
     end
+    over[i] = is_over
     if is_over then
-      over[i] = 1
       if w.quota and not w.shadow and not group_over[group] then quota_over = quota_over + 1 end
       group_over[group] = true
       if not w.shadow and not w.quota then admitted = 0 end
-    else
-      over[i] = 0
     end
   end
   if quota_groups > 0 and quota_over == quota_groups then admitted = 0 end
 
-  if admitted == 1 and count then
+  if admitted == 1 and count_it then
     for i = 1, n do
-      local w = shapes[tonumber(ARGV[a0 + (i - 1) * 2 + 1])]
-      if w.hits > 0 and w.burst > 0 and not group_over[ARGV[a0 + (i - 1) * 2 + 2]] then
-        take(KEYS[k0 + i], w, curr[i])
-      elseif w.hits > 0 and not group_over[ARGV[a0 + (i - 1) * 2 + 2]] then
-        local lives = w.window
-        if w.sliding then lives = 2 * w.window end
-        redis.call('HSET', KEYS[k0 + i], 'w', starts[i], 'c', curr[i] + w.hits, 'p', prev[i])
-        redis.call('PEXPIRE', KEYS[k0 + i], starts[i] + lives - now + 1000)
-      end
+      local w = shape_of[k0 + i]
+      if w.hits > 0 and not group_over[group_of[k0 + i]] then write(k0 + i, w, curr[i]) end
     end
   end
 
-  out[#out + 1] = admitted
+  o = o + 1
+  out[o] = admitted
   for i = 1, n do
-    out[#out + 1] = curr[i]
-    out[#out + 1] = prev[i]
-    out[#out + 1] = over[i]
+    o = o + 1
+    if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
+    local w = shape_of[k0 + i]
+    if w.sliding and w.burst == 0 then
+      o = o + 1
+      out[o] = prev[i]
+    end
   end
 end
 
--- The requests, one after another.
-local k, a = 0, 3 + s * 7
+-- The same for the usual request, whose windows are all fixed windows that are neither shadow nor quota:
+-- admitted when every window has room, and then every window counted. No group bookkeeping, no tables.
+local function decide_plain(count_it, n, k0)
+  local head = o + 1
+  local admitted = 1
+  for i = 1, n do
+    local j = k0 + i
+    local w = shape_of[j]
+    local c = count(cur[j])
+    if c + max(w.hits, 1) > w.limit then
+      admitted = 0
+      out[head + i] = -c - 1
+    else
+      out[head + i] = c
+    end
+  end
+  out[head] = admitted
+  o = head + n
+  if admitted == 1 and count_it then
+    for i = 1, n do
+      local j = k0 + i
+      local w = shape_of[j]
+      if w.hits > 0 then
+        local n1 = cur[j]
+        local after = call('INCRBY', n1, w.hits)
+        values[n1] = after
+        if after == w.hits then call('PEXPIRE', n1, (w.index + 1) * w.window - now + 1000) end
+      end
+    end
+  end
+end
+
 -- The error's code word (WRONGTYPE, OOM, ERR), from what pcall caught: a table on Redis 7, a string such as
 -- "@user_script:1: -OOM command not allowed ..." before it.
 local function kind(err)
@@ -171,15 +279,22 @@ local function kind(err)
   return string.match(text, '(%u%u+)') or 'ERR'
 end
 
-while a <= #ARGV do
-  local count = ARGV[a] == 'count'
-  local n = tonumber(ARGV[a + 1])
-  local ok, err = pcall(decide, count, n, k, a + 1)
-  if not ok then
-    out[#out + 1] = kind(err)
-    for _ = 1, n * 3 do out[#out + 1] = 0 end
+-- Pass 2: the requests, one after another.
+for r = 1, reqs do
+  local at = o
+  local ok, err
+  if r_plain[r] then
+    ok, err = pcall(decide_plain, r_count[r], r_n[r], r_k[r])
+  elseif r_short[r] then
+    ok, err = false, { err = 'ERR a short request must hold only plain windows' }
+  else
+    ok, err = pcall(decide, r_count[r], r_n[r], r_k[r])
   end
-  k = k + n
-  a = a + 2 + n * 2
+  if not ok then
+    -- Whatever the request wrote into the reply (at most its flag and two values a window) goes.
+    for i = at + 1, at + 1 + 2 * r_n[r] do out[i] = nil end
+    o = at + 1
+    out[o] = kind(err)
+  end
 end
 return out
