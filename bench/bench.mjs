@@ -14,7 +14,8 @@
 // every grpc-status). CPU of every process from /proc. Rounds alternate
 // the targets; figures are medians over rounds. Then the memory store's footprint (bench/memory.mjs), and
 // Tollgate's own cost per decision with the bench limit as a fixed window and as a token bucket
-// (bench/own-cost.mjs, alternating, medians over the rounds).
+// (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis spends per decision, against
+// the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
 import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
@@ -34,6 +35,7 @@ const { values } = parseArgs({
     only: { type: 'string' },
     before: { type: 'string' },
     'sat-only': { type: 'boolean', default: false },
+    'skip-redis-cost': { type: 'boolean', default: false },
   },
 });
 const seconds = Number(values.seconds);
@@ -93,6 +95,7 @@ async function main() {
     results.memoryStore = JSON.parse(out.trim().split('\n').pop());
   }
   results.ownCost = ownCost(Number(values.rounds));
+  if (!values['skip-redis-cost']) results.redisCost = redisCost(Number(values.rounds));
   print(results);
   if (values.json) writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds, rounds: Number(values.rounds), rate: values.rate, results }, null, 2)}\n`);
 }
@@ -168,6 +171,13 @@ function machine() {
   return { node: process.version, cores: info.match(/^processor/gm).length, cpu: info.match(/^model name\s*:\s*(.+)$/m)?.[1] };
 }
 
+/** What Redis spends per decision (bench/redis-cost.mjs): the store's script against the lean floor of the
+ * same two-window job, the bench domain's one window, a small batch, and a 3-master Cluster. */
+function redisCost(rounds) {
+  const out = execFileSync(process.execPath, ['bench/redis-cost.mjs', '--decisions', '100000', '--rounds', String(rounds), '--cluster']).toString();
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
 /** µs per decision of Tollgate's own code, fixed window against token bucket, alternating. */
 function ownCost(rounds) {
   const runs = { fixed_window: [], token_bucket: [] };
@@ -202,6 +212,15 @@ function print(r) {
   if (r.ownCost) {
     const { fixedWindowUs: a, tokenBucketUs: b } = r.ownCost;
     console.log(`\nown cost per decision (bench/own-cost.mjs): fixed window ${f(a, 2)} µs, token bucket ${f(b, 2)} µs (${b >= a ? '+' : ''}${f(((b - a) / a) * 100, 1)}%)`);
+  }
+  if (r.redisCost) {
+    const c = r.redisCost;
+    console.log(`\nredis-server per decision (bench/redis-cost.mjs, ${c.decisions} decisions a variant, batches of ${c.batch}, ${c.tokens} tokens, median of ${c.rounds}):`);
+    for (const [name, x] of Object.entries(c.results)) {
+      console.log(`  ${name.padEnd(34)} ${f(x.redisUsPerDecision, 2)} µs (${f(x.spread[0], 1)}–${f(x.spread[1], 1)}), ${f(x.commandsPerDecision, 2)} commands, ${f(x.scriptCallsPerDecision, 3)} script calls`);
+    }
+    console.log(`  tollgate over the lean floor: ${f(c.tollgateOverFloor, 2)}×`);
+    if (c.cluster) console.log(`  3-master Cluster, 2 windows: ${c.cluster.redisUsPerDecisionPerMaster.map((x) => f(x, 1)).join(' / ')} µs per decision on each master (${f(c.cluster.redisUsPerDecisionTotal, 1)} in all); keys ${c.cluster.keysPerMaster.join(' / ')}`);
   }
   if (r.memoryStore) {
     const m = r.memoryStore;
