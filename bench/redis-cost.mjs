@@ -5,7 +5,8 @@
 // Load: batches of B decisions (default 63, what one event-loop turn carries at saturation) over T tokens
 // (default 5,000, hot tokens first), each decision two fixed windows (10 a second, 1,000 an hour: the
 // property API's read limits), through RedisStore.check as the limiter calls it; and the same shape through
-// the bundled `bench` domain's one window; and two windows at a batch of 8 (a lightly loaded replica).
+// the bundled `bench` domain's one window; and two windows at batches of 8 and 1 (lightly loaded replicas:
+// a sidecar deciding a few hundred requests a second sends most of them alone).
 // --cluster: also a 3-master Redis Cluster (one redis-server each): redis-server CPU per decision on each
 // master, and how the counters spread over them. Prints one JSON line.
 import { execFileSync } from 'node:child_process';
@@ -103,6 +104,7 @@ async function main() {
     'lean floor 2 windows': () => lean(port),
     'tollgate 1 window (bench domain)': () => tollgate(url, oneWindow),
     'tollgate 2 windows, batch 8': () => tollgate(url, twoWindows, 8),
+    'tollgate 2 windows, batch 1': () => tollgate(url, twoWindows, 1),
   };
   const runs = {};
   for (let r = 0; r < ROUNDS; r++) for (const [name, run] of Object.entries(variants)) (runs[name] ??= []).push(await round(port, redis.pid, name, run));
