@@ -196,7 +196,7 @@ function print(r) {
   const ratio = (a) => (floor ? `${(a / floor).toFixed(2)}×` : '-');
   const rows = [['target', 'decisions/s', 'vs grpc floor', 'CPU µs/decision', 'redis µs/decision', 'redis calls/decision', 'h2load CPU', 'fixed rate/s', 'µs/decision at it', 'p50 / p99 / p99.9 ms', 'mix decisions/s', 'errors', 'peak RSS MiB']];
   for (const [name, x] of Object.entries(r)) {
-    if (name === 'memoryStore' || name === 'ownCost') continue;
+    if (name === 'memoryStore' || name === 'ownCost' || name === 'redisCost') continue;
     const driverNote = x.sat.driverShare > 0.9 ? ' (driver-bound!)' : '';
     rows.push([
       name, f(x.sat.perSecond), ratio(x.sat.perSecond), f(x.sat.serviceUs, 1), f(x.sat.redisUs, 1), f(x.sat.redisCallsPerDecision, 3),
