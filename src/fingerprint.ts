@@ -47,7 +47,7 @@ export function cachedFingerprint(token: string): string {
   return fp;
 }
 
-/** What the memo holds now, for tests and the memory bound in README. */
+/** What the memo holds now, for tests and the memory bound in docs/operations.md. */
 export function memoSize(): { entries: number; chars: number } {
   return { entries: cache.size, chars: cachedChars };
 }

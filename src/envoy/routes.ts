@@ -11,7 +11,7 @@ import type { EntryLike } from '../config/match.js';
  * safe_regex, case_sensitive; header exact, prefix, safe_regex, present; generic_key and request_headers
  * actions); anything else is an error, not a silent guess.
  *
- * Envoy's behaviour is followed as documented and as its source does it (references in README, "Security
+ * Envoy's behaviour is followed as documented and as its source does it (references in docs/security.md, "Security
  * choices"): path normalisation is the Chromium URL path canonicaliser Envoy uses (RFC 3986 dot segments,
  * percent-escapes of unreserved characters decoded, backslash as slash), then merge_slashes; escaped
  * slashes are handled before both; a request is internal only as ConnectionManagerUtility decides it. */

@@ -3,7 +3,7 @@ import type { Rule } from '../config/compiled.js';
 import { CounterSeries, FastCounter, FastHistogram } from './series.js';
 import type { Decision } from '../limiter/limiter.js';
 
-/** Every metric Tollgate exports (README has the table). Labels name configured things only (domain, rule
+/** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule
  * path, category, window), never a token, fingerprint or other request value, so 10,000 tokens add no series. */
 
 export interface XdsMetrics {

@@ -194,7 +194,7 @@ function framing(r: Rng, message: Buffer, marker: string): GrpcCase {
     case 4:
       return raw('gzip', frame(gzipSync(message), 1), DECIDED_OR_INVALID, { 'grpc-encoding': 'gzip' });
     case 5:
-      // grpc-js answers INTERNAL "Failed to decompress message", before Tollgate sees the call (see README).
+      // grpc-js answers INTERNAL "Failed to decompress message", before Tollgate sees the call (see docs/operations.md).
       return raw('gzip garbage', frame(Buffer.from([...Buffer.from(marker), ...r.bytes(20)]), 1), [status.INTERNAL], { 'grpc-encoding': 'gzip' });
     case 6:
       return raw('compressed flag without an encoding', frame(message, r.pick([1, 2, 0x80, 0xff])), DECIDED_OR_INVALID);

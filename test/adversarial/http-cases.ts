@@ -1,6 +1,6 @@
 /** The HTTP port under attack: POST /json and /explain with every shape of JSON and body, the admin API
  * with every shape of path and credential, and raw bytes that are barely HTTP. Each case lists the
- * statuses the README allows; the executors check the answer and scan headers and body for the marker. */
+ * statuses docs/operations.md allows; the executors check the answer and scan headers and body for the marker. */
 import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
 import type { RequestBounds } from '../../src/server/request.js';

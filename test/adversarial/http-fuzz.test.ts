@@ -1,6 +1,6 @@
 /** The HTTP port under attack, against the memory store and a real Redis: POST /json and /explain with
  * every shape of body, the admin API with every shape of path and credential, raw bytes. The service must
- * stay up, answer 2xx/4xx as the README says (no 5xx: the store is up), and never let the marker planted
+ * stay up, answer 2xx/4xx as docs/operations.md says (no 5xx: the store is up), and never let the marker planted
  * in every field out: not in a body, a header, a log line (trace level), /metrics, or a Redis key. */
 import { describe, expect, it } from 'vitest';
 import { budgetFromEnv, FUZZ_BOUNDS, fuzzRun } from './fuzz-lib.js';

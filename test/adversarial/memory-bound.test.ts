@@ -20,7 +20,7 @@ async function flood(n: number, width: number, make: (i: number) => Promise<unkn
 
 const big = (i: number, tag: string): string => `${tag}${i}-`.padEnd(8 * 1024, 'x');
 
-// The bound README states: the counters (--max-counters of at most ~1.2 KB each), the fingerprint memo
+// The bound docs/operations.md states: the counters (--max-counters of at most ~1.2 KB each), the fingerprint memo
 // (2 M characters) and the over-limit cache stay within it however large and many the request values are.
 const GROWTH_BOUND_MB = 120;
 

@@ -1,6 +1,6 @@
 /** RateLimitRequests for the fuzzers, valid and invalid, every string field carrying the marker, and an
  * oracle for what the contract says about each: decided (OK or OVER_LIMIT) or INVALID_ARGUMENT. The oracle
- * is written from the README's contract, not from src/server/request.ts, so it can disagree with it. */
+ * is written from docs/operations.md's contract, not from src/server/request.ts, so it can disagree with it. */
 import type { RequestBounds } from '../../src/server/request.js';
 import type { RlsDescriptor, RlsEntry, RlsRequest } from '../helpers/service.js';
 import type { Rng } from './fuzz-lib.js';
@@ -90,7 +90,7 @@ export function invalidRequest(r: Rng, marker: string, bounds: RequestBounds): {
   return { request: req, kind };
 }
 
-/** The contract (README, "Bad input"), independently of the code under test. */
+/** The contract (docs/operations.md, "Bad input"), independently of the code under test. */
 export function contractAccepts(req: RlsRequest, bounds: RequestBounds): boolean {
   const max = bounds.maxValueBytes;
   if (req.domain === '' || bytes(req.domain) > max) return false;

@@ -72,7 +72,7 @@ describe('simulate --report', () => {
     const shot = join(dir, 'report.png');
     await page.screenshot({ path: shot, clip: { x: 0, y: 0, width: 1000, height: 760 } });
     expect(statSync(shot).size).toBeGreaterThan(20_000);
-    // README's picture: TOLLGATE_UPDATE_DOCS=1 npx vitest run test/integration/simulate-report.test.ts
+    // docs/tuning.md's picture: TOLLGATE_UPDATE_DOCS=1 npx vitest run test/integration/simulate-report.test.ts
     if (process.env.TOLLGATE_UPDATE_DOCS === '1') copyFileSync(shot, 'docs/simulate-report.png');
   });
 });
