@@ -1,9 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import type { EntryLike } from '../../src/config/match.js';
 import {
   canonicalizePath,
   DEFAULT_PEER,
+  EnvoyConfigError,
   envoyOutcome,
   loadEnvoyConfig,
   normalizeRequestPath,
@@ -215,5 +219,21 @@ describe('docs/security.md "Methods and categories" is the table the model compu
         else expect(outcome.kind === 'routed' ? outcome.descriptors : 'not routed', `${method} ${path}`).toEqual(expected(category ?? null, true));
       }
     }
+  });
+});
+
+describe('an envoy.yaml missing what Tollgate reads', () => {
+  it('is an EnvoyConfigError naming the file and the path, not a TypeError (a cluster without load_assignment)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-envoy-'));
+    const text = readFileSync('envoy/envoy.yaml', 'utf8');
+    const doc = parse(text) as { static_resources: { clusters: Record<string, unknown>[] } };
+    const rls = doc.static_resources.clusters.find((c) => c.name === loadEnvoyConfig('envoy/envoy.yaml').rls.cluster)!;
+    delete rls.load_assignment;
+    writeFileSync(join(dir, 'envoy.yaml'), stringify(doc));
+    expect(() => loadEnvoyConfig(join(dir, 'envoy.yaml'))).toThrow(EnvoyConfigError);
+    expect(() => loadEnvoyConfig(join(dir, 'envoy.yaml'))).toThrow(/envoy\.yaml: cluster "[^"]+"\.load_assignment is missing/);
+    rls.load_assignment = { endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: '127.0.0.1' } } } }] }] };
+    writeFileSync(join(dir, 'envoy.yaml'), stringify(doc));
+    expect(() => loadEnvoyConfig(join(dir, 'envoy.yaml'))).toThrow(/socket_address\.port_value is missing/);
   });
 });
