@@ -21,6 +21,9 @@ export interface MatchStep {
   shared?: boolean;
   /** Where the matched descriptor is written (file:line). */
   source?: string;
+  /** When nothing matched: what the config has at this level (config text only): its keys, and for a known
+   * key its exact values and wildcard patterns, so a tool can say what was expected. */
+  expected?: { keys: string[]; values: string[] };
 }
 
 /** Finds the rule for one descriptor: entries are matched level by level (exact value, then the first
@@ -34,7 +37,7 @@ export function matchRule(domain: CompiledDomain, entries: readonly EntryLike[],
     const entry = entries[i]!;
     const branch: KeyBranch | undefined = level?.get(entry.key);
     node = branch && step(branch, entry.value);
-    if (trace) trace.push(traced(level !== undefined, branch, node, entry.value));
+    if (trace) trace.push(traced(level, branch, node, entry.value));
     if (!node) return undefined;
     level = node.children;
   }
@@ -54,10 +57,13 @@ export function matchKind(branch: KeyBranch, node: MatchNode, value: string): { 
   return { kind: 'default' };
 }
 
-function traced(level: boolean, branch: KeyBranch | undefined, node: MatchNode | undefined, value: string): MatchStep {
-  if (!branch || !node) return { matched: 'none', level, knownKey: branch !== undefined };
+function traced(level: ReadonlyMap<string, KeyBranch> | undefined, branch: KeyBranch | undefined, node: MatchNode | undefined, value: string): MatchStep {
+  if (!branch || !node) {
+    const expected = level && { keys: [...level.keys()], values: branch ? [...branch.exact.keys(), ...branch.patterns.map((p) => p.pattern)] : [] };
+    return { matched: 'none', level: level !== undefined, knownKey: branch !== undefined, ...(expected && { expected }) };
+  }
   const how = matchKind(branch, node, value);
-  return { matched: how.kind, level, knownKey: true, ...(how.pattern && { pattern: how.pattern, shared: how.shared }), source: node.source };
+  return { matched: how.kind, level: level !== undefined, knownKey: true, ...(how.pattern && { pattern: how.pattern, shared: how.shared }), source: node.source };
 }
 
 function matchPattern(branch: KeyBranch, value: string): WildcardNode | undefined {

@@ -26,6 +26,8 @@ export interface StepExplanation {
   keyBytes: number;
   valueBytes: number;
   matched: MatchStep['matched'];
+  /** When nothing matched: the config's keys at this level and, for a known key, its values (config text). */
+  expected?: MatchStep['expected'];
   pattern?: string;
   /** The wildcard has share_threshold: every value it matches shares one counter. */
   shared?: boolean;
@@ -89,6 +91,9 @@ export interface ExplainOptions {
   globalShadow?: boolean;
   /** The service's QUOTA_MODE. */
   globalQuota?: boolean;
+  /** Show the request's own text instead of its fingerprint (not the token's value): for the CLI, where
+   * the user typed it. Never for POST /explain, whose request comes from anyone. */
+  reveal?: boolean;
 }
 
 export async function explain(config: CompiledConfig, tiers: TierSource, request: DecisionInput, opts: ExplainOptions = {}): Promise<Explanation> {
@@ -96,11 +101,12 @@ export async function explain(config: CompiledConfig, tiers: TierSource, request
   const domainBytes = Buffer.byteLength(request.domain);
   const shadowMode = opts.globalShadow ?? false;
   const { plans, trace } = traceRequest(domain, request, { tiers, globalShadow: shadowMode, globalQuota: opts.globalQuota ?? false });
+  const hide = opts.reveal ? revealed : hidden;
   if (!domain) {
-    const descriptors = plans.map((p, i) => outline(request.descriptors[i]!.entries, [], p, 'no such domain: every request passes'));
-    return { domain: hidden(request.domain), domainBytes, known: false, shadowMode, descriptors, firstToReject: null };
+    const descriptors = plans.map((p, i) => outline(request.descriptors[i]!.entries, [], p, 'no such domain: every request passes', hide));
+    return { domain: hide(request.domain), domainBytes, known: false, shadowMode, descriptors, firstToReject: null };
   }
-  const descriptors = plans.map((p, i) => describe(domain, request.descriptors[i]!.entries, p, trace, i));
+  const descriptors = plans.map((p, i) => describe(domain, request.descriptors[i]!.entries, p, trace, i, hide));
   if (opts.store) await addCounters(descriptors, plans, trace, opts.store);
   return { domain: domain.name, domainBytes, known: true, file: domain.file, shadowMode, descriptors, firstToReject: firstStop(plans) };
 }
@@ -110,22 +116,31 @@ function hidden(text: string): string {
   return `fingerprint:${fingerprint(text)}`;
 }
 
+/** The same text as the CLI's user typed it. */
+function revealed(text: string): string {
+  return JSON.stringify(text);
+}
+
+type Hide = (text: string) => string;
+
 function shownStep(j: number, e: EntryLike, key: string, value: string, matched: StepExplanation['matched']): StepExplanation {
   return { entry: j, key, value, keyBytes: Buffer.byteLength(e.key), valueBytes: Buffer.byteLength(e.value), matched };
 }
 
-/** A matched key is the config's own text; a value is only when it matched exactly and is not the token. */
-function explainStep(domain: CompiledDomain, j: number, e: EntryLike, s: MatchStep): StepExplanation {
-  if (s.matched === 'none') return shownStep(j, e, s.knownKey ? e.key : hidden(e.key), hidden(e.value), 'none');
-  const value = s.matched === 'exact' && e.key !== domain.tokenKey ? e.value : hidden(e.value);
+/** A matched key is the config's own text; a value is only when it matched exactly and is not the token
+ * (whose value is always a fingerprint: it is the client's identity, and tiers are assigned by it). */
+function explainStep(domain: CompiledDomain, j: number, e: EntryLike, s: MatchStep, hide: Hide): StepExplanation {
+  const valueOf = (v: string): string => (e.key === domain.tokenKey ? hidden(v) : hide(v));
+  if (s.matched === 'none') return { ...shownStep(j, e, s.knownKey ? e.key : hide(e.key), valueOf(e.value), 'none'), ...(s.expected && { expected: s.expected }) };
+  const value = s.matched === 'exact' && e.key !== domain.tokenKey ? e.value : valueOf(e.value);
   return { ...shownStep(j, e, e.key, value, s.matched), ...(s.pattern && { pattern: s.pattern, shared: s.shared ?? false }), source: s.source };
 }
 
-function describe(domain: CompiledDomain, entries: EntryLike[], plan: DescriptorPlan, trace: PlanTrace, i: number): DescriptorExplanation {
+function describe(domain: CompiledDomain, entries: EntryLike[], plan: DescriptorPlan, trace: PlanTrace, i: number, hide: Hide): DescriptorExplanation {
   const match = trace.steps[i]!;
-  const steps = match.map((s, j) => explainStep(domain, j, entries[j]!, s));
+  const steps = match.map((s, j) => explainStep(domain, j, entries[j]!, s, hide));
   const r = plan.rule;
-  const out = outline(entries, steps, plan, plan.limits.length === 0 ? whyUnlimited(match, steps, plan, trace.configured[i]!) : undefined);
+  const out = outline(entries, steps, plan, plan.limits.length === 0 ? whyUnlimited(match, steps, plan, trace.configured[i]!) : undefined, hide, domain.tokenKey);
   out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, quota: r.quota, unlimited: r.unlimited } : null;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
@@ -137,8 +152,8 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
 
 /** A descriptor's explanation without its rule and limits: `steps` for the entries the config was consulted
  * for, the rest shown by fingerprint only. */
-function outline(entries: EntryLike[], steps: StepExplanation[], plan: DescriptorPlan, reason: string | undefined): DescriptorExplanation {
-  const rest = entries.slice(steps.length).map((e, k) => shownStep(steps.length + k, e, hidden(e.key), hidden(e.value), 'none'));
+function outline(entries: EntryLike[], steps: StepExplanation[], plan: DescriptorPlan, reason: string | undefined, hide: Hide, tokenKey?: string): DescriptorExplanation {
+  const rest = entries.slice(steps.length).map((e, k) => shownStep(steps.length + k, e, hide(e.key), e.key === tokenKey ? hidden(e.value) : hide(e.value), 'none'));
   return {
     steps: [...steps, ...rest],
     rule: null,

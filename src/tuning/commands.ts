@@ -205,7 +205,8 @@ export async function explainCommand(args: string[]): Promise<number> {
   if (!existsSync(values.config)) throw new CliError(`${values.config}: no such file or directory (--config)`);
   const hits = values.hits === undefined ? 1 : wholeNumber(values.hits, '--hits');
   const request = { domain, descriptors: descriptors.filter((d) => d.entries.length > 0), hits: hits > 0 ? hits : 1 };
-  const e = await explain(loadConfigDir(values.config), { tierOf: (fp: string) => byFingerprint.get(fp) }, request);
+  // The user typed this request: its text is shown back (but the token's value, a fingerprint as everywhere).
+  const e = await explain(loadConfigDir(values.config), { tierOf: (fp: string) => byFingerprint.get(fp) }, request, { reveal: true });
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return 0;
 }

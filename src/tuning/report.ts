@@ -1,4 +1,4 @@
-import type { Explanation } from '../limiter/explain.js';
+import type { Explanation, StepExplanation } from '../limiter/explain.js';
 import type { RuleStats, SimulationReport } from './simulate.js';
 
 const n = (x: number): string => x.toLocaleString('en-US');
@@ -64,6 +64,46 @@ export function formatComparison(c: Comparison, nameA: string, nameB: string): s
   ].join('\n')}\n`;
 }
 
+/** What the config has where an entry matched nothing, and the nearest of it to what was typed (the CLI
+ * shows the user's own text, JSON-quoted; a key the config knows is written plain). */
+function expectedLines(s: StepExplanation): string[] {
+  const knownKey = !s.key.startsWith('"') && !s.key.startsWith('fingerprint:');
+  const choices = knownKey ? s.expected!.values : s.expected!.keys;
+  const typedText = knownKey ? s.value : s.key;
+  const what = knownKey ? `values of ${s.key}` : 'keys';
+  if (choices.length === 0) return [`    the config has no ${what} here`];
+  const shown = choices.slice(0, 12).join(', ') + (choices.length > 12 ? `, … (${choices.length} in all)` : '');
+  const out = [`    the config's ${what} here: ${shown}`];
+  const typed = typedText.startsWith('"') ? (JSON.parse(typedText) as string) : undefined;
+  const near = typed === undefined ? undefined : nearest(typed, choices);
+  if (near !== undefined) out.push(`    did you mean ${knownKey ? `${s.key}=${near}` : near}?`);
+  return out;
+}
+
+/** The choice within two edits of `typed` (case aside), the closest first; none when nothing is that near. */
+function nearest(typed: string, choices: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const c of choices) {
+    const d = editDistance(typed.toLowerCase(), c.toLowerCase(), bestDistance);
+    if (d < bestDistance) [best, bestDistance] = [c, d];
+  }
+  return best;
+}
+
+/** Levenshtein distance, or `cap` as soon as it cannot be below it (typed text is short; choices are many). */
+function editDistance(a: string, b: string, cap: number): number {
+  if (Math.abs(a.length - b.length) >= cap) return cap;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    if (Math.min(...row) >= cap) return cap;
+    prev = row;
+  }
+  return Math.min(prev[b.length]!, cap);
+}
+
 export function formatExplanation(e: Explanation): string {
   const lines = [e.known ? `domain ${e.domain} (${e.file})` : `domain ${e.domain}: not configured, so every request passes`];
   if (e.shadowMode) lines.push('shadow mode (--shadow-mode): every descriptor is reported, none rejected');
@@ -73,6 +113,7 @@ export function formatExplanation(e: Explanation): string {
       const shared = s.shared ? ', share_threshold: every matching value shares one counter' : ', each value its own counter';
       const how = s.matched === 'exact' ? 'exact value' : s.matched === 'wildcard' ? `wildcard ${s.pattern}${shared}` : s.matched === 'default' ? 'default key (any value, each its own counter)' : 'no match';
       lines.push(`  ${s.key}: ${how}${s.source ? `  (${s.source})` : ''}`);
+      if (s.matched === 'none' && s.expected) lines.push(...expectedLines(s));
     }
     if (d.rule) lines.push(`  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}${d.rule.shadow ? ', shadow mode: never rejects' : ''}${d.quota ? ', quota mode: rejects only when every quota-mode descriptor is full' : ''}`);
     if (d.override) lines.push("  Envoy's per-descriptor limit replaces the config's");

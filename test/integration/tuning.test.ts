@@ -142,7 +142,21 @@ descriptors:
     expect(run.stdout).toContain(fingerprint('secret-value'));
     expect(run.stdout).not.toContain('secret-value');
     const none = await runCli(['explain', 'property-api', 'category=admin']);
-    expect(none.stdout).toContain(`no descriptor matches category=fingerprint:${fingerprint('admin')}`);
+    expect(none.stdout).toContain('no descriptor matches category="admin"');
+  });
+
+  it('the CLI shows what the user typed, lists what the config has where nothing matched, and suggests the nearest', async () => {
+    const value = await runCli(['explain', 'property-api', 'category=raed', 'token=Bearer typed-secret']);
+    expect(value.stdout).toContain('descriptor 0: category="raed", "token"=fingerprint:');
+    expect(value.stdout).toContain("the config's values of category here: read, reports, write");
+    expect(value.stdout).toContain('did you mean category=read?');
+    expect(value.stdout).not.toContain('typed-secret'); // the token's value stays a fingerprint, even here
+    const key = await runCli(['explain', 'property-api', 'categry=read']);
+    expect(key.stdout).toContain("the config's keys here: category");
+    expect(key.stdout).toContain('did you mean category?');
+    const far = await runCli(['explain', 'property-api', 'category=zzzzzz']);
+    expect(far.stdout).toContain("the config's values of category here");
+    expect(far.stdout).not.toContain('did you mean');
   });
 
   it('the CLI takes what Envoy adds to a descriptor: its limit (@limit) and hits (@hits), as a decision would', async () => {
