@@ -18,7 +18,9 @@ export const freePort = () =>
 /** Every process the benchmark started, ended when it exits however it exits (an error, a timeout's
  * SIGTERM): none is left running. */
 const children = new Set();
-process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+process.on('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
 
 /** Starts a process and resolves once its output matches `ready`. */

@@ -39,7 +39,10 @@ function buildFrames() {
   }
   const out = [];
   let seed = 42;
-  const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
   for (let i = 0; i < 20_000; i++) {
     const r = random();
     const category = r < 0.7 ? 'read' : r < 0.9 ? 'write' : 'reports';
@@ -141,7 +144,15 @@ function openLoop(rate, stop) {
 const percentile = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : 0);
 
 async function main() {
-  await Promise.all(sessions.map((s) => new Promise((resolve, reject) => (s.once('connect', resolve), s.once('error', reject)))));
+  await Promise.all(
+    sessions.map(
+      (s) =>
+        new Promise((resolve, reject) => {
+          s.once('connect', resolve);
+          s.once('error', reject);
+        }),
+    ),
+  );
   const warmupMs = Number(values.warmup) * 1000;
   const t0 = Date.now();
   const stop = () => Date.now() - t0 > warmupMs + Number(values.seconds) * 1000;

@@ -7,7 +7,9 @@ const profile = JSON.parse(readFileSync(file, 'utf8'));
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const self = new Map();
 const dt = profile.timeDeltas;
-profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (dt[i] ?? 0)));
+profile.samples.forEach((id, i) => {
+  self.set(id, (self.get(id) ?? 0) + (dt[i] ?? 0));
+});
 const total = [...self.values()].reduce((a, b) => a + b, 0);
 const byFunction = new Map();
 const byFile = new Map();

@@ -107,7 +107,12 @@ async function main() {
     'tollgate 2 windows, batch 1': () => tollgate(url, twoWindows, 1),
   };
   const runs = {};
-  for (let r = 0; r < ROUNDS; r++) for (const [name, run] of Object.entries(variants)) (runs[name] ??= []).push(await round(port, redis.pid, name, run));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const [name, run] of Object.entries(variants)) {
+      runs[name] ??= [];
+      runs[name].push(await round(port, redis.pid, name, run));
+    }
+  }
   await stop(redis);
   const out = {};
   for (const [name, rs] of Object.entries(runs)) {

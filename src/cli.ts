@@ -102,7 +102,7 @@ async function serve(args: string[]): Promise<number> {
     logSettingNotes(settings, logger); // once, not once per worker (a worker does not log them)
     return runPrimary(settings.workers, logger);
   }
-  let service;
+  let service: Awaited<ReturnType<typeof startService>>;
   try {
     service = await startService(settings, { logger });
   } catch (err) {

@@ -146,7 +146,7 @@ class FleetMetrics {
 
   /** Fresh snapshots from every living worker (at most METRICS_TIMEOUT_MS: a slow one keeps its last). */
   private gather(): Promise<void> {
-    const living = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
+    const living = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true);
     if (living.length === 0) return Promise.resolve();
     const id = this.next++;
     return new Promise((resolve) => {
@@ -198,8 +198,14 @@ export function workerMetrics(registry: Registry): () => Promise<string> {
         reject(new Error('the primary did not answer with the workers\' metrics in time'));
       }, METRICS_TIMEOUT_MS);
       waiting.set(id, {
-        resolve: (text) => (clearTimeout(timer), resolve(text)),
-        reject: (err) => (clearTimeout(timer), reject(err)),
+        resolve: (text) => {
+          clearTimeout(timer);
+          resolve(text);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
       });
       process.send!({ type: METRICS_REQUEST, id });
     });

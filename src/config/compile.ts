@@ -33,7 +33,10 @@ function compileLevel(
   const out = new Map<string, { exact: Map<string, MatchNode>; patterns: WildcardNode[]; any: MatchNode | undefined }>();
   for (const d of list) {
     let branch = out.get(d.key);
-    if (!branch) out.set(d.key, (branch = { exact: new Map(), patterns: [], any: undefined }));
+    if (!branch) {
+      branch = { exact: new Map(), patterns: [], any: undefined };
+      out.set(d.key, branch);
+    }
     const isExact = d.value !== undefined && !isGlob(d.value);
     const segment = d.value === undefined ? d.key : `${d.key}_${d.value}`;
     // A value is part of the counter unless the config fixes it, or a shared wildcard stands for all of them.

@@ -307,7 +307,8 @@ export function sliceSpecs(specs: readonly DomainSpec[], weight: number): Domain
       return d;
     };
     const open = (): void => {
-      slices.push((slice = { ...spec, descriptors: [] }));
+      slice = { ...spec, descriptors: [] };
+      slices.push(slice);
       used = 0;
       copies = [];
       for (const a of ancestors) copies.push(attach({ ...a, limits: [], unlimited: false, tierLimits: new Map(), children: [] }));
@@ -375,7 +376,8 @@ export class ConfigAssembler {
           index.set(p.pattern, p.node);
         }
       }
-      if (b.any) a.any ? this.mergeNode(a.any, b.any) : (a.any = b.any);
+      if (b.any && a.any) this.mergeNode(a.any, b.any);
+      else if (b.any) a.any = b.any;
     }
   }
 

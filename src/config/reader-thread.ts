@@ -36,7 +36,8 @@ export class ReaderThread {
     // A second request would take the first one's answer and leave the first waiting for ever.
     if (this.pending) return Promise.reject(new ReaderError('BUSY', 'the config reader is busy with another request'));
     if (req.type === 'read') this.lastHash = undefined;
-    const worker = (this.worker ??= this.spawn());
+    this.worker ??= this.spawn();
+    const worker = this.worker;
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };
       this.timer = setTimeout(() => this.kill(new ReaderError('TIMEOUT', `not read and parsed within ${this.timeoutMs / 1000} s`)), this.timeoutMs);

@@ -44,7 +44,10 @@ function answer(req: ReaderRequest, post: (reply: ReaderReply) => void): void {
   try {
     const sources = readOrigin(origin, req.limits);
     hash = origin.kind === 'dir' ? hashSources(sources) : hashSources(sources, (f) => f);
-    if (req.skip.includes(hash)) return post({ type: 'unchanged', hash, dirId });
+    if (req.skip.includes(hash)) {
+      post({ type: 'unchanged', hash, dirId });
+      return;
+    }
     post({ type: 'hashed', hash });
     const specs = validateSources(sources, req.limits.mergeDomains);
     slices = sliceSpecs(specs, SLICE_WEIGHT);

@@ -84,7 +84,10 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
       // replicas then answer from their over-limit cache until those windows end.
       const announced = await deps.tiers.announceReset(keys).then(
         () => true,
-        (err: unknown) => (deps.logger.warn({ err: (err as Error).message }, 'counter reset not announced to other replicas'), false),
+        (err: unknown) => {
+          deps.logger.warn({ err: (err as Error).message }, 'counter reset not announced to other replicas');
+          return false;
+        },
       );
       deps.logger.info({ admin: who, action: 'counters.reset', fingerprint: fp, windows: windows.length, removed, announced }, 'admin change');
       return send(res, 200, { fingerprint: fp, reset: windows.length, existed: removed, announced });

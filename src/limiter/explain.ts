@@ -130,9 +130,9 @@ function shownStep(j: number, e: EntryLike, key: string, value: string, matched:
 /** A matched key is the config's own text; a value is only when it matched exactly and is not the token
  * (whose value is always a fingerprint: it is the client's identity, and tiers are assigned by it). */
 function explainStep(domain: CompiledDomain, j: number, e: EntryLike, s: MatchStep, hide: Hide): StepExplanation {
-  const valueOf = (v: string): string => (e.key === domain.tokenKey ? hidden(v) : hide(v));
-  if (s.matched === 'none') return { ...shownStep(j, e, s.knownKey ? e.key : hide(e.key), valueOf(e.value), 'none'), ...(s.expected && { expected: s.expected }) };
-  const value = s.matched === 'exact' && e.key !== domain.tokenKey ? e.value : valueOf(e.value);
+  const valueText = (v: string): string => (e.key === domain.tokenKey ? hidden(v) : hide(v));
+  if (s.matched === 'none') return { ...shownStep(j, e, s.knownKey ? e.key : hide(e.key), valueText(e.value), 'none'), ...(s.expected && { expected: s.expected }) };
+  const value = s.matched === 'exact' && e.key !== domain.tokenKey ? e.value : valueText(e.value);
   return { ...shownStep(j, e, e.key, value, s.matched), ...(s.pattern && { pattern: s.pattern, shared: s.shared ?? false }), source: s.source };
 }
 

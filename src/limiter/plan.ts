@@ -85,7 +85,11 @@ export function planRequest(
   const n = request.descriptors.length;
   const plans = new Array<DescriptorPlan>(n);
   for (let i = 0; i < n; i++) {
-    const steps = trace ? (trace.steps[i] = []) : undefined;
+    let steps: MatchStep[] | undefined;
+    if (trace) {
+      steps = [];
+      trace.steps[i] = steps;
+    }
     plans[i] = planDescriptor(domain, request.descriptors[i]!, request.hits, ctx, steps);
     if (trace) trace.configured[i] = plans[i]!.limits;
   }
@@ -180,7 +184,9 @@ function dropReplaced(plans: DescriptorPlan[]): Map<string, string> | undefined 
   let replacedBy: Map<string, string> | undefined;
   for (const p of plans) {
     for (const l of p.limits) {
-      for (const name of l.replaces) (replacedBy ??= new Map()).set(name, l.name);
+      if (l.replaces.length === 0) continue;
+      replacedBy ??= new Map();
+      for (const name of l.replaces) replacedBy.set(name, l.name);
     }
   }
   if (!replacedBy) return undefined;

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Aggregator, type LabelValues } from 'prom-client';
 import type { Rule } from '../config/compiled.js';
-import { CounterSeries, FastCounter, FastHistogram } from './series.js';
+import { type CounterSeries, FastCounter, FastHistogram } from './series.js';
 import type { Decision } from '../limiter/limiter.js';
 
 /** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule
@@ -241,7 +241,10 @@ export class Metrics {
 
   private child<T>(map: Map<string, T>, key: string, make: () => T): T {
     let c = map.get(key);
-    if (!c) map.set(key, (c = make()));
+    if (!c) {
+      c = make();
+      map.set(key, c);
+    }
     return c;
   }
 }

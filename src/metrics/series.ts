@@ -35,7 +35,10 @@ abstract class Family<S extends { labels: Labels }> {
   labels(labels: Labels): S {
     const key = JSON.stringify(labels);
     let s = this.series.get(key);
-    if (!s) this.series.set(key, (s = this.create(labels)));
+    if (!s) {
+      s = this.create(labels);
+      this.series.set(key, s);
+    }
     return s;
   }
 

@@ -41,7 +41,11 @@ interface Pending {
  * otherwise (the usual case at a low sampling rate costs one pass over the batch). */
 function batchSpan(tracer: BatchTracer, batch: readonly Pending[], keys: number): BatchSpan | undefined {
   let links: TraceLink[] | undefined;
-  for (const p of batch) if (p.trace) (links ??= []).push(p.trace);
+  for (const p of batch) {
+    if (!p.trace) continue;
+    links ??= [];
+    links.push(p.trace);
+  }
   return links && tracer.start(links, { requests: batch.length, keys });
 }
 

@@ -60,7 +60,10 @@ export class BoundedSpanProcessor implements SpanProcessor {
   onEnd(span: ReadableSpan): void {
     // The batch processor exports sampled spans only; a recorded but unsampled one must not hold a place.
     if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
-    if (this.held >= this.opts.maxQueueSize) return this.outcome('queue_full', 1);
+    if (this.held >= this.opts.maxQueueSize) {
+      this.outcome('queue_full', 1);
+      return;
+    }
     this.held++;
     this.inner.onEnd(span);
   }

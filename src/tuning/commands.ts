@@ -72,7 +72,7 @@ function readAssignments(file: string | undefined): TierAssignment[] {
 
 /** `file` when it is a file that can be read; else one line saying why not. */
 function readableFile(file: string, what: string): string {
-  let st;
+  let st: ReturnType<typeof statSync>;
   try {
     st = statSync(file);
   } catch (err) {

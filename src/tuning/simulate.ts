@@ -95,7 +95,10 @@ export class Simulation {
     for (const o of d.descriptors) this.count(o.rule?.domain ?? this.envoy.domain, o.rule?.id ?? NO_RULE, o.rule?.category ?? '', !d.overLimit, second);
     if (fingerprint) {
       let t = this.tokens.get(fingerprint);
-      if (!t) this.tokens.set(fingerprint, (t = { fingerprint, requests: 0, rejected: 0 }));
+      if (!t) {
+        t = { fingerprint, requests: 0, rejected: 0 };
+        this.tokens.set(fingerprint, t);
+      }
       t.requests++;
       if (d.overLimit) t.rejected++;
     }

@@ -6,7 +6,7 @@ import { connect } from 'node:net';
 import type { RequestBounds } from '../../src/server/request.js';
 import type { RlsRequest } from '../helpers/service.js';
 import { ADMIN_TOKEN, KNOWN_TIERS, type LeakScanner, type Outcome, type Rng } from './fuzz-lib.js';
-import { contractAccepts, invalidRequest, markerText, validRequest } from './request-cases.js';
+import { contractAccepts, invalidRequest, validRequest } from './request-cases.js';
 
 const DEADLINE_MS = 10_000;
 const MAX_BODY = 1024 * 1024;

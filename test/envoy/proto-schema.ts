@@ -189,15 +189,23 @@ function distance(a: string, b: string): number {
 function checkFieldValue(value: YamlNode | null, field: Field, ctx: Ctx, where: string): void {
   if (value === null || (isScalar(value) && envoyScalar(value) === null)) return; // JSON null: the field stays unset
   if (field.map) {
-    if (!isMap(value)) return problem(ctx, value, where, `${field.name} is a map: give a mapping`);
+    if (!isMap(value)) {
+      problem(ctx, value, where, `${field.name} is a map: give a mapping`);
+      return;
+    }
     for (const pair of value.items as Pair<YamlNode, YamlNode>[]) {
       checkSingle(pair.value, field, (field as unknown as MapField).type, ctx, `${where}.${isScalar(pair.key) ? String(pair.key.value) : '?'}`);
     }
     return;
   }
   if (field.repeated) {
-    if (!isSeq(value)) return problem(ctx, value, where, `${field.name} is repeated: give a list`);
-    value.items.forEach((item, i) => checkSingle(item as YamlNode, field, field.type, ctx, `${where}[${i}]`));
+    if (!isSeq(value)) {
+      problem(ctx, value, where, `${field.name} is repeated: give a list`);
+      return;
+    }
+    value.items.forEach((item, i) => {
+      checkSingle(item as YamlNode, field, field.type, ctx, `${where}[${i}]`);
+    });
     return;
   }
   checkSingle(value, field, field.type, ctx, where);
@@ -206,12 +214,22 @@ function checkFieldValue(value: YamlNode | null, field: Field, ctx: Ctx, where: 
 /** One value of a field (an element, for repeated and map fields). */
 function checkSingle(value: YamlNode | null, field: Field, typeName: string, ctx: Ctx, where: string): void {
   const resolved = field.resolvedType;
-  if (resolved instanceof protobuf.Enum) return checkEnum(value, resolved, ctx, where);
+  if (resolved instanceof protobuf.Enum) {
+    checkEnum(value, resolved, ctx, where);
+    return;
+  }
   if (resolved instanceof protobuf.Type) {
     const full = resolved.fullName.slice(1);
-    if (full.startsWith('google.protobuf.')) return checkWellKnown(value, full, ctx, where);
-    if (!isMap(value)) return problem(ctx, value, where, `${field.name} is a ${full} message: give a mapping`);
-    return checkMessage(value, resolved, ctx, where);
+    if (full.startsWith('google.protobuf.')) {
+      checkWellKnown(value, full, ctx, where);
+      return;
+    }
+    if (!isMap(value)) {
+      problem(ctx, value, where, `${field.name} is a ${full} message: give a mapping`);
+      return;
+    }
+    checkMessage(value, resolved, ctx, where);
+    return;
   }
   checkScalar(value, typeName, ctx, where);
   const qualified = `${field.parent!.fullName.slice(1)}.${field.name}`;
@@ -226,7 +244,8 @@ function checkEnum(value: YamlNode | null, e: Enum, ctx: Ctx, where: string): vo
   const v = isScalar(value) ? envoyScalar(value) : undefined;
   const name = typeof v === 'number' ? Object.keys(e.values).find((k) => e.values[k] === v) : typeof v === 'string' && v in e.values ? v : undefined;
   if (name === undefined) {
-    return problem(ctx, value, where, `${JSON.stringify(v ?? '(not a scalar)')} is not a value of enum ${e.fullName.slice(1)} (${Object.keys(e.values).join(', ')})`);
+    problem(ctx, value, where, `${JSON.stringify(v ?? '(not a scalar)')} is not a value of enum ${e.fullName.slice(1)} (${Object.keys(e.values).join(', ')})`);
+    return;
   }
   if (isDeprecated(e.valuesOptions?.[name])) problem(ctx, value, where, `deprecated enum value ${e.fullName.slice(1)}.${name}${since(e.valuesOptions?.[name])}`);
 }
@@ -246,9 +265,15 @@ function checkScalar(value: YamlNode | null, type: string, ctx: Ctx, where: stri
   if (type === 'bool') return void (typeof v !== 'boolean' && bad('true or false'));
   if (type === 'double' || type === 'float') return void (typeof v !== 'number' && !/^(NaN|-?Infinity|-?\d+(\.\d+)?(e-?\d+)?)$/i.test(String(v)) && bad('a number'));
   const range = INT_RANGES[type];
-  if (!range) return bad(`a ${type}`);
+  if (!range) {
+    bad(`a ${type}`);
+    return;
+  }
   const text = typeof v === 'number' || typeof v === 'string' ? String(v) : '';
-  if (!/^-?\d+$/.test(text)) return bad(`an integer (${type})`);
+  if (!/^-?\d+$/.test(text)) {
+    bad(`an integer (${type})`);
+    return;
+  }
   if (BigInt(text) < range[0] || BigInt(text) > range[1]) bad(`an integer in the ${type} range`);
 }
 
@@ -263,8 +288,12 @@ function checkWellKnown(value: YamlNode | null, full: string, ctx: Ctx, where: s
   const short = full.slice('google.protobuf.'.length);
   const v = isScalar(value) ? envoyScalar(value) : undefined;
   if (short in WRAPPERS) {
-    if (isMap(value)) return problem(ctx, value, where, `${full} is written as a plain ${WRAPPERS[short]} value, not a mapping`);
-    return checkScalar(value, WRAPPERS[short]!, ctx, where);
+    if (isMap(value)) {
+      problem(ctx, value, where, `${full} is written as a plain ${WRAPPERS[short]} value, not a mapping`);
+      return;
+    }
+    checkScalar(value, WRAPPERS[short]!, ctx, where);
+    return;
   }
   if (short === 'Duration') {
     if (typeof v !== 'string' || !/^-?\d+(\.\d{1,9})?s$/.test(v)) {
@@ -272,7 +301,10 @@ function checkWellKnown(value: YamlNode | null, full: string, ctx: Ctx, where: s
     }
     return;
   }
-  if (short === 'Any') return checkAny(value, ctx, where);
+  if (short === 'Any') {
+    checkAny(value, ctx, where);
+    return;
+  }
   if (short === 'Struct' || short === 'Empty') return void (!isMap(value) && problem(ctx, value, where, `${full} must be a mapping`));
   if (short === 'ListValue') return void (!isSeq(value) && problem(ctx, value, where, `${full} must be a list`));
   if (short === 'Timestamp' || short === 'FieldMask') return void (typeof v !== 'string' && problem(ctx, value, where, `${full} must be a string`));
@@ -281,16 +313,26 @@ function checkWellKnown(value: YamlNode | null, full: string, ctx: Ctx, where: s
 
 /** An Any (typed_config): "@type" names the message, the other keys are its fields. */
 function checkAny(value: YamlNode | null, ctx: Ctx, where: string): void {
-  if (!isMap(value)) return problem(ctx, value, where, 'a typed config must be a mapping with "@type"');
+  if (!isMap(value)) {
+    problem(ctx, value, where, 'a typed config must be a mapping with "@type"');
+    return;
+  }
   const typePair = (value.items as Pair<YamlNode, YamlNode>[]).find((p) => isScalar(p.key) && p.key.value === '@type');
   const url = typePair && isScalar(typePair.value) ? String(typePair.value.value) : undefined;
-  if (!url) return problem(ctx, value, where, 'a typed config needs "@type"');
+  if (!url) {
+    problem(ctx, value, where, 'a typed config needs "@type"');
+    return;
+  }
   const name = url.slice(url.lastIndexOf('/') + 1);
   if (!/\.v3(alpha)?\.[A-Z]/.test(name)) {
-    return problem(ctx, typePair!.value, `${where}.@type`, `"@type" ${url} is not a v3 API message (Envoy has rejected v2 since 1.18)`);
+    problem(ctx, typePair!.value, `${where}.@type`, `"@type" ${url} is not a v3 API message (Envoy has rejected v2 since 1.18)`);
+    return;
   }
   const type = ctx.api.message(name);
-  if (!type) return problem(ctx, typePair!.value, `${where}.@type`, `"@type" ${url}: no such message in Envoy's API`);
+  if (!type) {
+    problem(ctx, typePair!.value, `${where}.@type`, `"@type" ${url}: no such message in Envoy's API`);
+    return;
+  }
   ctx.report.fieldsSeen.add(`${name} (@type)`);
   checkMessage(value, type, ctx, where, ['@type']);
 }

@@ -74,7 +74,7 @@ export class OtlpReceiver {
   static async grpc(): Promise<OtlpReceiver> {
     const r = new OtlpReceiver();
     const def = protoLoader.loadSync(SERVICE_PROTO, { includeDirs: [PROTO_ROOT], keepCase: false, longs: String, bytes: String, defaults: false });
-    const pkg = grpc.loadPackageDefinition(def) as any;
+    const pkg = grpc.loadPackageDefinition(def) as unknown as { opentelemetry: { proto: { collector: { trace: { v1: { TraceService: { service: grpc.ServiceDefinition } } } } } } };
     const server = new grpc.Server();
     server.addService(pkg.opentelemetry.proto.collector.trace.v1.TraceService.service, {
       Export: (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
@@ -157,15 +157,15 @@ function statusOf(c: number | string | undefined): number {
 }
 
 function attributes(list: KV[] | undefined): Record<string, unknown> {
-  return Object.fromEntries((list ?? []).map((kv) => [kv.key, valueOf(kv.value)]));
+  return Object.fromEntries((list ?? []).map((kv) => [kv.key, anyValue(kv.value)]));
 }
 
-function valueOf(v: AnyValue | undefined): unknown {
+function anyValue(v: AnyValue | undefined): unknown {
   if (!v) return undefined;
   if (v.stringValue !== undefined) return v.stringValue;
   if (v.boolValue !== undefined) return v.boolValue;
   if (v.intValue !== undefined) return Number(v.intValue);
   if (v.doubleValue !== undefined) return v.doubleValue;
-  if (v.arrayValue !== undefined) return (v.arrayValue.values ?? []).map(valueOf);
+  if (v.arrayValue !== undefined) return (v.arrayValue.values ?? []).map(anyValue);
   return undefined;
 }

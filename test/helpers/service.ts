@@ -73,7 +73,7 @@ export class RlsClient {
   }
 }
 
-type UnaryMethod = (req: unknown, ...rest: any[]) => void;
+type UnaryMethod = (req: unknown, ...rest: unknown[]) => void;
 
 export function healthClient(port: number): grpc.Client & { Check: UnaryMethod } {
   const Ctor = clientConstructor(HEALTH_SERVICE);

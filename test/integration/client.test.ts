@@ -37,7 +37,11 @@ beforeEach(() => {
 /** A fake clock: sleeping records the wait and returns at once. */
 function fakeTime() {
   const waits: number[] = [];
-  return { waits, sleep: (ms: number) => (waits.push(ms), Promise.resolve()), random: () => 0 };
+  const sleep = (ms: number): Promise<void> => {
+    waits.push(ms);
+    return Promise.resolve();
+  };
+  return { waits, sleep, random: () => 0 };
 }
 
 const tooMany = (headers: Record<string, string> = {}): Scripted => ({ status: 429, headers: { 'x-ratelimit-limit': '1000', 'x-ratelimit-remaining': '990', ...headers } });
@@ -118,7 +122,11 @@ describe('tollgate/client', () => {
   it('the pacer spaces requests to stay under a rate', async () => {
     let now = 0;
     const waits: number[] = [];
-    const pacer = new Pacer({ perSecond: 10, now: () => now, sleep: async (ms) => void (waits.push(ms), (now += ms)) });
+    const pacer = new Pacer({ perSecond: 10, now: () => now, sleep: async (ms) => {
+        waits.push(ms);
+        now += ms;
+      },
+    });
     const client = createClient({ pacer, sleep: async () => undefined });
     for (let i = 0; i < 4; i++) await client.fetch(`${base}/modules`);
     expect(waits).toEqual([100, 100, 100]);

@@ -12,6 +12,7 @@ import { SERVE_OPTIONS } from '../../src/settings.js';
 // No Envoy, Docker or Kubernetes here: the files are parsed and cross-checked against Tollgate's own config,
 // defaults and code, so they cannot drift apart unnoticed.
 
+// biome-ignore lint/suspicious/noExplicitAny: manifests parsed from YAML, walked field by field; a wrong path fails the test
 type Obj = Record<string, any>;
 const envoy = loadEnvoyConfig('envoy/envoy.yaml');
 const config = loadConfigDir('config');

@@ -146,6 +146,6 @@ describe('explain says which window a burst hits first, as the limiter decides i
       expect(firstFull).toBeUndefined();
       return;
     }
-    expect(firstFull?.descriptors[0]!.windows.filter((w) => w.over).map((w) => w.limit.name)).toContain(named);
+    expect(firstFull!.descriptors[0]!.windows.filter((w) => w.over).map((w) => w.limit.name)).toContain(named);
   });
 });

@@ -143,7 +143,7 @@ describe('HTTP port', () => {
       const refused = await new Promise<{ status: number; sent: Promise<void> }>((resolve, reject) => {
         const req = request(`${base}/json`, { method: 'POST', agent, headers: { ...JSON_TYPE, 'content-length': total } }, (res) => {
           res.resume();
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, sent: new Promise((done, fail) => req.end(Buffer.alloc(total - first.length, 0x20), () => done())) }));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, sent: new Promise((done, _fail) => req.end(Buffer.alloc(total - first.length, 0x20), () => done())) }));
         });
         req.on('error', reject);
         req.write(first);

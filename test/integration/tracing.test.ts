@@ -279,7 +279,12 @@ describe('tollgate serve and tollgate explain --log', () => {
     const d = await startCli(['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--admin-port', '0'], /tollgate serving/, {
       TRACING_ENABLED: 'true', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: r.endpoint, OTEL_BSP_SCHEDULE_DELAY: '20', TRACING_SERVICE_NAME: 'rl-prod', DECISION_LOG: 'over',
     });
-    open.push({ close: async () => void (d.child.kill('SIGTERM'), await d.exited) });
+    open.push({
+      close: async () => {
+        d.child.kill('SIGTERM');
+        await d.exited;
+      },
+    });
     const rls = new RlsClient(grpcPort);
     const answers = await inOneSecond(async () => {
       const out = [];

@@ -57,7 +57,7 @@ describe('toDecisionInput: a valid request', () => {
 
 describe('toDecisionInput: every refusal says what and where, and never repeats a value', () => {
   const tooMany = Array.from({ length: 4 }, () => descriptor());
-  const twoByteValue = 'é'.repeat(16) + 'x'; // 17 characters, 33 bytes
+  const twoByteValue = `${'é'.repeat(16)}x`; // 17 characters, 33 bytes
   const cases: [string, WireRequest, string][] = [
     ['empty domain', request({ domain: '' }), 'domain is empty'],
     ['domain over the byte bound', request({ domain: MARK.repeat(3) }), 'domain is longer than 32 bytes'],

@@ -28,7 +28,7 @@ export class Backoff {
   private forAttempt(n: number): number {
     const { initialMs: min, maxMs: max } = this.o;
     if (min >= max) return max;
-    let d = min * Math.pow(this.o.factor, n);
+    let d = min * this.o.factor ** n;
     if (this.o.jitter) d = this.random() * (d - min) + min;
     if (!Number.isFinite(d) || d > max) return max;
     return d < min ? min : Math.round(d);
