@@ -78,7 +78,10 @@ export function redisScriptCalls(port) {
 
 /** The request every saturation call sends: the bench domain's one token, as one gRPC frame. */
 function benchFrame() {
-  const body = serviceDefinition(RLS_SERVICE).ShouldRateLimit.requestSerialize({ domain: 'bench', descriptors: [{ entries: [{ key: 'token', value: 'Bearer bench' }] }] });
+  const body = serviceDefinition(RLS_SERVICE).ShouldRateLimit.requestSerialize({
+    domain: 'bench',
+    descriptors: [{ entries: [{ key: 'token', value: 'Bearer bench' }] }],
+  });
   const out = Buffer.alloc(5 + body.length);
   out.writeUInt32BE(body.length, 1);
   body.copy(out, 5);
@@ -94,7 +97,21 @@ export async function h2load(target, { seconds, requests, rate }) {
   const log = join(dir, 'requests.log');
   writeFileSync(body, benchFrame());
   const path = serviceDefinition(RLS_SERVICE).ShouldRateLimit.path;
-  const args = ['-c', '4', '-m', '32', '-t', '1', '-d', body, '-H', 'content-type: application/grpc', '-H', 'te: trailers', ...(seconds ? ['-D', String(seconds)] : ['-n', String(requests)])];
+  const args = [
+    '-c',
+    '4',
+    '-m',
+    '32',
+    '-t',
+    '1',
+    '-d',
+    body,
+    '-H',
+    'content-type: application/grpc',
+    '-H',
+    'te: trailers',
+    ...(seconds ? ['-D', String(seconds)] : ['-n', String(requests)]),
+  ];
   if (rate) args.push(`--rps=${Math.max(1, Math.round(rate / 4))}`, `--log-file=${log}`);
   args.push(`http://${target}${path}`);
   const child = spawn('h2load', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -120,7 +137,11 @@ export async function h2load(target, { seconds, requests, rate }) {
 
 /** p50, p99 and p99.9 in ms from h2load's per-request log (third column: µs to the end of the response). */
 function latencies(file) {
-  const us = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => Number(l.split('\t')[2])).sort((a, b) => a - b);
+  const us = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => Number(l.split('\t')[2]))
+    .sort((a, b) => a - b);
   const at = (p) => (us.length ? us[Math.min(us.length - 1, Math.floor(p * us.length))] / 1000 : NaN);
   return { p50: at(0.5), p99: at(0.99), p999: at(0.999) };
 }

@@ -17,8 +17,8 @@
 // (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis spends per decision, against
 // the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
 import { execFileSync } from 'node:child_process';
-import { createServer } from 'node:http';
 import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -50,12 +50,33 @@ function configDir() {
 
 async function main() {
   const redisPort = await freePort();
-  const redis = await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-bench-'))], /Ready to accept/);
+  const redis = await start(
+    'redis-server',
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-bench-'))],
+    /Ready to accept/,
+  );
   const config = configDir();
   const tollgate = (port, http, ...extra) => tollgateAt('dist/cli.js', port, http, ...extra);
   const tollgateAt = (cli, port, http, ...extra) => [
     process.execPath,
-    [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), cli, 'serve', '--config', config, '--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--config-poll-ms', '0', ...extra],
+    [
+      ...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []),
+      cli,
+      'serve',
+      '--config',
+      config,
+      '--grpc-port',
+      String(port),
+      '--http-port',
+      String(http),
+      '--grpc-host',
+      '127.0.0.1',
+      '--http-host',
+      '127.0.0.1',
+      '--config-poll-ms',
+      '0',
+      ...extra,
+    ],
     /tollgate serving/,
   ];
   const targets = {
@@ -83,7 +104,10 @@ async function main() {
       const r = await measure(name, targets[name], redis, redisPort, rate);
       if (name === 'noop' && values.rate === 'half') rate = Math.round(r.sat.perSecond / 2);
       runs[name].push(r);
-      console.error(`round ${round} ${name}: ${Math.round(r.sat.perSecond)}/s, ${(r.sat.serviceUs ?? NaN).toFixed(1)} µs/decision, h2load CPU ${(r.sat.driverShare * 100).toFixed(0)}%`);
+      console.error(
+        `round ${round} ${name}: ${Math.round(r.sat.perSecond)}/s, ${(r.sat.serviceUs ?? NaN).toFixed(1)} µs/decision, h2load CPU ` +
+          `${(r.sat.driverShare * 100).toFixed(0)}%`,
+      );
     }
   }
   await stop(redis);
@@ -97,7 +121,8 @@ async function main() {
   results.ownCost = ownCost(Number(values.rounds));
   if (!values['skip-redis-cost']) results.redisCost = redisCost(Number(values.rounds));
   print(results);
-  if (values.json) writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds, rounds: Number(values.rounds), rate: values.rate, results }, null, 2)}\n`);
+  if (values.json)
+    writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds, rounds: Number(values.rounds), rate: values.rate, results }, null, 2)}\n`);
 }
 
 const TRACED = ['--tracing', 'true', '--tracing-sampling-rate', '0.01'];
@@ -141,7 +166,17 @@ async function measure(name, make, redis, redisPort, rate) {
       redisCallsPerDecision: usesRedis ? sat.scripts / sat.result.total : undefined,
       driverShare: sat.result.driverShare,
     },
-    steady: { rate, achieved: steady.result.perSecond, driverShare: steady.result.driverShare, p50: steady.result.p50, p99: steady.result.p99, p999: steady.result.p999, errors: steady.result.errors, serviceUs: name === 'redis-2w' ? undefined : per(steady, 0), redisUs: usesRedis ? per(steady, 1) : undefined },
+    steady: {
+      rate,
+      achieved: steady.result.perSecond,
+      driverShare: steady.result.driverShare,
+      p50: steady.result.p50,
+      p99: steady.result.p99,
+      p999: steady.result.p999,
+      errors: steady.result.errors,
+      serviceUs: name === 'redis-2w' ? undefined : per(steady, 0),
+      redisUs: usesRedis ? per(steady, 1) : undefined,
+    },
     mix: { perSecond: mix.perSecond, errors: mix.errors, driverShare: mix.driverCpuShare },
     rssMiB: rss,
   };
@@ -162,8 +197,15 @@ function median(xs) {
 
 function summarize(rs) {
   const pick = (f) => median(rs.map(f));
-  const fields = (part) => Object.fromEntries(Object.keys(rs[0][part]).map((k) => [k, k === 'errors' ? rs.reduce((n, r) => n + r[part][k], 0) : pick((r) => r[part][k])]));
-  return { sat: fields('sat'), steady: fields('steady'), mix: fields('mix'), rssMiB: Math.max(...rs.map((r) => r.rssMiB)), satRuns: rs.map((r) => Math.round(r.sat.perSecond)) };
+  const fields = (part) =>
+    Object.fromEntries(Object.keys(rs[0][part]).map((k) => [k, k === 'errors' ? rs.reduce((n, r) => n + r[part][k], 0) : pick((r) => r[part][k])]));
+  return {
+    sat: fields('sat'),
+    steady: fields('steady'),
+    mix: fields('mix'),
+    rssMiB: Math.max(...rs.map((r) => r.rssMiB)),
+    satRuns: rs.map((r) => Math.round(r.sat.perSecond)),
+  };
 }
 
 function machine() {
@@ -194,14 +236,40 @@ function print(r) {
   const floor = r.noop?.sat.perSecond;
   const f = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '-');
   const ratio = (a) => (floor ? `${(a / floor).toFixed(2)}×` : '-');
-  const rows = [['target', 'decisions/s', 'vs grpc floor', 'CPU µs/decision', 'redis µs/decision', 'redis calls/decision', 'h2load CPU', 'fixed rate/s', 'µs/decision at it', 'p50 / p99 / p99.9 ms', 'mix decisions/s', 'errors', 'peak RSS MiB']];
+  const rows = [
+    [
+      'target',
+      'decisions/s',
+      'vs grpc floor',
+      'CPU µs/decision',
+      'redis µs/decision',
+      'redis calls/decision',
+      'h2load CPU',
+      'fixed rate/s',
+      'µs/decision at it',
+      'p50 / p99 / p99.9 ms',
+      'mix decisions/s',
+      'errors',
+      'peak RSS MiB',
+    ],
+  ];
   for (const [name, x] of Object.entries(r)) {
     if (name === 'memoryStore' || name === 'ownCost' || name === 'redisCost') continue;
     const driverNote = x.sat.driverShare > 0.9 ? ' (driver-bound!)' : '';
     rows.push([
-      name, f(x.sat.perSecond), ratio(x.sat.perSecond), f(x.sat.serviceUs, 1), f(x.sat.redisUs, 1), f(x.sat.redisCallsPerDecision, 3),
-      `${f(x.sat.driverShare * 100)}%${driverNote}`, f(x.steady.rate), f(x.steady.serviceUs, 1), `${f(x.steady.p50, 2)} / ${f(x.steady.p99, 2)} / ${f(x.steady.p999, 2)}`,
-      f(x.mix.perSecond), String(x.sat.errors + x.steady.errors + x.mix.errors), f(x.rssMiB),
+      name,
+      f(x.sat.perSecond),
+      ratio(x.sat.perSecond),
+      f(x.sat.serviceUs, 1),
+      f(x.sat.redisUs, 1),
+      f(x.sat.redisCallsPerDecision, 3),
+      `${f(x.sat.driverShare * 100)}%${driverNote}`,
+      f(x.steady.rate),
+      f(x.steady.serviceUs, 1),
+      `${f(x.steady.p50, 2)} / ${f(x.steady.p99, 2)} / ${f(x.steady.p999, 2)}`,
+      f(x.mix.perSecond),
+      String(x.sat.errors + x.steady.errors + x.mix.errors),
+      f(x.rssMiB),
     ]);
   }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
@@ -211,20 +279,36 @@ function print(r) {
   for (const row of rows.slice(1)) console.log(line(row));
   if (r.ownCost) {
     const { fixedWindowUs: a, tokenBucketUs: b } = r.ownCost;
-    console.log(`\nown cost per decision (bench/own-cost.mjs): fixed window ${f(a, 2)} µs, token bucket ${f(b, 2)} µs (${b >= a ? '+' : ''}${f(((b - a) / a) * 100, 1)}%)`);
+    console.log(
+      `\nown cost per decision (bench/own-cost.mjs): fixed window ${f(a, 2)} µs, token bucket ${f(b, 2)} µs ` +
+        `(${b >= a ? '+' : ''}${f(((b - a) / a) * 100, 1)}%)`,
+    );
   }
   if (r.redisCost) {
     const c = r.redisCost;
-    console.log(`\nredis-server per decision (bench/redis-cost.mjs, ${c.decisions} decisions a variant, batches of ${c.batch}, ${c.tokens} tokens, median of ${c.rounds}):`);
+    console.log(
+      `\nredis-server per decision (bench/redis-cost.mjs, ${c.decisions} decisions a variant, batches of ${c.batch}, ${c.tokens} tokens, median of ` +
+        `${c.rounds}):`,
+    );
     for (const [name, x] of Object.entries(c.results)) {
-      console.log(`  ${name.padEnd(34)} ${f(x.redisUsPerDecision, 2)} µs (${f(x.spread[0], 1)}–${f(x.spread[1], 1)}), ${f(x.commandsPerDecision, 2)} commands, ${f(x.scriptCallsPerDecision, 3)} script calls`);
+      console.log(
+        `  ${name.padEnd(34)} ${f(x.redisUsPerDecision, 2)} µs (${f(x.spread[0], 1)}–${f(x.spread[1], 1)}), ${f(x.commandsPerDecision, 2)} ` +
+          `commands, ${f(x.scriptCallsPerDecision, 3)} script calls`,
+      );
     }
     console.log(`  tollgate over the lean floor: ${f(c.tollgateOverFloor, 2)}×`);
-    if (c.cluster) console.log(`  3-master Cluster, 2 windows: ${c.cluster.redisUsPerDecisionPerMaster.map((x) => f(x, 1)).join(' / ')} µs per decision on each master (${f(c.cluster.redisUsPerDecisionTotal, 1)} in all); keys ${c.cluster.keysPerMaster.join(' / ')}`);
+    if (c.cluster)
+      console.log(
+        `  3-master Cluster, 2 windows: ${c.cluster.redisUsPerDecisionPerMaster.map((x) => f(x, 1)).join(' / ')} µs per decision on each master ` +
+          `(${f(c.cluster.redisUsPerDecisionTotal, 1)} in all); keys ${c.cluster.keysPerMaster.join(' / ')}`,
+      );
   }
   if (r.memoryStore) {
     const m = r.memoryStore;
-    console.log(`\nmemory store, ${m.tokens} distinct tokens: ${m.counters} counters, heap +${f(m.heapMiB, 1)} MiB (${f(m.bytesPerCounter)} bytes/counter), RSS ${f(m.rssMiB)} MiB, ${m.evictions} evictions`);
+    console.log(
+      `\nmemory store, ${m.tokens} distinct tokens: ${m.counters} counters, heap +${f(m.heapMiB, 1)} MiB (${f(m.bytesPerCounter)} bytes/counter), ` +
+        `RSS ${f(m.rssMiB)} MiB, ${m.evictions} evictions`,
+    );
   }
 }
 

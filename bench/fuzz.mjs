@@ -30,7 +30,10 @@ const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', 
 const code = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 
 const runs = existsSync(reportFile)
-  ? readFileSync(reportFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line))
+  ? readFileSync(reportFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line))
   : [];
 rmSync(dir, { recursive: true, force: true });
 
@@ -38,8 +41,17 @@ const total = (key) => runs.reduce((sum, r) => sum + r[key], 0);
 console.log('\nsuite  target                     seed        seconds  sent      crashes  wrong  hangs  leaks');
 for (const r of runs) {
   console.log(
-    [r.suite.padEnd(6), r.target.padEnd(26), String(r.seed).padEnd(11), String(r.seconds).padEnd(8), String(r.sent).padEnd(9),
-      String(r.crashes).padEnd(8), String(r.wrongAnswers).padEnd(6), String(r.hangs).padEnd(6), String(r.leaks)].join(' '),
+    [
+      r.suite.padEnd(6),
+      r.target.padEnd(26),
+      String(r.seed).padEnd(11),
+      String(r.seconds).padEnd(8),
+      String(r.sent).padEnd(9),
+      String(r.crashes).padEnd(8),
+      String(r.wrongAnswers).padEnd(6),
+      String(r.hangs).padEnd(6),
+      String(r.leaks),
+    ].join(' '),
   );
 }
 console.log(

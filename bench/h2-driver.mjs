@@ -47,7 +47,19 @@ function buildFrames() {
     const r = random();
     const category = r < 0.7 ? 'read' : r < 0.9 ? 'write' : 'reports';
     const token = random() < 0.2 ? `hot-${Math.floor(random() * 20)}` : `client-${Math.floor(random() * 5000)}`;
-    out.push(frame({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: category }, { key: 'token', value: `Bearer ${token}` }] }] }));
+    out.push(
+      frame({
+        domain: 'property-api',
+        descriptors: [
+          {
+            entries: [
+              { key: 'category', value: category },
+              { key: 'token', value: `Bearer ${token}` },
+            ],
+          },
+        ],
+      }),
+    );
   }
   return out;
 }
@@ -111,10 +123,14 @@ function call(done) {
 
 function closedLoop(stop) {
   return Promise.all(
-    Array.from({ length: Number(values.concurrency) }, () => new Promise((resolve) => {
-      const loop = () => (stop() ? resolve() : call(loop));
-      loop();
-    })),
+    Array.from(
+      { length: Number(values.concurrency) },
+      () =>
+        new Promise((resolve) => {
+          const loop = () => (stop() ? resolve() : call(loop));
+          loop();
+        }),
+    ),
   );
 }
 
@@ -168,17 +184,19 @@ async function main() {
   const seconds = Number(process.hrtime.bigint() - from) / 1e9;
   const used = process.cpuUsage(cpu);
   const sorted = latencies.subarray(0, recorded).sort();
-  console.log(JSON.stringify({
-    decisions: recorded,
-    total,
-    errors,
-    seconds,
-    perSecond: recorded / seconds,
-    p50: percentile(sorted, 0.5),
-    p99: percentile(sorted, 0.99),
-    p999: percentile(sorted, 0.999),
-    driverCpuShare: (used.user + used.system) / 1e6 / seconds,
-  }));
+  console.log(
+    JSON.stringify({
+      decisions: recorded,
+      total,
+      errors,
+      seconds,
+      perSecond: recorded / seconds,
+      p50: percentile(sorted, 0.5),
+      p99: percentile(sorted, 0.99),
+      p999: percentile(sorted, 0.999),
+      driverCpuShare: (used.user + used.system) / 1e6 / seconds,
+    }),
+  );
   for (const s of sessions) s.close();
 }
 

@@ -23,7 +23,14 @@ for (let i = 0; i < tokens; i++) {
   await limiter.decide({
     domain: 'property-api',
     hits: 1,
-    descriptors: [{ entries: [{ key: 'category', value: 'read' }, { key: 'token', value: `Bearer token-${i}` }] }],
+    descriptors: [
+      {
+        entries: [
+          { key: 'category', value: 'read' },
+          { key: 'token', value: `Bearer token-${i}` },
+        ],
+      },
+    ],
   });
 }
 const after = settle();

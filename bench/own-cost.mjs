@@ -12,10 +12,10 @@ import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { pino } from 'pino';
 import { loadConfigDir } from '../dist/config/load.js';
 import { Limiter } from '../dist/limiter/limiter.js';
-import { Metrics } from '../dist/metrics/metrics.js';
 import { InstrumentedStore } from '../dist/metrics/instrumented-store.js';
-import { decideWire } from '../dist/server/ratelimit-handler.js';
+import { Metrics } from '../dist/metrics/metrics.js';
 import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
+import { decideWire } from '../dist/server/ratelimit-handler.js';
 import { defaultBounds } from '../dist/server/request.js';
 import { MemoryStore } from '../dist/store/memory-store.js';
 
@@ -26,9 +26,12 @@ for (const f of readdirSync('config')) if (f.endsWith('.yaml')) copyFileSync(joi
 const benchDomain = readFileSync('bench/bench-domain.yaml', 'utf8');
 writeFileSync(
   join(dir, 'bench.yaml'),
-  algorithm === 'token_bucket' ? benchDomain.replace('{unit: hour, requests_per_unit: 4000000000}', '{unit: second, requests_per_unit: 1000000000, algorithm: token_bucket}') : benchDomain,
+  algorithm === 'token_bucket'
+    ? benchDomain.replace('{unit: hour, requests_per_unit: 4000000000}', '{unit: second, requests_per_unit: 1000000000, algorithm: token_bucket}')
+    : benchDomain,
 );
-if (algorithm === 'token_bucket' && !readFileSync(join(dir, 'bench.yaml'), 'utf8').includes('token_bucket')) throw new Error('bench domain: limit line not found');
+if (algorithm === 'token_bucket' && !readFileSync(join(dir, 'bench.yaml'), 'utf8').includes('token_bucket'))
+  throw new Error('bench domain: limit line not found');
 const config = loadConfigDir(dir);
 const metrics = new Metrics({ nearLimitRatio: 0.8 });
 const store = new InstrumentedStore(new MemoryStore(), metrics);
@@ -53,4 +56,6 @@ await round(n);
 const used = process.cpuUsage(cpu);
 const wall = performance.now() - start;
 await new Promise((r) => setTimeout(r, 50));
-console.log(JSON.stringify({ algorithm, decisions: n, usPerDecision: (wall * 1000) / n, cpuUsPerDecision: (used.user + used.system) / n, gcShare: gcMs / wall }));
+console.log(
+  JSON.stringify({ algorithm, decisions: n, usPerDecision: (wall * 1000) / n, cpuUsPerDecision: (used.user + used.system) / n, gcShare: gcMs / wall }),
+);

@@ -18,7 +18,12 @@ for (const [id, us] of self) {
   const where = f.url ? f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/(dist|src)\//, '$1/') : '(native)';
   const name = `${f.functionName || '(anonymous)'}  ${where}:${f.lineNumber + 1}`;
   byFunction.set(name, (byFunction.get(name) ?? 0) + us);
-  const group = where.startsWith('dist/') ? where : where.split('/').slice(0, where.startsWith('@') ? 2 : 1).join('/');
+  const group = where.startsWith('dist/')
+    ? where
+    : where
+        .split('/')
+        .slice(0, where.startsWith('@') ? 2 : 1)
+        .join('/');
   byFile.set(group, (byFile.get(group) ?? 0) + us);
 }
 const show = (title, map) => {

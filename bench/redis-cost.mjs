@@ -17,20 +17,38 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { cpuSeconds, freePort, start, stop } from './bench-lib.mjs';
-import { RedisStore } from '../dist/store/redis-store.js';
-import { parseRedisUrl } from '../dist/store/redis-connection.js';
 import { counterId, counterKeyOf, windowKey } from '../dist/counters/keys.js';
 import { fingerprint } from '../dist/fingerprint.js';
+import { parseRedisUrl } from '../dist/store/redis-connection.js';
+import { RedisStore } from '../dist/store/redis-store.js';
+import { cpuSeconds, freePort, start, stop } from './bench-lib.mjs';
 
-const { values } = parseArgs({ options: { decisions: { type: 'string', default: '150000' }, rounds: { type: 'string', default: '3' }, batch: { type: 'string', default: '63' }, tokens: { type: 'string', default: '5000' }, cluster: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    decisions: { type: 'string', default: '150000' },
+    rounds: { type: 'string', default: '3' },
+    batch: { type: 'string', default: '63' },
+    tokens: { type: 'string', default: '5000' },
+    cluster: { type: 'boolean', default: false },
+  },
+});
 const [N, ROUNDS, BATCH, TOKENS] = [values.decisions, values.rounds, values.batch, values.tokens].map(Number);
 
 const fps = Array.from({ length: TOKENS }, (_, i) => fingerprint(`Bearer token-${i}`));
 /** Skewed like real traffic: a quarter of the calls from 1% of the tokens. */
 const pick = (i) => (i % 4 === 0 ? fps[i % Math.max(1, Math.floor(TOKENS / 100))] : fps[(i * 7919) % TOKENS]);
 const id = counterId('property-api', 'category_read.token');
-const window = (fp, unit, ms, limit) => ({ key: windowKey(counterKeyOf(id, fp), unit), windowMs: ms, limit, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false });
+const window = (fp, unit, ms, limit) => ({
+  key: windowKey(counterKeyOf(id, fp), unit),
+  windowMs: ms,
+  limit,
+  hits: 1,
+  sliding: false,
+  burst: 0,
+  group: 0,
+  shadow: false,
+  quota: false,
+});
 // Limits no run reaches: every decision is admitted and counts both windows, in both variants alike (with the
 // property API's 10 a second, how many pass depends on how fast each variant runs).
 const twoWindows = (fp) => [window(fp, 'second', 1000, 1_000_000_000), window(fp, 'hour', 3_600_000, 4_000_000_000)];
@@ -90,14 +108,25 @@ async function round(port, redisPid, name, run) {
   const admitted = await run();
   const cpu = cpuSeconds(redisPid) - cpu0;
   const { total, by } = await commands(port);
-  return { name, usPerDecision: (cpu / N) * 1e6, commandsPerDecision: total / N, scriptCallsPerDecision: ((by.evalsha ?? 0) + (by.eval ?? 0)) / N, admittedShare: admitted / N, by };
+  return {
+    name,
+    usPerDecision: (cpu / N) * 1e6,
+    commandsPerDecision: total / N,
+    scriptCallsPerDecision: ((by.evalsha ?? 0) + (by.eval ?? 0)) / N,
+    admittedShare: admitted / N,
+    by,
+  };
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
   const port = values.port ? Number(values.port) : await freePort();
-  const redis = await start('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-rc-'))], /Ready to accept/);
+  const redis = await start(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-rc-'))],
+    /Ready to accept/,
+  );
   const url = `redis://127.0.0.1:${port}`;
   const variants = {
     'tollgate 2 windows': () => tollgate(url, twoWindows),
@@ -116,7 +145,14 @@ async function main() {
   await stop(redis);
   const out = {};
   for (const [name, rs] of Object.entries(runs)) {
-    out[name] = { redisUsPerDecision: median(rs.map((x) => x.usPerDecision)), spread: [Math.min(...rs.map((x) => x.usPerDecision)), Math.max(...rs.map((x) => x.usPerDecision))], commandsPerDecision: median(rs.map((x) => x.commandsPerDecision)), scriptCallsPerDecision: median(rs.map((x) => x.scriptCallsPerDecision)), admittedShare: median(rs.map((x) => x.admittedShare)), commands: rs.at(-1).by };
+    out[name] = {
+      redisUsPerDecision: median(rs.map((x) => x.usPerDecision)),
+      spread: [Math.min(...rs.map((x) => x.usPerDecision)), Math.max(...rs.map((x) => x.usPerDecision))],
+      commandsPerDecision: median(rs.map((x) => x.commandsPerDecision)),
+      scriptCallsPerDecision: median(rs.map((x) => x.scriptCallsPerDecision)),
+      admittedShare: median(rs.map((x) => x.admittedShare)),
+      commands: rs.at(-1).by,
+    };
   }
   const t = out['tollgate 2 windows'].redisUsPerDecision;
   const f = out['lean floor 2 windows'].redisUsPerDecision;
@@ -131,16 +167,51 @@ async function clusterRun() {
   for (let i = 0; i < 3; i++) {
     const p = await clusterPort();
     ports.push(p);
-    nodes.push(await start('redis-server', ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--cluster-enabled', 'yes', '--cluster-node-timeout', '2000', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-rcc-'))], /Ready to accept/));
+    nodes.push(
+      await start(
+        'redis-server',
+        [
+          '--port',
+          String(p),
+          '--bind',
+          '127.0.0.1',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-node-timeout',
+          '2000',
+          '--dir',
+          mkdtempSync(join(tmpdir(), 'tollgate-rcc-')),
+        ],
+        /Ready to accept/,
+      ),
+    );
   }
   execFileSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
   for (const p of ports) {
-    for (let i = 0; i < 100 && !execFileSync('redis-cli', ['-p', String(p), 'cluster', 'info']).toString().includes('cluster_state:ok'); i++) await new Promise((r) => setTimeout(r, 100));
+    for (
+      let i = 0;
+      i < 100 &&
+      !execFileSync('redis-cli', ['-p', String(p), 'cluster', 'info'])
+        .toString()
+        .includes('cluster_state:ok');
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 100));
   }
   const cpu0 = nodes.map((n) => cpuSeconds(n.pid));
   await tollgate(`redis://${ports.map((p) => `127.0.0.1:${p}`).join(',')}`, twoWindows, BATCH, 'cluster');
   const perMaster = nodes.map((n, i) => ((cpuSeconds(n.pid) - cpu0[i]) / N) * 1e6);
-  const keys = ports.map((p) => Number(execFileSync('redis-cli', ['-p', String(p), 'DBSIZE']).toString().trim()));
+  const keys = ports.map((p) =>
+    Number(
+      execFileSync('redis-cli', ['-p', String(p), 'DBSIZE'])
+        .toString()
+        .trim(),
+    ),
+  );
   await Promise.all(nodes.map(stop));
   return { redisUsPerDecisionPerMaster: perMaster, redisUsPerDecisionTotal: perMaster.reduce((a, b) => a + b, 0), keysPerMaster: keys };
 }

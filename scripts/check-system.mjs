@@ -35,10 +35,14 @@ const install = `apt-get install -y --no-install-recommends ${packages.join(' ')
 const mayInstall = !values['no-install'] && process.env.TOLLGATE_NO_INSTALL !== '1' && process.getuid?.() === 0 && onPath('apt-get');
 
 if (!mayInstall) {
-  console.error(`npm ${values.for === 'bench' ? 'run bench' : 'test'} needs ${programs}, not found on PATH; install with: sudo apt-get update && sudo ${install}`);
+  console.error(
+    `npm ${values.for === 'bench' ? 'run bench' : 'test'} needs ${programs}, not found on PATH; install with: sudo apt-get update && sudo ${install}`,
+  );
   process.exit(1);
 }
-console.error(`installing ${packages.join(' ')} (for ${programs}): the ${values.for === 'bench' ? 'benchmark starts' : 'tests start'} real processes on loopback`);
+console.error(
+  `installing ${packages.join(' ')} (for ${programs}): the ${values.for === 'bench' ? 'benchmark starts' : 'tests start'} real processes on loopback`,
+);
 const quiet = { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
 try {
   execFileSync('apt-get', ['update', '-qq'], quiet);

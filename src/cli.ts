@@ -5,17 +5,17 @@ import type { CompiledDomain, CompiledLimit } from './config/compiled.js';
 import { ConfigError } from './config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
 import { AdminClient, toFingerprint } from './control/admin-client.js';
-import { CliError, ListenError } from './errors.js';
-import { isWorker, runPrimary } from './workers.js';
-import { fingerprint } from './fingerprint.js';
 import { EnvoyConfigError } from './envoy/routes.js';
-import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './tuning/commands.js';
-import { TrafficError } from './tuning/traffic.js';
+import { CliError, ListenError } from './errors.js';
+import { fingerprint } from './fingerprint.js';
 import { createLogger } from './logger.js';
 import { logSettingNotes, startService } from './service.js';
-import { maxConfigBytesOf, parseServeArgs, serveHelp, SettingsError } from './settings.js';
+import { maxConfigBytesOf, parseServeArgs, SettingsError, serveHelp } from './settings.js';
 import { parseBool } from './settings-compat.js';
+import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './tuning/commands.js';
+import { TrafficError } from './tuning/traffic.js';
 import { VERSION } from './version.js';
+import { isWorker, runPrimary } from './workers.js';
 
 /** The longest token `fingerprint -` reads: the longest value a request may carry (--max-value-bytes). */
 const MAX_STDIN_TOKEN_BYTES = 65_536;
@@ -52,10 +52,21 @@ A hex string of another length from 31 to 63 is refused as a mistyped fingerprin
 const HELP: Record<string, string> = {
   simulate: SIMULATE_HELP,
   explain: EXPLAIN_HELP,
-  tiers: `Usage: tollgate tiers assign TOKEN_OR_FINGERPRINT TIER\n       tollgate tiers remove TOKEN_OR_FINGERPRINT\n       tollgate tiers list\n\n${ADMIN_HELP}`,
+  tiers:
+    `Usage: tollgate tiers assign TOKEN_OR_FINGERPRINT TIER\n       tollgate tiers remove TOKEN_OR_FINGERPRINT\n       tollgate tiers ` +
+    `list\n\n${ADMIN_HELP}`,
   inspect: `Usage: tollgate inspect TOKEN_OR_FINGERPRINT [--reset]\n\nShows the client's tier and its counters; --reset deletes them.\n${ADMIN_HELP}`,
-  'check-config': `Usage: tollgate check-config [--max-config-bytes N] [--merge-domain-config] DIR_OR_FILE\n\nValidates every YAML file in DIR (or the one FILE) as serve would load it, prints each\ndomain's rules and the config hash (of file names and contents: the same files give the\nsame hash wherever they are), and exits 1 with file:line:column: key: problem for each\nerror. A directory with no .yaml or .yml file passes with a warning, as serve starts on\nit (a reload that would empty a running config is refused). --max-config-bytes (env\nMAX_CONFIG_BYTES) and --merge-domain-config (env MERGE_DOMAIN_CONFIG) as for serve.\n`,
-  fingerprint: `Usage: tollgate fingerprint TOKEN\n       tollgate fingerprint -          (or no TOKEN, with stdin not a terminal)\n\nPrints the SHA-256 fingerprint (first 32 hex characters) of TOKEN, with any\n"Bearer " scheme stripped. Use it wherever Tollgate names a client. With -, the token\nis read from stdin (one line; at most ${MAX_STDIN_TOKEN_BYTES} bytes), so it stays out of argv and shell\nhistory: tollgate fingerprint - < token.txt\n`,
+  'check-config':
+    `Usage: tollgate check-config [--max-config-bytes N] [--merge-domain-config] DIR_OR_FILE\n\nValidates every YAML file in DIR (or ` +
+    `the one FILE) as serve would load it, prints each\ndomain's rules and the config hash (of file names and contents: the same files give ` +
+    `the\nsame hash wherever they are), and exits 1 with file:line:column: key: problem for each\nerror. A directory with no .yaml or .yml file ` +
+    `passes with a warning, as serve starts on\nit (a reload that would empty a running config is refused). --max-config-bytes ` +
+    `(env\nMAX_CONFIG_BYTES) and --merge-domain-config (env MERGE_DOMAIN_CONFIG) as for serve.\n`,
+  fingerprint:
+    `Usage: tollgate fingerprint TOKEN\n       tollgate fingerprint -          (or no TOKEN, with stdin not a terminal)\n\nPrints the ` +
+    `SHA-256 fingerprint (first 32 hex characters) of TOKEN, with any\n"Bearer " scheme stripped. Use it wherever Tollgate names a client. With ` +
+    `-, the token\nis read from stdin (one line; at most ${MAX_STDIN_TOKEN_BYTES} bytes), so it stays out of argv and shell\nhistory: tollgate ` +
+    `fingerprint - < token.txt\n`,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -167,7 +178,15 @@ function checkConfig(args: string[]): number {
 function describeDomain(d: CompiledDomain): string {
   const lines = [`domain ${d.name} (${d.file}), headers: ${d.headers.style}${d.tiers.size ? `, tiers: ${[...d.tiers].join(', ')}` : ''}`];
   for (const r of d.rules) {
-    const flags = [r.algorithm, r.shadow ? 'shadow' : '', r.quota ? 'quota_mode' : '', r.unlimited ? 'unlimited' : '', r.variable.some((v) => !v) && r.id.includes('*') ? 'shared' : ''].filter(Boolean).join(', ');
+    const flags = [
+      r.algorithm,
+      r.shadow ? 'shadow' : '',
+      r.quota ? 'quota_mode' : '',
+      r.unlimited ? 'unlimited' : '',
+      r.variable.some((v) => !v) && r.id.includes('*') ? 'shared' : '',
+    ]
+      .filter(Boolean)
+      .join(', ');
     const text = (l: CompiledLimit): string => limitText(l, r.algorithm);
     lines.push(`  ${r.id}  ${r.unlimited ? 'unlimited' : r.limits.map(text).join(' + ')}  [${flags}]  ${r.source}`);
     for (const [tier, limits] of r.tierLimits) lines.push(`    tier ${tier}: ${limits.map(text).join(' + ')}`);
@@ -260,7 +279,9 @@ async function runAdmin(client: AdminClient, verb: string, fp: string, tier: str
     return [r, `${fp}: ${r.reset} windows reset (${r.existed} held counts)\n`];
   }
   const v = await client.inspect(fp);
-  const rows = v.counters.map((c) => `  ${c.domain}/${c.rule}  per ${c.window}: ${c.used}/${c.limit} used, ${c.remaining} left, resets ${new Date(c.resetAt * 1000).toISOString()}`);
+  const rows = v.counters.map(
+    (c) => `  ${c.domain}/${c.rule}  per ${c.window}: ${c.used}/${c.limit} used, ${c.remaining} left, resets ${new Date(c.resetAt * 1000).toISOString()}`,
+  );
   return [v, `${v.fingerprint}  tier: ${v.tier ?? '(none)'}\n${rows.join('\n')}\n`];
 }
 

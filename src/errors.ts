@@ -41,7 +41,10 @@ export class ListenError extends Error {
  * as one line, `tollgate: <message>`, with this exit code (2: the command line itself is wrong). */
 export class CliError extends Error {
   override readonly name = 'CliError';
-  constructor(message: string, readonly exitCode = 1) {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
     super(message);
   }
 }

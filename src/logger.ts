@@ -1,4 +1,4 @@
-import { pino, type DestinationStream, type Logger } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 
 export type LogFormat = 'json' | 'text';
 

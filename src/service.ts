@@ -1,36 +1,36 @@
-import * as grpc from '@grpc/grpc-js';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { relative } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
-import { formatProblem, type ConfigError } from './config/errors.js';
-import { configLimits, emptyConfig, loadConfigDir, NO_CONFIG_WARNING, type ConfigLimits } from './config/load.js';
-import { ConfigWatcher, type ConfigDiff, type ReloadOutcome } from './config/watcher.js';
+import { type ConfigError, formatProblem } from './config/errors.js';
+import { type ConfigLimits, configLimits, emptyConfig, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
+import { type ConfigDiff, ConfigWatcher, type ReloadOutcome } from './config/watcher.js';
 import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './config/xds/source.js';
-import { systemClock, type Clock } from './counters/clock.js';
-import { Limiter, type DecisionInput } from './limiter/limiter.js';
-import { explain, type Explanation } from './limiter/explain.js';
+import { type AdminHandler, adminApi } from './control/admin-api.js';
+import { RedisTierStore } from './control/redis-tier-store.js';
+import { MemoryTierStore, type TierStore } from './control/tier-store.js';
+import { type Clock, systemClock } from './counters/clock.js';
+import { ListenError } from './errors.js';
+import { type Explanation, explain } from './limiter/explain.js';
+import { type DecisionInput, Limiter } from './limiter/limiter.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
-import { grpcServerCredentials } from './server/tls.js';
-import { isWorker, workerMetrics } from './workers.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
+import type { DecisionObserver } from './server/observer.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
-import { rateLimitService, type HandlerDeps } from './server/ratelimit-handler.js';
+import { type HandlerDeps, rateLimitService } from './server/ratelimit-handler.js';
+import { grpcServerCredentials } from './server/tls.js';
 import { SERVE_OPTIONS, type Settings } from './settings.js';
-import { ListenError } from './errors.js';
-import { VERSION } from './version.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';
 import type { BatchTracer, Store } from './store/store.js';
-import type { DecisionObserver } from './server/observer.js';
-import type { Tracing } from './tracing/tracing.js';
 import type { SpanOutcome } from './tracing/export.js';
-import { adminApi, type AdminHandler } from './control/admin-api.js';
-import { RedisTierStore } from './control/redis-tier-store.js';
-import { MemoryTierStore, type TierStore } from './control/tier-store.js';
+import type { Tracing } from './tracing/tracing.js';
+import { VERSION } from './version.js';
+import { isWorker, workerMetrics } from './workers.js';
 
 export interface ServiceOptions {
   logger: Logger;
@@ -81,7 +81,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
-  const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
+  const explainLive = (input: DecisionInput): Promise<Explanation> =>
+    explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
   const servers = await startServers(settings, { handler, health, ready, explain: explainLive, admin, logger }).catch(async (err: unknown) => {
     await Promise.all([tiers.close(), store.close()]);
     throw err;
@@ -91,7 +92,20 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   const { grpcPort, httpPort, adminPort } = servers;
   logger.info(
-    { version: VERSION, ...(isWorker() && { worker: process.pid }), grpcPort, httpPort, adminPort, store: store.kind, configSource: settings.xds ? 'xds' : 'file', configHash: config.hash, domains: [...config.domains.keys()], shadowMode: settings.shadowMode, adminApi: Boolean(admin), sharedTiers: tiers.shared },
+    {
+      version: VERSION,
+      ...(isWorker() && { worker: process.pid }),
+      grpcPort,
+      httpPort,
+      adminPort,
+      store: store.kind,
+      configSource: settings.xds ? 'xds' : 'file',
+      configHash: config.hash,
+      domains: [...config.domains.keys()],
+      shadowMode: settings.shadowMode,
+      adminApi: Boolean(admin),
+      sharedTiers: tiers.shared,
+    },
     'tollgate serving',
   );
   const stop = async (): Promise<void> => {
@@ -106,7 +120,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 /** The counter store (timed by the metrics where it makes round trips) and the tier assignments: in Redis with
  * the Redis store, else in this process. Serving starts even when Redis is not reachable yet. */
 async function openStores(
-  settings: Settings, deps: { logger: Logger; clock: Clock | undefined; metrics: Metrics; tiers: TierStore | undefined; tracer: BatchTracer | undefined },
+  settings: Settings,
+  deps: { logger: Logger; clock: Clock | undefined; metrics: Metrics; tiers: TierStore | undefined; tracer: BatchTracer | undefined },
 ): Promise<{ stack: StoreStack; tiers: TierStore }> {
   const { logger, metrics } = deps;
   const stack = createStore(settings, { logger, clock: deps.clock, measure: (s) => new InstrumentedStore(s, metrics), tracer: deps.tracer });
@@ -123,7 +138,11 @@ async function openStores(
 /** Tracing (TRACING_ENABLED) and the decision log (DECISION_LOG), loaded only when one is on: a service with
  * both off loads no OpenTelemetry module and its decisions take no step for them. An export that fails is
  * counted, and logged at most once a minute (the collector's address is config, never request text). */
-async function observability(settings: Settings, metrics: Metrics, logger: Logger): Promise<{ tracing: Tracing | undefined; observer: DecisionObserver | undefined }> {
+async function observability(
+  settings: Settings,
+  metrics: Metrics,
+  logger: Logger,
+): Promise<{ tracing: Tracing | undefined; observer: DecisionObserver | undefined }> {
   if (!settings.tracing && settings.decisionLog.mode === 'off') return { tracing: undefined, observer: undefined };
   const counters = metrics.observability();
   let loggedAt = -Infinity;
@@ -131,7 +150,10 @@ async function observability(settings: Settings, metrics: Metrics, logger: Logge
     counters.spans.inc({ result }, n);
     if (result === 'exported' || Date.now() - loggedAt < 60_000) return;
     loggedAt = Date.now();
-    logger.warn({ result, spans: n, err: err?.message }, result === 'queue_full' ? 'trace spans dropped: the export queue is full (is the collector slow or down?)' : 'trace export failed: spans lost');
+    logger.warn(
+      { result, spans: n, err: err?.message },
+      result === 'queue_full' ? 'trace spans dropped: the export queue is full (is the collector slow or down?)' : 'trace export failed: spans lost',
+    );
   };
   const { Tracing } = await import('./tracing/tracing.js');
   const tracing = settings.tracing && (await Tracing.create({ ...settings.tracing, version: VERSION }, settings.store, outcome));
@@ -139,7 +161,12 @@ async function observability(settings: Settings, metrics: Metrics, logger: Logge
   const { mode, maxPerSecond } = settings.decisionLog;
   const log = mode === 'off' ? undefined : new DecisionLog(logger, { mode, maxPerSecond, onDropped: (n) => counters.decisionLinesDropped.inc(n) });
   const { DecisionObserver } = await import('./server/observer.js');
-  if (tracing) metrics.gauge('tollgate_tracing_queue_spans', 'Finished spans held for export (queued or being sent); at OTEL_BSP_MAX_QUEUE_SIZE new ones are dropped', () => tracing.queued);
+  if (tracing)
+    metrics.gauge(
+      'tollgate_tracing_queue_spans',
+      'Finished spans held for export (queued or being sent); at OTEL_BSP_MAX_QUEUE_SIZE new ones are dropped',
+      () => tracing.queued,
+    );
   return { tracing: tracing || undefined, observer: new DecisionObserver(tracing || undefined, log) };
 }
 
@@ -155,7 +182,11 @@ function quietLibraries(settings: Settings, logger: Logger): void {
  * may hold passwords. */
 export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' | 'warn'>): void {
   if (settings.storeInferredFrom) {
-    logger.info({ store: 'redis', from: settings.storeInferredFrom }, `store: redis, since ${settings.storeInferredFrom.join(', ')} ${settings.storeInferredFrom.length > 1 ? 'are' : 'is'} set and BACKEND_TYPE is not (envoyproxy/ratelimit's default backend); --store memory to keep counters in this process`);
+    logger.info(
+      { store: 'redis', from: settings.storeInferredFrom },
+      `store: redis, since ${settings.storeInferredFrom.join(', ')} ${settings.storeInferredFrom.length > 1 ? 'are' : 'is'} set and BACKEND_TYPE is ` +
+        `not (envoyproxy/ratelimit's default backend); --store memory to keep counters in this process`,
+    );
   }
   if (settings.unsupported.length > 0) {
     logger.warn({ settings: settings.unsupported }, `envoyproxy/ratelimit settings Tollgate does not support are ignored: ${settings.unsupported.join(', ')}`);
@@ -189,7 +220,14 @@ interface Servers {
  * and the flag and variable that set it; whatever was bound before is released. */
 async function startServers(
   settings: Settings,
-  deps: { handler: HandlerDeps; health: HealthService; ready: Readiness; explain: (i: DecisionInput) => Promise<Explanation>; admin: AdminHandler | undefined; logger: Logger },
+  deps: {
+    handler: HandlerDeps;
+    health: HealthService;
+    ready: Readiness;
+    explain: (i: DecisionInput) => Promise<Explanation>;
+    admin: AdminHandler | undefined;
+    logger: Logger;
+  },
 ): Promise<Servers> {
   const grpcServer = new grpc.Server();
   grpcServer.addService(serviceDefinition(RLS_SERVICE, deps.handler.bounds), rateLimitService(deps.handler));
@@ -215,7 +253,11 @@ async function startServers(
 /** Keys that load but change nothing (detailed_metric): one line, naming where each is written. */
 function logNotes(logger: Logger, config: CompiledConfig): void {
   const notes = [...config.domains.values()].flatMap((d) => d.notes);
-  if (notes.length > 0) logger.warn({ notes: notes.slice(0, 50), count: notes.length }, `descriptor config: ${notes[0]}${notes.length > 1 ? ` (and ${notes.length - 1} more)` : ''}`);
+  if (notes.length > 0)
+    logger.warn(
+      { notes: notes.slice(0, 50), count: notes.length },
+      `descriptor config: ${notes[0]}${notes.length > 1 ? ` (and ${notes.length - 1} more)` : ''}`,
+    );
 }
 
 /** Where configs come from once serving: the config directory (watched) or an xDS management server. */
@@ -249,7 +291,8 @@ function configSource(settings: Settings, limits: ConfigLimits, initial: Compile
     metrics.configReloads.inc({ result: 'success' });
     metrics.configLoaded(next.hash, clock.now());
     logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
-    if (diff.restarted.length > 0) logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
+    if (diff.restarted.length > 0)
+      logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
     logNotes(logger, next);
   };
   const onFailure = (err: ConfigError): void => {
@@ -268,14 +311,20 @@ function configSource(settings: Settings, limits: ConfigLimits, initial: Compile
 }
 
 function xdsSource(
-  settings: Settings, xds: XdsOptions,
+  settings: Settings,
+  xds: XdsOptions,
   p: { limits: ConfigLimits; initial: CompiledConfig; deps: SourceDeps; onReload: XdsSourceOptions['onReload']; onFailure: XdsSourceOptions['onFailure'] },
 ): ConfigSource {
   const { logger, metrics, clock } = p.deps;
   const counters = metrics.xds();
   let readyLogged = false;
   const source = new XdsConfigSource({
-    xds, limits: p.limits, current: p.initial, logger, onReload: p.onReload, onFailure: p.onFailure,
+    xds,
+    limits: p.limits,
+    current: p.initial,
+    logger,
+    onReload: p.onReload,
+    onFailure: p.onFailure,
     events: {
       response: (result) => {
         counters.responses.inc({ result });
@@ -294,7 +343,10 @@ function xdsSource(
     start: () => source.start(),
     stop: () => source.stop(),
     reload: () => Promise.resolve('unchanged'),
-    waiting: () => (source.ready || settings.forceStart ? undefined : `waiting for the first config from the xDS server ${xds.target} (FORCE_START_WITHOUT_INITIAL_CONFIG=true to be ready without it)`),
+    waiting: () =>
+      source.ready || settings.forceStart
+        ? undefined
+        : `waiting for the first config from the xDS server ${xds.target} (FORCE_START_WITHOUT_INITIAL_CONFIG=true to be ready without it)`,
   };
 }
 
@@ -332,8 +384,20 @@ async function createTierStore(settings: Settings, stack: StoreStack, logger: Lo
 function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): void {
   const kind = stack.store.kind;
   metrics.initStore(kind);
-  metrics.gauge('tollgate_store_degraded', 'Whether the store is failing (1) or answering (0)', () => (stack.store.health().degraded ? 1 : 0), { store: kind }, 'max');
-  metrics.gauge('tollgate_store_fallback_active', 'Whether decisions use local fallback counters because the store is down', () => (stack.policy?.inFallback ? 1 : 0), {}, 'max');
+  metrics.gauge(
+    'tollgate_store_degraded',
+    'Whether the store is failing (1) or answering (0)',
+    () => (stack.store.health().degraded ? 1 : 0),
+    { store: kind },
+    'max',
+  );
+  metrics.gauge(
+    'tollgate_store_fallback_active',
+    'Whether decisions use local fallback counters because the store is down',
+    () => (stack.policy?.inFallback ? 1 : 0),
+    {},
+    'max',
+  );
   metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers.count(), {}, 'max'); // shared through Redis
   if (stack.local) {
     const memory = stack.local;
@@ -371,7 +435,7 @@ function listen(server: HttpServer, host: string, port: number, what: string, op
 const LISTEN_CAUSES: Record<string, string> = {
   EADDRINUSE: 'the port is already in use',
   EACCES: 'permission denied (ports below 1024 need privileges)',
-  EADDRNOTAVAIL: 'the address is not one of this machine\'s',
+  EADDRNOTAVAIL: "the address is not one of this machine's",
   ENOTFOUND: 'the host name does not resolve',
 };
 
@@ -384,7 +448,12 @@ function listenMessage(host: string, port: number, what: string, option: 'grpc-p
 }
 
 async function stopAll(p: {
-  grpcServer: grpc.Server; https: HttpServer[]; health: HealthService; store: Store; logger: Logger; timeoutMs: number;
+  grpcServer: grpc.Server;
+  https: HttpServer[];
+  health: HealthService;
+  store: Store;
+  logger: Logger;
+  timeoutMs: number;
 }): Promise<void> {
   p.health.set(false);
   p.health.endWatches();

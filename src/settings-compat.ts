@@ -26,34 +26,68 @@ const TRUE = /^(true|1|yes)$/i;
  * (runtimeConfigDir), the Redis URL's parts (redisUrlFrom), and stand-ins for Tollgate's own settings
  * (settings.ts, COMPAT_ENV). */
 export const READ_BY_COMPAT: readonly string[] = [
-  'RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_APPDIRECTORY',
-  'REDIS_AUTH', 'REDIS_TLS', 'REDIS_SOCKET_TYPE',
-  'CACHE_KEY_PREFIX', 'REDIS_SENTINEL_AUTH',
+  'RUNTIME_ROOT',
+  'RUNTIME_SUBDIRECTORY',
+  'RUNTIME_APPDIRECTORY',
+  'REDIS_AUTH',
+  'REDIS_TLS',
+  'REDIS_SOCKET_TYPE',
+  'CACHE_KEY_PREFIX',
+  'REDIS_SENTINEL_AUTH',
 ];
 
 /** The variables Tollgate does not act on; `NAME_*` stands for every variable of that prefix. */
 const UNSUPPORTED: readonly Unsupported[] = [
-  { name: 'USE_STATSD', same: FALSE }, { name: 'USE_DOG_STATSD', same: FALSE }, { name: 'USE_DOG_STATSD_MOGRIFIERS' },
+  { name: 'USE_STATSD', same: FALSE },
+  { name: 'USE_DOG_STATSD', same: FALSE },
+  { name: 'USE_DOG_STATSD_MOGRIFIERS' },
   // Not in settings.go: each mogrifier USE_DOG_STATSD_MOGRIFIERS names is read from DOG_STATSD_MOGRIFIER_<name>_*
   // (envoyproxy/ratelimit's src/godogstats/mogrifier_map.go).
   { name: 'DOG_STATSD_MOGRIFIER_*' },
-  { name: 'STATSD_HOST' }, { name: 'STATSD_PORT' }, { name: 'EXTRA_TAGS' }, { name: 'STATS_FLUSH_INTERVAL' },
-  { name: 'DISABLE_STATS', same: FALSE }, { name: 'USE_PROMETHEUS' }, { name: 'PROMETHEUS_ADDR' }, { name: 'PROMETHEUS_PATH' },
-  { name: 'PROMETHEUS_MAPPER_YAML' }, { name: 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS' }, { name: 'DEBUG_HOST' }, { name: 'DEBUG_PORT' }, { name: 'GRPC_UDS' },
-  { name: 'GRPC_MAX_CONNECTION_AGE' }, { name: 'GRPC_MAX_CONNECTION_AGE_GRACE' }, { name: 'GRPC_CLIENT_TLS_SAN' },
+  { name: 'STATSD_HOST' },
+  { name: 'STATSD_PORT' },
+  { name: 'EXTRA_TAGS' },
+  { name: 'STATS_FLUSH_INTERVAL' },
+  { name: 'DISABLE_STATS', same: FALSE },
+  { name: 'USE_PROMETHEUS' },
+  { name: 'PROMETHEUS_ADDR' },
+  { name: 'PROMETHEUS_PATH' },
+  { name: 'PROMETHEUS_MAPPER_YAML' },
+  { name: 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS' },
+  { name: 'DEBUG_HOST' },
+  { name: 'DEBUG_PORT' },
+  { name: 'GRPC_UDS' },
+  { name: 'GRPC_MAX_CONNECTION_AGE' },
+  { name: 'GRPC_MAX_CONNECTION_AGE_GRACE' },
+  { name: 'GRPC_CLIENT_TLS_SAN' },
   // What Tollgate does, whatever they say: it is ready with a config that holds no domain (service.ts); it skips
   // dot entries (config/load.ts) and re-reads the directory it was given.
   { name: 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', same: FALSE },
-  { name: 'RUNTIME_WATCH_ROOT', same: TRUE }, { name: 'RUNTIME_IGNOREDOTFILES', same: TRUE },
-  { name: 'EXPIRATION_JITTER_MAX_SECONDS' }, { name: 'LOCAL_CACHE_SIZE_IN_BYTES' },
+  { name: 'RUNTIME_WATCH_ROOT', same: TRUE },
+  { name: 'RUNTIME_IGNOREDOTFILES', same: TRUE },
+  { name: 'EXPIRATION_JITTER_MAX_SECONDS' },
+  { name: 'LOCAL_CACHE_SIZE_IN_BYTES' },
   // A rejected request counts on no counter (store/store.ts, settle): always true in Tollgate.
-  { name: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', same: TRUE }, { name: 'LIMIT_RESPONSE_HEADERS_ENABLED' },
-  { name: 'LIMIT_LIMIT_HEADER' }, { name: 'LIMIT_REMAINING_HEADER' }, { name: 'LIMIT_RESET_HEADER' },
-  { name: 'REDIS_POOL_SIZE' }, { name: 'REDIS_POOL_ON_EMPTY_BEHAVIOR' }, { name: 'REDIS_CLUSTER_PIPELINE_PARALLELISM' },
-  { name: 'REDIS_TIMEOUT' }, { name: 'REDIS_STARTUP_*' }, { name: 'REDIS_PIPELINE_WINDOW' }, { name: 'REDIS_PIPELINE_LIMIT' },
-  { name: 'REDIS_TLS_CLIENT_CERT' }, { name: 'REDIS_TLS_CLIENT_KEY' }, { name: 'REDIS_TLS_CACERT' },
-  { name: 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', same: FALSE }, { name: 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', same: FALSE },
-  { name: 'REDIS_PERSECOND', same: FALSE }, { name: 'REDIS_PERSECOND_*' }, { name: 'MEMCACHE_*' },
+  { name: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', same: TRUE },
+  { name: 'LIMIT_RESPONSE_HEADERS_ENABLED' },
+  { name: 'LIMIT_LIMIT_HEADER' },
+  { name: 'LIMIT_REMAINING_HEADER' },
+  { name: 'LIMIT_RESET_HEADER' },
+  { name: 'REDIS_POOL_SIZE' },
+  { name: 'REDIS_POOL_ON_EMPTY_BEHAVIOR' },
+  { name: 'REDIS_CLUSTER_PIPELINE_PARALLELISM' },
+  { name: 'REDIS_TIMEOUT' },
+  { name: 'REDIS_STARTUP_*' },
+  { name: 'REDIS_PIPELINE_WINDOW' },
+  { name: 'REDIS_PIPELINE_LIMIT' },
+  { name: 'REDIS_TLS_CLIENT_CERT' },
+  { name: 'REDIS_TLS_CLIENT_KEY' },
+  { name: 'REDIS_TLS_CACERT' },
+  { name: 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', same: FALSE },
+  { name: 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', same: FALSE },
+  { name: 'REDIS_PERSECOND', same: FALSE },
+  { name: 'REDIS_PERSECOND_*' },
+  { name: 'MEMCACHE_*' },
   // TRACING_* are read (settings.ts); the OTEL_* variables by the OTLP exporter itself.
 ];
 
@@ -99,7 +133,10 @@ export function redisUrlFrom(url: { value: string; from: string }, type: string,
     if (auth && /^[^/]*@/.test(rest)) throw new SettingsError(`REDIS_AUTH is set and ${url.from} holds credentials too: use one of them`);
     return `${tls ? 'rediss' : full[1]!.toLowerCase()}://${auth}${rest}`;
   }
-  const parts = url.value.split(',').map((p) => p.trim()).filter(Boolean);
+  const parts = url.value
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
   const master = type === 'sentinel' && parts.length > 1 && !parts[0]!.includes(':') ? parts.shift() : undefined;
   if (parts.length === 0 || !parts.every((p) => /^[^\s/@]+:\d+$/.test(p))) {
     throw new SettingsError(`${url.from} must be a redis[s]:// URL or host:port (comma-separated for several nodes)`);
@@ -114,7 +151,7 @@ function authPart(auth: string): string {
   return `${encodeURIComponent(user)}:${encodeURIComponent(password)}@`;
 }
 
-const GO_DURATION_UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const GO_DURATION_UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /** A Go duration ("3s", "1m30s", "500ms", "0"), as envoyproxy/ratelimit's envconfig reads its interval
  * settings with time.ParseDuration; a bare number is taken as seconds. Milliseconds, or undefined. */

@@ -1,17 +1,17 @@
-import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import type { XdsOptions } from './config/xds/source.js';
-import type { GrpcTlsFiles } from './server/tls.js';
-import { VERSION } from './version.js';
-import type { LogFormat } from './logger.js';
+import * as grpc from '@grpc/grpc-js';
 import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
-import { defaultBounds, type RequestBounds } from './server/request.js';
+import type { XdsOptions } from './config/xds/source.js';
+import type { LogFormat } from './logger.js';
 import { DECISION_LOG_MODES, type DecisionLogMode } from './server/decision-log.js';
-import type { TracingOptions } from './tracing/tracing.js';
-import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
-import { parseRedisUrl, RedisUrlError, type RedisConnection, type RedisType } from './store/redis-connection.js';
+import { defaultBounds, type RequestBounds } from './server/request.js';
+import type { GrpcTlsFiles } from './server/tls.js';
 import { parseBool, parseGoDuration, parsePairs, redisUrlFrom, runtimeConfigDir, SettingsError, unsupportedSettings } from './settings-compat.js';
+import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
+import { parseRedisUrl, type RedisConnection, type RedisType, RedisUrlError } from './store/redis-connection.js';
+import type { TracingOptions } from './tracing/tracing.js';
+import { VERSION } from './version.js';
 
 export { SettingsError } from './settings-compat.js';
 
@@ -94,14 +94,18 @@ export const SERVE_OPTIONS = {
   store: { env: 'BACKEND_TYPE', default: 'memory', help: 'counter store: memory | redis' },
   'redis-url': { env: 'REDIS_URL', default: 'redis://127.0.0.1:6379', help: 'redis[s]://[user:password@]host:port[,host:port…][/db|/master]' },
   'redis-type': { env: 'REDIS_TYPE', default: 'single', help: 'single | sentinel | cluster' },
-  'redis-timeout-ms': { env: 'REDIS_TIMEOUT_MS', default: '25', help: 'longest wait for one decision\'s Redis round trip' },
+  'redis-timeout-ms': { env: 'REDIS_TIMEOUT_MS', default: '25', help: "longest wait for one decision's Redis round trip" },
   'redis-failure': { env: 'REDIS_FAILURE_POLICY', default: 'allow', help: 'when Redis cannot answer: allow | deny | local' },
   'redis-key-prefix': { env: 'REDIS_KEY_PREFIX', default: 'tollgate:', help: 'namespace of every Redis key' },
   'redis-sentinel-password': { env: 'REDIS_SENTINEL_PASSWORD', default: '', help: 'password of the sentinels (prefer the env variable)' },
   'local-cache': { env: 'LOCAL_CACHE', default: 'true', help: 'answer windows known to be full without Redis (true | false)' },
   'shadow-mode': { env: 'SHADOW_MODE', default: 'false', help: 'report decisions but admit every request (true | false)' },
   'quota-mode': { env: 'QUOTA_MODE', default: 'false', help: 'every descriptor in quota mode: over only when all quota descriptors are (true | false)' },
-  'response-dynamic-metadata': { env: 'RESPONSE_DYNAMIC_METADATA', default: 'false', help: 'answer with dynamic_metadata: domain, descriptors, metadata (true | false)' },
+  'response-dynamic-metadata': {
+    env: 'RESPONSE_DYNAMIC_METADATA',
+    default: 'false',
+    help: 'answer with dynamic_metadata: domain, descriptors, metadata (true | false)',
+  },
   'merge-domain-config': { env: 'MERGE_DOMAIN_CONFIG', default: 'false', help: 'merge config files that name the same domain (true | false)' },
   'max-descriptors': { env: 'MAX_DESCRIPTORS', default: String(defaultBounds.maxDescriptors), help: 'most descriptors in one request' },
   'max-entries': { env: 'MAX_DESCRIPTOR_ENTRIES', default: String(defaultBounds.maxEntries), help: 'most entries in one descriptor' },
@@ -111,43 +115,87 @@ export const SERVE_OPTIONS = {
   'log-format': { env: 'LOG_FORMAT', default: 'json', help: 'json (one JSON object a line) | text (readable lines)' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },
   'config-poll-ms': { env: 'CONFIG_POLL_MS', default: '1000', help: 're-read the config directory this often (0: no hot reload)' },
-  'max-config-bytes': { env: 'MAX_CONFIG_BYTES', default: String(DEFAULT_MAX_CONFIG_BYTES), help: `largest config file read, in bytes (the directory: ${DIR_BYTES_FACTOR} times this)` },
+  'max-config-bytes': {
+    env: 'MAX_CONFIG_BYTES',
+    default: String(DEFAULT_MAX_CONFIG_BYTES),
+    help: `largest config file read, in bytes (the directory: ${DIR_BYTES_FACTOR} times this)`,
+  },
   'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
   'tier-refresh-ms': { env: 'TIER_REFRESH_MS', default: '2000', help: 'redis store: re-read tier assignments this often (pub/sub is faster)' },
   workers: { env: 'WORKERS', default: '1', help: 'redis store: processes sharing the ports, one per core to use' },
   'grpc-tls': { env: 'GRPC_SERVER_USE_TLS', default: 'false', help: 'TLS on the gRPC port (true | false)' },
-  'grpc-tls-cert': { env: 'GRPC_SERVER_TLS_CERT', default: '', help: 'the gRPC port\'s certificate file (PEM), re-read every minute' },
+  'grpc-tls-cert': { env: 'GRPC_SERVER_TLS_CERT', default: '', help: "the gRPC port's certificate file (PEM), re-read every minute" },
   'grpc-tls-key': { env: 'GRPC_SERVER_TLS_KEY', default: '', help: 'its key file (PEM)' },
   'grpc-tls-client-ca': { env: 'GRPC_CLIENT_TLS_CACERT', default: '', help: 'CA file (PEM): clients must present a certificate it signed (mTLS)' },
-  'config-type': { env: 'CONFIG_TYPE', default: 'FILE', help: 'where descriptor configs come from: FILE (--config) | GRPC_XDS_SOTW (an xDS management server)' },
-  'force-start-without-initial-config': { env: 'FORCE_START_WITHOUT_INITIAL_CONFIG', default: 'false', help: 'xDS: ready before the first config arrives (true | false)' },
+  'config-type': {
+    env: 'CONFIG_TYPE',
+    default: 'FILE',
+    help: 'where descriptor configs come from: FILE (--config) | GRPC_XDS_SOTW (an xDS management server)',
+  },
+  'force-start-without-initial-config': {
+    env: 'FORCE_START_WITHOUT_INITIAL_CONFIG',
+    default: 'false',
+    help: 'xDS: ready before the first config arrives (true | false)',
+  },
   'xds-server-url': { env: 'CONFIG_GRPC_XDS_SERVER_URL', default: 'localhost:18000', help: 'xDS: the management server, host:port' },
-  'xds-node-id': { env: 'CONFIG_GRPC_XDS_NODE_ID', default: 'default', help: 'xDS: the node id the server keeps this service\'s configs under' },
+  'xds-node-id': { env: 'CONFIG_GRPC_XDS_NODE_ID', default: 'default', help: "xDS: the node id the server keeps this service's configs under" },
   'xds-node-metadata': { env: 'CONFIG_GRPC_XDS_NODE_METADATA', default: '', help: 'xDS: node metadata, k1=v1,k2=v2' },
-  'xds-headers': { env: 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS', default: '', help: 'xDS: gRPC metadata on the stream, k1:v1,k2:v2 (prefer the env variable)' },
-  'xds-connect-retry-interval': { env: 'CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', default: '3s', help: 'xDS: while the server cannot be reached, try this often' },
+  'xds-headers': {
+    env: 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS',
+    default: '',
+    help: 'xDS: gRPC metadata on the stream, k1:v1,k2:v2 (prefer the env variable)',
+  },
+  'xds-connect-retry-interval': {
+    env: 'CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL',
+    default: '3s',
+    help: 'xDS: while the server cannot be reached, try this often',
+  },
   'xds-tls': { env: 'CONFIG_GRPC_XDS_SERVER_USE_TLS', default: 'false', help: 'xDS: TLS to the server (true | false)' },
   'xds-tls-cert': { env: 'CONFIG_GRPC_XDS_CLIENT_TLS_CERT', default: '', help: 'xDS: client certificate file (PEM), for mTLS' },
   'xds-tls-key': { env: 'CONFIG_GRPC_XDS_CLIENT_TLS_KEY', default: '', help: 'xDS: client key file (PEM), for mTLS' },
-  'xds-tls-cacert': { env: 'CONFIG_GRPC_XDS_SERVER_TLS_CACERT', default: '', help: 'xDS: CA file (PEM) the server\'s certificate is checked against (default: the system\'s)' },
-  'xds-tls-san': { env: 'CONFIG_GRPC_XDS_SERVER_TLS_SAN', default: '', help: 'xDS: name the server\'s certificate must hold, instead of the host' },
+  'xds-tls-cacert': {
+    env: 'CONFIG_GRPC_XDS_SERVER_TLS_CACERT',
+    default: '',
+    help: "xDS: CA file (PEM) the server's certificate is checked against (default: the system's)",
+  },
+  'xds-tls-san': { env: 'CONFIG_GRPC_XDS_SERVER_TLS_SAN', default: '', help: "xDS: name the server's certificate must hold, instead of the host" },
   'xds-backoff-initial': { env: 'XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', default: '10s', help: 'xDS: wait before reopening a broken stream' },
   'xds-backoff-max': { env: 'XDS_CLIENT_BACKOFF_MAX_INTERVAL', default: '60s', help: 'xDS: longest wait between attempts' },
   'xds-backoff-factor': { env: 'XDS_CLIENT_BACKOFF_RANDOM_FACTOR', default: '2', help: 'xDS: each failed attempt multiplies the wait by this' },
   'xds-backoff-jitter': { env: 'XDS_CLIENT_BACKOFF_JITTER', default: 'true', help: 'xDS: draw each wait at random up to its value (true | false)' },
   'xds-max-msg-bytes': { env: 'XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', default: String(4 * 1024 * 1024), help: 'xDS: largest response accepted, in bytes' },
-  tracing: { env: 'TRACING_ENABLED', default: 'false', help: 'OpenTelemetry spans of decisions, sent over OTLP (true | false; endpoint: OTEL_EXPORTER_OTLP_ENDPOINT)' },
-  'tracing-exporter-protocol': { env: 'TRACING_EXPORTER_PROTOCOL', default: 'http', help: 'OTLP transport: http (= http/protobuf) | http/json | grpc (else OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)' },
-  'tracing-service-name': { env: 'TRACING_SERVICE_NAME', default: 'RateLimit', help: 'service.name of the spans (envoyproxy/ratelimit\'s default)' },
+  tracing: {
+    env: 'TRACING_ENABLED',
+    default: 'false',
+    help: 'OpenTelemetry spans of decisions, sent over OTLP (true | false; endpoint: OTEL_EXPORTER_OTLP_ENDPOINT)',
+  },
+  'tracing-exporter-protocol': {
+    env: 'TRACING_EXPORTER_PROTOCOL',
+    default: 'http',
+    help: 'OTLP transport: http (= http/protobuf) | http/json | grpc (else OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)',
+  },
+  'tracing-service-name': { env: 'TRACING_SERVICE_NAME', default: 'RateLimit', help: "service.name of the spans (envoyproxy/ratelimit's default)" },
   'tracing-service-namespace': { env: 'TRACING_SERVICE_NAMESPACE', default: '', help: 'service.namespace of the spans' },
-  'tracing-service-instance-id': { env: 'TRACING_SERVICE_INSTANCE_ID', default: '', help: 'service.instance.id of the spans (default: a random UUID per process)' },
-  'tracing-sampling-rate': { env: 'TRACING_SAMPLING_RATE', default: '1', help: 'share of traces started here that are sampled, 0-1; a caller\'s choice is followed' },
+  'tracing-service-instance-id': {
+    env: 'TRACING_SERVICE_INSTANCE_ID',
+    default: '',
+    help: 'service.instance.id of the spans (default: a random UUID per process)',
+  },
+  'tracing-sampling-rate': {
+    env: 'TRACING_SAMPLING_RATE',
+    default: '1',
+    help: "share of traces started here that are sampled, 0-1; a caller's choice is followed",
+  },
   'tracing-queue-size': { env: 'OTEL_BSP_MAX_QUEUE_SIZE', default: '2048', help: 'most spans held for export; past it spans are dropped and counted' },
   'tracing-batch-size': { env: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', default: '512', help: 'most spans in one export' },
   'tracing-schedule-delay-ms': { env: 'OTEL_BSP_SCHEDULE_DELAY', default: '5000', help: 'longest wait before queued spans are sent' },
   'tracing-export-timeout-ms': { env: 'OTEL_BSP_EXPORT_TIMEOUT', default: '30000', help: 'longest wait for one export' },
   'decision-log': { env: 'DECISION_LOG', default: 'off', help: 'a log line per decision, whatever --log-level: off | over (429s only) | all' },
-  'decision-log-max-per-second': { env: 'DECISION_LOG_MAX_PER_SECOND', default: '1000', help: 'most decision lines a second; the rest are dropped and counted' },
+  'decision-log-max-per-second': {
+    env: 'DECISION_LOG_MAX_PER_SECOND',
+    default: '1000',
+    help: 'most decision lines a second; the rest are dropped and counted',
+  },
 } as const;
 
 type OptionName = keyof typeof SERVE_OPTIONS;
@@ -322,7 +370,8 @@ function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
   const factor = numberOf(setting('xds-backoff-factor'), 'above0');
   const headers = parsePairs(text('xds-headers'), ':');
   for (const name of Object.keys(headers)) {
-    if (!/^[0-9a-z_.-]+$/i.test(name) || name.toLowerCase().endsWith('-bin')) throw new SettingsError(`${setting('xds-headers').from}: header names are letters, digits, "_", "." and "-" (one is not)`);
+    if (!/^[0-9a-z_.-]+$/i.test(name) || name.toLowerCase().endsWith('-bin'))
+      throw new SettingsError(`${setting('xds-headers').from}: header names are letters, digits, "_", "." and "-" (one is not)`);
   }
   return {
     target: text('xds-server-url'),
@@ -332,7 +381,12 @@ function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
     node: { id: text('xds-node-id'), metadata: parsePairs(text('xds-node-metadata'), '='), userAgentVersion: VERSION },
     maxMessageBytes: numberOf(setting('xds-max-msg-bytes'), 'positive'),
     connectRetryMs: Math.max(ms('xds-connect-retry-interval'), 100),
-    backoff: { initialMs: ms('xds-backoff-initial'), maxMs: ms('xds-backoff-max'), factor, jitter: parseBool(text('xds-backoff-jitter'), setting('xds-backoff-jitter').from) },
+    backoff: {
+      initialMs: ms('xds-backoff-initial'),
+      maxMs: ms('xds-backoff-max'),
+      factor,
+      jitter: parseBool(text('xds-backoff-jitter'), setting('xds-backoff-jitter').from),
+    },
   };
 }
 
@@ -341,7 +395,8 @@ function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
 function xdsCredentials(setting: (name: OptionName) => Setting): grpc.ChannelCredentials {
   const file = (name: OptionName): Buffer | null => (setting(name).value === '' ? null : readable(setting(name)));
   const [cert, key] = [file('xds-tls-cert'), file('xds-tls-key')];
-  if ((cert === null) !== (key === null)) throw new SettingsError(`${setting('xds-tls-cert').from} and ${setting('xds-tls-key').from} go together: set both for mTLS, or neither`);
+  if ((cert === null) !== (key === null))
+    throw new SettingsError(`${setting('xds-tls-cert').from} and ${setting('xds-tls-key').from} go together: set both for mTLS, or neither`);
   try {
     return grpc.credentials.createSsl(file('xds-tls-cacert'), key, cert);
   } catch (err) {
@@ -358,7 +413,10 @@ function durationOf(s: Setting): number {
 /** Several workers share counters only through Redis: with the memory store each would admit the whole limit. */
 function workersOf(s: Setting, store: 'memory' | 'redis'): number {
   const n = numberOf(s, 'positive');
-  if (n > 1 && store !== 'redis') throw new SettingsError(`${s.from} ${n} needs --store redis: the memory store's counters are per process, so ${n} workers would each admit the whole limit`);
+  if (n > 1 && store !== 'redis')
+    throw new SettingsError(
+      `${s.from} ${n} needs --store redis: the memory store's counters are per process, so ${n} workers would each admit the whole limit`,
+    );
   return n;
 }
 
@@ -413,5 +471,9 @@ export function serveHelp(): string {
   const rows = Object.entries(SERVE_OPTIONS).map(
     ([flag, o]) => `  --${flag.padEnd(width)} ${o.help}\n  ${''.padEnd(width + 2)} env ${o.env}, default ${o.default}`,
   );
-  return `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over environment):\n${rows.join('\n')}\n\nEnvironment only:\n  TOLLGATE_ADMIN_TOKEN   enables the admin API on --admin-port (Authorization: Bearer <it>)\n`;
+  return (
+    `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over ` +
+    `environment):\n${rows.join('\n')}\n\nEnvironment only:\n  TOLLGATE_ADMIN_TOKEN   enables the admin API on --admin-port (Authorization: ` +
+    `Bearer <it>)\n`
+  );
 }

@@ -139,9 +139,11 @@ class FleetMetrics {
     this.retired.push(last.filter((m) => m.type === 'counter' || m.type === 'histogram'));
     if (this.retired.length < 8) return;
     const folding = this.retired;
-    void AggregatorRegistry.aggregate(folding).getMetricsAsJSON().then((one) => {
-      this.retired = [one as unknown as Snapshot, ...this.retired.filter((s) => !folding.includes(s))];
-    });
+    void AggregatorRegistry.aggregate(folding)
+      .getMetricsAsJSON()
+      .then((one) => {
+        this.retired = [one as unknown as Snapshot, ...this.retired.filter((s) => !folding.includes(s))];
+      });
   }
 
   /** Fresh snapshots from every living worker (at most METRICS_TIMEOUT_MS: a slow one keeps its last). */
@@ -195,7 +197,7 @@ export function workerMetrics(registry: Registry): () => Promise<string> {
       const id = next++;
       const timer = setTimeout(() => {
         waiting.delete(id);
-        reject(new Error('the primary did not answer with the workers\' metrics in time'));
+        reject(new Error("the primary did not answer with the workers' metrics in time"));
       }, METRICS_TIMEOUT_MS);
       waiting.set(id, {
         resolve: (text) => {

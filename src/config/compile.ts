@@ -27,9 +27,7 @@ interface Path {
   variable: boolean[];
 }
 
-function compileLevel(
-  spec: DomainSpec, list: DescriptorSpec[], path: Path, rules: Rule[], category: string | undefined,
-): Map<string, KeyBranch> {
+function compileLevel(spec: DomainSpec, list: DescriptorSpec[], path: Path, rules: Rule[], category: string | undefined): Map<string, KeyBranch> {
   const out = new Map<string, { exact: Map<string, MatchNode>; patterns: WildcardNode[]; any: MatchNode | undefined }>();
   for (const d of list) {
     let branch = out.get(d.key);

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, type Stats, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { compileDomain } from './compile.js';
 import type { CompiledConfig, CompiledDomain, KeyBranch, MatchNode, Rule } from './compiled.js';
-import { ConfigError, fileProblem, type ConfigProblem } from './errors.js';
+import { ConfigError, type ConfigProblem, fileProblem } from './errors.js';
 import type { DescriptorSpec, DomainSpec } from './spec.js';
 import { validateDomainFile } from './validate.js';
 
@@ -85,7 +85,10 @@ function listConfigFiles(dir: string, limits: ConfigLimits): Listed[] {
   } catch (err) {
     throw new ConfigError([systemProblem(dir, 'read the config directory', err)]);
   }
-  const paths = names.filter((n) => !n.startsWith('.') && /\.ya?ml$/i.test(n)).sort().map((n) => join(dir, n));
+  const paths = names
+    .filter((n) => !n.startsWith('.') && /\.ya?ml$/i.test(n))
+    .sort()
+    .map((n) => join(dir, n));
   return listFiles(dir, paths, limits);
 }
 
@@ -112,7 +115,14 @@ function listFiles(dir: string, paths: readonly string[], limits: ConfigLimits):
     }
   }
   if (total > limits.maxDirBytes) {
-    problems.push(fileProblem(dir, 'TOO_LARGE', `the config files add up to ${bytes(total)}, more than the maximum of ${bytes(limits.maxDirBytes)} per directory (${DIR_BYTES_FACTOR} × --max-config-bytes)`));
+    problems.push(
+      fileProblem(
+        dir,
+        'TOO_LARGE',
+        `the config files add up to ${bytes(total)}, more than the maximum of ${bytes(limits.maxDirBytes)} per directory (${DIR_BYTES_FACTOR} × ` +
+          `--max-config-bytes)`,
+      ),
+    );
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return files;
@@ -221,7 +231,13 @@ export function validateSources(sources: readonly ConfigSource[], merge = false)
       firstFile.set(domain.name, file);
       specs.set(domain.name, spec);
     } else if (!merge) {
-      problems.push({ file, line: domain.line, column: 1, key: 'domain', message: `domain "${domain.name}" is already defined in ${earlier} (set MERGE_DOMAIN_CONFIG=true to merge them)` });
+      problems.push({
+        file,
+        line: domain.line,
+        column: 1,
+        key: 'domain',
+        message: `domain "${domain.name}" is already defined in ${earlier} (set MERGE_DOMAIN_CONFIG=true to merge them)`,
+      });
     } else {
       const into = specs.get(domain.name);
       if (into && spec) mergeDomain(into, spec, problems);
@@ -237,19 +253,40 @@ export function validateSources(sources: readonly ConfigSource[], merge = false)
 function mergeDomain(into: DomainSpec, from: DomainSpec, problems: ConfigProblem[]): void {
   const settings = (s: DomainSpec): string => JSON.stringify([s.headers, s.tiers, s.tokenKey, s.algorithm]);
   if (settings(into) !== settings(from)) {
-    problems.push({ file: from.file, line: from.line, column: 1, key: 'domain', message: `domain "${from.domain}" is merged with ${into.file}, whose response_headers, tiers, token_key or algorithm differ: merged files must agree on them` });
+    problems.push({
+      file: from.file,
+      line: from.line,
+      column: 1,
+      key: 'domain',
+      message:
+        `domain "${from.domain}" is merged with ${into.file}, whose response_headers, tiers, token_key or algorithm differ: merged files ` +
+        `must agree on them`,
+    });
     return;
   }
   const names = limitNames(into.descriptors);
   for (const [name, at] of limitNames(from.descriptors)) {
     const first = names.get(name);
-    if (first) problems.push({ file: from.file, line: at.line, column: 1, key: 'name', message: `duplicate limit name "${name}" in domain "${from.domain}" (first used at ${first.file ?? into.file}:${first.line})` });
+    if (first)
+      problems.push({
+        file: from.file,
+        line: at.line,
+        column: 1,
+        key: 'name',
+        message: `duplicate limit name "${name}" in domain "${from.domain}" (first used at ${first.file ?? into.file}:${first.line})`,
+      });
   }
   const seen = new Map(into.descriptors.map((d) => [descriptorId(d), d]));
   for (const d of from.descriptors) {
     const first = seen.get(descriptorId(d));
     if (first) {
-      problems.push({ file: from.file, line: d.line, column: 1, key: 'descriptors', message: `duplicate descriptor ${descriptorId(d)} in domain "${from.domain}" (also at ${first.file ?? into.file}:${first.line})` });
+      problems.push({
+        file: from.file,
+        line: d.line,
+        column: 1,
+        key: 'descriptors',
+        message: `duplicate descriptor ${descriptorId(d)} in domain "${from.domain}" (also at ${first.file ?? into.file}:${first.line})`,
+      });
       continue;
     }
     stampFile(d, from.file);
@@ -282,7 +319,10 @@ export function compileSpecs(specs: readonly DomainSpec[], hash: string): Compil
 
 /** No domain at all: every request passes. What an xDS-fed service decides by before its first config. */
 export function emptyConfig(): CompiledConfig {
-  return compileSpecs([], hashSources([], (f) => f));
+  return compileSpecs(
+    [],
+    hashSources([], (f) => f),
+  );
 }
 
 export function compileSources(sources: ConfigSource[], mergeDomains = false): CompiledConfig {

@@ -63,7 +63,13 @@ function traced(level: ReadonlyMap<string, KeyBranch> | undefined, branch: KeyBr
     return { matched: 'none', level: level !== undefined, knownKey: branch !== undefined, ...(expected && { expected }) };
   }
   const how = matchKind(branch, node, value);
-  return { matched: how.kind, level: level !== undefined, knownKey: true, ...(how.pattern && { pattern: how.pattern, shared: how.shared }), source: node.source };
+  return {
+    matched: how.kind,
+    level: level !== undefined,
+    knownKey: true,
+    ...(how.pattern && { pattern: how.pattern, shared: how.shared }),
+    source: node.source,
+  };
 }
 
 function matchPattern(branch: KeyBranch, value: string): WildcardNode | undefined {

@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './compiled.js';
-import { fileProblem, type ConfigProblem } from './errors.js';
+import { type ConfigProblem, fileProblem } from './errors.js';
 import { ConfigAssembler, type ConfigLimits } from './load.js';
 import { ReaderError, ReaderThread, readerHeapMb } from './reader-thread.js';
 import type { ConfigOrigin, ReaderReply } from './reload-worker.js';
-import { diffDigests, digestOf, ruleDigest, ruleKey, type ConfigDiff, type RuleDigest } from './rule-diff.js';
+import { type ConfigDiff, diffDigests, digestOf, type RuleDigest, ruleDigest, ruleKey } from './rule-diff.js';
 
 /** Longest a read and parse may take before the reader thread is stopped and the reload rejected. */
 const READ_TIMEOUT_MS = 60_000;
@@ -15,7 +15,9 @@ export type ReadResult =
   | { type: 'invalid'; hash: string | undefined; dirId: string | undefined; problems: ConfigProblem[] }
   | { type: 'valid'; hash: string; dirId: string | undefined; domains: number; slices: number };
 
-export type SwapResult = { type: 'reloaded'; previous: CompiledConfig; next: CompiledConfig; diff: ConfigDiff } | { type: 'invalid'; problems: ConfigProblem[] };
+export type SwapResult =
+  | { type: 'reloaded'; previous: CompiledConfig; next: CompiledConfig; diff: ConfigDiff }
+  | { type: 'invalid'; problems: ConfigProblem[] };
 
 /** The way every config set becomes the running one, whichever source it comes from (the config directory,
  * an xDS management server): read, parsed and validated on the reader thread, then compiled on the main
@@ -31,7 +33,8 @@ export class ConfigPipeline {
     this.running = current;
     this.digest = ruleDigest(current);
     this.reader = new ReaderThread(readerHeapMb(limits), READ_TIMEOUT_MS, (hash) =>
-      logger.debug({ hash }, this.reading === 'dir' ? 'config directory changed: validating' : 'xDS config changed: validating'));
+      logger.debug({ hash }, this.reading === 'dir' ? 'config directory changed: validating' : 'xDS config changed: validating'),
+    );
   }
 
   get current(): CompiledConfig {
@@ -48,7 +51,8 @@ export class ConfigPipeline {
     } catch (err) {
       return { type: 'invalid', hash: this.reader.lastHash, dirId: undefined, problems: [readerProblem(where, err)] };
     }
-    if (reply.type === 'slice' || reply.type === 'hashed') return { type: 'invalid', hash: undefined, dirId: undefined, problems: [readerProblem(where, new Error(`unexpected ${reply.type} answer`))] };
+    if (reply.type === 'slice' || reply.type === 'hashed')
+      return { type: 'invalid', hash: undefined, dirId: undefined, problems: [readerProblem(where, new Error(`unexpected ${reply.type} answer`))] };
     return reply;
   }
 

@@ -5,7 +5,10 @@ import type { ReaderReply, ReaderRequest } from './reload-worker.js';
 
 /** A reader thread failure, by code (TIMEOUT, OUT_OF_MEMORY, READER_FAILED, BUSY, STOPPED). */
 export class ReaderError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -61,9 +64,11 @@ export class ReaderThread {
     });
     w.on('error', (err: Error & { code?: string }) => {
       if (this.worker !== w) return;
-      this.kill(err.code === 'ERR_WORKER_OUT_OF_MEMORY'
-        ? new ReaderError('OUT_OF_MEMORY', `parsing needs more than the config reader's ${this.heapMb} MB of memory`)
-        : new ReaderError('READER_FAILED', `the config reader failed: ${err.message}`));
+      this.kill(
+        err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+          ? new ReaderError('OUT_OF_MEMORY', `parsing needs more than the config reader's ${this.heapMb} MB of memory`)
+          : new ReaderError('READER_FAILED', `the config reader failed: ${err.message}`),
+      );
     });
     w.on('exit', (code) => {
       // A thread that was stopped (kill) has already settled its request; the one now pending is its successor's.

@@ -1,10 +1,10 @@
 import { readlinkSync, statSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { ConfigError, fileProblem, type ConfigProblem } from './errors.js';
-import { hashSources, readConfigSources, sliceSpecs, validateSources, type ConfigLimits, type ConfigSource } from './load.js';
+import { ConfigError, type ConfigProblem, fileProblem } from './errors.js';
+import { type ConfigLimits, type ConfigSource, hashSources, readConfigSources, sliceSpecs, validateSources } from './load.js';
 import type { DomainSpec } from './spec.js';
-import { xdsSources, type XdsResource } from './xds/rls-conf.js';
+import { type XdsResource, xdsSources } from './xds/rls-conf.js';
 
 /** Where a config set comes from: the config directory, or the resources of an xDS response. */
 export type ConfigOrigin = { kind: 'dir'; dir: string } | { kind: 'xds'; resources: XdsResource[] };
@@ -14,7 +14,7 @@ export type ConfigOrigin = { kind: 'dir'; dir: string } | { kind: 'xds'; resourc
  * parsing a large file nor copying its result stalls decisions. Everything it sends is plain data. */
 
 export type ReaderRequest =
-  | { type: 'read'; origin: ConfigOrigin; limits: ConfigLimits; /** Hashes that need no validation (running, last rejected). */ skip: string[] }
+  | { type: 'read'; origin: ConfigOrigin; limits: ConfigLimits /** Hashes that need no validation (running, last rejected). */; skip: string[] }
   | { type: 'slice'; index: number };
 
 export type ReaderReply =

@@ -16,14 +16,23 @@ export type RuleDigest = Map<string, { text: string; buckets: Set<string>; units
 
 export const ruleKey = (r: Rule): string => `${r.domain}/${r.id}`;
 
-const limitText = (l: CompiledLimit): string => `${l.requestsPerUnit}/${l.unit}${l.burst > 0 ? `:bucket${l.burst}` : l.algorithm === 'sliding_window' ? ':sliding' : ''}`;
+const limitText = (l: CompiledLimit): string =>
+  `${l.requestsPerUnit}/${l.unit}${l.burst > 0 ? `:bucket${l.burst}` : l.algorithm === 'sliding_window' ? ':sliding' : ''}`;
 
 export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: Set<string> } {
   const tiers = [...r.tierLimits].map(([t, ls]) => `${t}:${ls.map(limitText).join('+')}`);
   const limits = r.unlimited ? 'unlimited' : r.limits.map(limitText).join('+');
   const all = [...r.limits, ...[...r.tierLimits.values()].flat()];
   return {
-    text: [limits, r.algorithm, r.shadow ? 'shadow' : '', r.quota ? 'quota' : '', r.variable.map((v) => (v ? 'v' : 'f')).join(''), r.metadata ? JSON.stringify(r.metadata) : '', ...tiers].join(' '),
+    text: [
+      limits,
+      r.algorithm,
+      r.shadow ? 'shadow' : '',
+      r.quota ? 'quota' : '',
+      r.variable.map((v) => (v ? 'v' : 'f')).join(''),
+      r.metadata ? JSON.stringify(r.metadata) : '',
+      ...tiers,
+    ].join(' '),
     buckets: new Set(all.filter((l) => l.burst > 0).map((l) => l.unit)),
     units: new Set(all.map((l) => l.unit)),
   };

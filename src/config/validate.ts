@@ -1,16 +1,7 @@
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type YAMLMap } from 'yaml';
+import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from 'yaml';
 import type { ConfigProblem } from './errors.js';
-import {
-  ALGORITHMS,
-  DEFAULT_HEADERS,
-  type Algorithm,
-  type DescriptorSpec,
-  type DomainSpec,
-  type HeaderSpec,
-  type LimitSpec,
-  type Metadata,
-} from './spec.js';
 import { MAX_WILDCARDS } from './glob.js';
+import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type LimitSpec, type Metadata } from './spec.js';
 import { bucketIsExact, parseUnit, UNIT_NAMES } from './units.js';
 
 const MAX_UINT32 = 0xffff_ffff;
@@ -18,8 +9,19 @@ const MAX_UINT32 = 0xffff_ffff;
 // Exported so the JSON Schema (schema/descriptor-config.schema.json) can be held to the same keys.
 export const DOMAIN_KEYS = ['domain', 'descriptors', 'response_headers', 'tiers', 'token_key', 'algorithm'];
 export const DESCRIPTOR_KEYS = [
-  'key', 'value', 'rate_limit', 'rate_limits', 'shadow_mode', 'descriptors', 'algorithm', 'tier_limits',
-  'detailed_metric', 'value_to_metric', 'share_threshold', 'quota_mode', 'metadata',
+  'key',
+  'value',
+  'rate_limit',
+  'rate_limits',
+  'shadow_mode',
+  'descriptors',
+  'algorithm',
+  'tier_limits',
+  'detailed_metric',
+  'value_to_metric',
+  'share_threshold',
+  'quota_mode',
+  'metadata',
 ];
 export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst'];
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
@@ -27,8 +29,10 @@ export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
 /** Keys accepted for envoyproxy/ratelimit's sake that change nothing in Tollgate: a config using them gets a
  * note (not an error), so nobody expects per-value metrics that never appear. */
 const NO_EFFECT: Record<string, string> = {
-  detailed_metric: 'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value (accepted for compatibility with envoyproxy/ratelimit)',
-  value_to_metric: 'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value (accepted for compatibility with envoyproxy/ratelimit)',
+  detailed_metric:
+    'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value (accepted for compatibility with envoyproxy/ratelimit)',
+  value_to_metric:
+    'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value (accepted for compatibility with envoyproxy/ratelimit)',
 };
 
 /** Walks one YAML document, collecting every problem with its file, line, column and key path. */
@@ -36,7 +40,10 @@ class Reader {
   readonly problems: ConfigProblem[] = [];
   /** Things that load but deserve a word: `file:line: key: note`. */
   readonly notes: string[] = [];
-  constructor(readonly file: string, private readonly lines: LineCounter) {}
+  constructor(
+    readonly file: string,
+    private readonly lines: LineCounter,
+  ) {}
 
   fail(node: Node | null | undefined, key: string, message: string): void {
     const offset = node?.range?.[0] ?? 0;
@@ -168,7 +175,15 @@ function readDomain(r: Reader, root: Node | null, merged: boolean): DomainSpec |
   const tiers = readTierNames(r, f.get('tiers'));
   const algorithm = r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window';
   const ctx: DescriptorContext = {
-    domain: domain ?? '', tiers, names: new Map(), generated: new Set(), replaces: [], segments: [], rulePaths: new Map(), algorithm, ruleAlgorithm: algorithm,
+    domain: domain ?? '',
+    tiers,
+    names: new Map(),
+    generated: new Set(),
+    replaces: [],
+    segments: [],
+    rulePaths: new Map(),
+    algorithm,
+    ruleAlgorithm: algorithm,
   };
   const spec: DomainSpec = {
     domain: domain ?? '',
@@ -192,7 +207,11 @@ function readDomain(r: Reader, root: Node | null, merged: boolean): DomainSpec |
 function checkReplaces(r: Reader, ctx: DescriptorContext): void {
   for (const ref of ctx.replaces) {
     if (ctx.names.has(ref.name) || ctx.generated.has(ref.name)) continue;
-    r.fail(ref.node, ref.path, `no limit named "${ref.name}" in this domain: replaces must name a limit (its name: or, if unnamed, <domain>.<rule path>.per_<unit>)`);
+    r.fail(
+      ref.node,
+      ref.path,
+      `no limit named "${ref.name}" in this domain: replaces must name a limit (its name: or, if unnamed, <domain>.<rule path>.per_<unit>)`,
+    );
   }
 }
 
@@ -281,7 +300,13 @@ function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx
 function checkRulePath(r: Reader, node: Node, path: string, rulePath: string, ctx: DescriptorContext): void {
   const first = ctx.rulePaths.get(rulePath);
   if (first === undefined) ctx.rulePaths.set(rulePath, r.line(node));
-  else r.fail(node, path, `rule path "${rulePath}" is also the path of the descriptor at line ${first}: they would share counters, metric labels and limit names; rename a key or value`);
+  else
+    r.fail(
+      node,
+      path,
+      `rule path "${rulePath}" is also the path of the descriptor at line ${first}: they would share counters, metric labels and limit names; ` +
+        `rename a key or value`,
+    );
 }
 
 function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorContext): DescriptorSpec | undefined {
@@ -319,7 +344,18 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   const children = readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx);
   metricOption(r, f, 'value_to_metric', path);
   const spec: DescriptorSpec = {
-    key, value, shareThreshold, quota, metadata, line: r.line(node), limits, unlimited: single?.unlimited ?? false, shadow, algorithm, tierLimits, children,
+    key,
+    value,
+    shareThreshold,
+    quota,
+    metadata,
+    line: r.line(node),
+    limits,
+    unlimited: single?.unlimited ?? false,
+    shadow,
+    algorithm,
+    tierLimits,
+    children,
   };
   ctx.segments.pop();
   return spec;
@@ -343,9 +379,7 @@ function metricOption(r: Reader, f: Map<string, Node>, name: keyof typeof NO_EFF
   if (r.boolean(f.get(name), `${path}.${name}`)) r.note(f.get(name), `${path}.${name}`, NO_EFFECT[name]!);
 }
 
-function readSingleLimit(
-  r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext,
-): { limits: LimitSpec[]; unlimited: boolean } | undefined {
+function readSingleLimit(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): { limits: LimitSpec[]; unlimited: boolean } | undefined {
   if (node === undefined) return undefined;
   const f = r.fields(node, path, RATE_LIMIT_KEYS);
   if (!f) return { limits: [], unlimited: false };
@@ -379,9 +413,7 @@ function readLimitList(r: Reader, node: Node | undefined, path: string, ctx: Des
   return out;
 }
 
-function readLimitFields(
-  r: Reader, node: Node, f: Map<string, Node>, path: string, ctx: DescriptorContext, named: boolean,
-): LimitSpec | undefined {
+function readLimitFields(r: Reader, node: Node, f: Map<string, Node>, path: string, ctx: DescriptorContext, named: boolean): LimitSpec | undefined {
   const unitText = r.string(f.get('unit'), `${path}.unit`, { nonEmpty: true });
   const unit = unitText === undefined ? undefined : parseUnit(unitText);
   if (!f.has('unit')) r.fail(node, `${path}.unit`, 'is required');
@@ -411,7 +443,11 @@ function readLimitFields(
   const { algorithm, burst } = readAlgorithm(r, f, path, ctx);
   if (unit === undefined || requestsPerUnit === undefined) return undefined;
   if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && !bucketIsExact(burst ?? requestsPerUnit, unit)) {
-    r.fail(f.get(f.has('burst') ? 'burst' : 'requests_per_unit'), `${path}.${f.has('burst') ? 'burst' : 'requests_per_unit'}`, `too large for a token bucket per ${unit}`);
+    r.fail(
+      f.get(f.has('burst') ? 'burst' : 'requests_per_unit'),
+      `${path}.${f.has('burst') ? 'burst' : 'requests_per_unit'}`,
+      `too large for a token bucket per ${unit}`,
+    );
   }
   return { unit, requestsPerUnit, name, replaces, algorithm, burst };
 }

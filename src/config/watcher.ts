@@ -1,7 +1,7 @@
-import { watch, type FSWatcher } from 'node:fs';
+import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './compiled.js';
-import { ConfigError, fileProblem, formatProblem, type ConfigProblem } from './errors.js';
+import { ConfigError, type ConfigProblem, fileProblem, formatProblem } from './errors.js';
 import type { ConfigLimits } from './load.js';
 import { ConfigPipeline } from './pipeline.js';
 import type { ConfigDiff } from './rule-diff.js';
@@ -160,4 +160,3 @@ export class ConfigWatcher {
     this.debounce.unref();
   }
 }
-

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from '../config/compiled.js';
 import { InvalidRequestError } from '../errors.js';
-import { asFingerprint, fingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
+import { asFingerprint, FINGERPRINT_LENGTH, fingerprint } from '../fingerprint.js';
 import { readJsonBody, send } from '../server/http-util.js';
 import { httpStatusOf, toStatus } from '../server/status.js';
 import type { Store } from '../store/store.js';
@@ -95,7 +95,13 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
   }
   send(res, 404, {
     error: 'unknown admin route',
-    routes: ['GET /admin/tiers', 'PUT /admin/tiers/{fingerprint}', 'DELETE /admin/tiers/{fingerprint}', 'GET /admin/tokens/{fingerprint}', 'DELETE /admin/tokens/{fingerprint}/counters'],
+    routes: [
+      'GET /admin/tiers',
+      'PUT /admin/tiers/{fingerprint}',
+      'DELETE /admin/tiers/{fingerprint}',
+      'GET /admin/tokens/{fingerprint}',
+      'DELETE /admin/tokens/{fingerprint}/counters',
+    ],
   });
 }
 

@@ -5,7 +5,10 @@ import type { TierAssignment } from './tier-store.js';
 
 /** The CLI's side of the admin API: same routes, same credential (TOLLGATE_ADMIN_TOKEN). */
 export class AdminClient {
-  constructor(private readonly baseUrl: string, private readonly token: string) {}
+  constructor(
+    private readonly baseUrl: string,
+    private readonly token: string,
+  ) {}
 
   assign(fp: string, tier: string): Promise<TierAssignment> {
     return this.call('PUT', `/admin/tiers/${fp}`, { tier });

@@ -1,6 +1,6 @@
 import type { CompiledConfig, CompiledDomain, Rule } from '../config/compiled.js';
 import { peekWindows } from '../limiter/peek.js';
-import { planForClient, toChecks, type DescriptorPlan, type TierSource } from '../limiter/plan.js';
+import { type DescriptorPlan, planForClient, type TierSource, toChecks } from '../limiter/plan.js';
 import type { CounterWindow, Store } from '../store/store.js';
 
 export interface CounterView {
@@ -39,13 +39,19 @@ function clientPlans(config: CompiledConfig, tiers: TierSource, fingerprint: str
 
 /** Every window of a client's own counters (to reset them). */
 export function tokenWindows(config: CompiledConfig, tiers: TierSource, fingerprint: string): CounterWindow[] {
-  return toChecks(clientPlans(config, tiers, fingerprint).map((c) => c.plan), true).map((c) => ({ key: c.key, windowMs: c.windowMs }));
+  return toChecks(
+    clientPlans(config, tiers, fingerprint).map((c) => c.plan),
+    true,
+  ).map((c) => ({ key: c.key, windowMs: c.windowMs }));
 }
 
 /** Current use of every window of a client, read with check-only calls (nothing is counted). */
 export async function inspectToken(config: CompiledConfig, tiers: TierSource, store: Store, fingerprint: string): Promise<CounterView[]> {
   const clients = clientPlans(config, tiers, fingerprint);
-  const use = await peekWindows(store, clients.map((c) => c.plan));
+  const use = await peekWindows(
+    store,
+    clients.map((c) => c.plan),
+  );
   return clients.flatMap(({ domain, rule, plan }, i) =>
     plan.limits.map((limit, j) => ({
       domain: domain.name,

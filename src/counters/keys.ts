@@ -57,7 +57,11 @@ export function counterKeyOf(id: string, fingerprints: string): string {
  * identity, and so are its keys. The keys come from the request, so only their fingerprint is used. */
 export function overrideCounterKey(domain: string, entries: readonly { key: string; value: string }[]): string {
   const id = `${counterId(domain, '~override')}:${cachedFingerprint(JSON.stringify(entries.map((e) => e.key)))}`;
-  return counterKey(id, entries.map(() => true), entries);
+  return counterKey(
+    id,
+    entries.map(() => true),
+    entries,
+  );
 }
 
 /** One window of a counter. */

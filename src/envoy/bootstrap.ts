@@ -1,6 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { EnvoyConfigError, type Action, type ConnectionManagerSpec, type EnvoyRateLimitSetup, type EscapedSlashesAction, type HeaderMatch, type RequestType, type RouteSpec } from './spec.js';
+import {
+  type Action,
+  type ConnectionManagerSpec,
+  EnvoyConfigError,
+  type EnvoyRateLimitSetup,
+  type EscapedSlashesAction,
+  type HeaderMatch,
+  type RequestType,
+  type RouteSpec,
+} from './spec.js';
 
 /** envoy.yaml read into an EnvoyRateLimitSetup (spec.ts): the rate-limit filter, the RLS cluster, the
  * connection manager's settings and the routes. A field Tollgate needs and the file lacks is an
@@ -9,7 +18,6 @@ type Obj = Record<string, unknown>;
 type Fail = (msg: string) => never;
 const RLS_FILTER = 'envoy.filters.http.ratelimit';
 const MATCH_KEYS = new Set(['prefix', 'path', 'path_separated_prefix', 'safe_regex', 'case_sensitive', 'headers']);
-
 
 export function loadEnvoyConfig(file: string): EnvoyRateLimitSetup {
   return parseEnvoyConfig(parse(readFileSync(file, 'utf8')) as Obj, file);

@@ -1,5 +1,5 @@
 import { BlockList, isIP } from 'node:net';
-import { DEFAULT_PEER, PINNED_ENVOY_VERSION, type ConnectionManagerSpec, type HttpRequestLike } from './spec.js';
+import { type ConnectionManagerSpec, DEFAULT_PEER, type HttpRequestLike, PINNED_ENVOY_VERSION } from './spec.js';
 
 /** Internal or external, as ConnectionManagerUtility::mutateRequestHeaders decides. */
 

@@ -34,7 +34,10 @@ function onPathPart(path: string, f: (part: string) => string): string {
 
 function mergeSlashes(part: string): string {
   if (!part.includes('//')) return part;
-  const inner = part.split('/').filter((s) => s !== '').join('/');
+  const inner = part
+    .split('/')
+    .filter((s) => s !== '')
+    .join('/');
   return (part.startsWith('/') ? '/' : '') + inner + (part.endsWith('/') ? '/' : '');
 }
 

@@ -1,14 +1,21 @@
 import type { EntryLike } from '../config/match.js';
 import { isInternalRequest, trustedClientAddress } from './internal.js';
 import { normalizeRequestPath } from './path.js';
-import { DEFAULT_PEER, PINNED_ENVOY_VERSION, type EnvoyOutcome, type EnvoyRateLimitSetup, type HttpRequestLike, type ModelOptions, type RouteSpec } from './spec.js';
+import {
+  DEFAULT_PEER,
+  type EnvoyOutcome,
+  type EnvoyRateLimitSetup,
+  type HttpRequestLike,
+  type ModelOptions,
+  PINNED_ENVOY_VERSION,
+  type RouteSpec,
+} from './spec.js';
 
+export { loadEnvoyConfig } from './bootstrap.js';
+export { canonicalizePath, type NormalizedPath, normalizeRequestPath } from './path.js';
 /** Routes and descriptors: which route a request takes after Envoy's normalisation, and the descriptors its
  * rate_limits actions produce. The Envoy model's public face: the rest of src/envoy/ is re-exported here. */
 export * from './spec.js';
-export { loadEnvoyConfig } from './bootstrap.js';
-export { canonicalizePath, normalizeRequestPath, type NormalizedPath } from './path.js';
-
 
 function findRoute(setup: EnvoyRateLimitSetup, req: HttpRequestLike, path: string): RouteSpec | undefined {
   // Path matchers never match CONNECT over HTTP/1.1: only connect_matcher does, and the sidecar has none.

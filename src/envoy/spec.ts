@@ -1,6 +1,5 @@
 import type { EntryLike } from '../config/match.js';
 
-
 /** What Tollgate needs to know of an Envoy v3 bootstrap: the HTTP rate-limit filter's settings, the RLS
  * cluster, the connection manager's settings that decide which path a route sees and whether a request is
  * internal, and the routes with the descriptors they produce. Used to cross-check envoy.yaml against the
@@ -89,7 +88,6 @@ export interface ModelOptions {
 export const PINNED_ENVOY_VERSION = '1.37.10';
 /** A peer on the pod network: what Envoy sees when a request comes through kube-proxy or a load balancer. */
 export const DEFAULT_PEER = '10.244.0.1';
-
 
 /** A bootstrap Tollgate cannot read, or reads a feature of that it does not model: the message names the file
  * and what is wrong. */

@@ -3,7 +3,7 @@ import type { EntryLike, MatchStep } from '../config/match.js';
 import { fingerprint } from '../fingerprint.js';
 import type { Store } from '../store/store.js';
 import { peekWindows } from './peek.js';
-import { traceRequest, type DecisionInput, type DescriptorPlan, type PlanTrace, type TierSource } from './plan.js';
+import { type DecisionInput, type DescriptorPlan, type PlanTrace, type TierSource, traceRequest } from './plan.js';
 
 /** Why a request gets the limits it gets: for each descriptor, how each entry matched (exact value, wildcard,
  * the key's default), the rule reached, the tier, the limits and which of them a burst runs into first. Made
@@ -131,7 +131,8 @@ function shownStep(j: number, e: EntryLike, key: string, value: string, matched:
  * (whose value is always a fingerprint: it is the client's identity, and tiers are assigned by it). */
 function explainStep(domain: CompiledDomain, j: number, e: EntryLike, s: MatchStep, hide: Hide): StepExplanation {
   const valueText = (v: string): string => (e.key === domain.tokenKey ? hidden(v) : hide(v));
-  if (s.matched === 'none') return { ...shownStep(j, e, s.knownKey ? e.key : hide(e.key), valueText(e.value), 'none'), ...(s.expected && { expected: s.expected }) };
+  if (s.matched === 'none')
+    return { ...shownStep(j, e, s.knownKey ? e.key : hide(e.key), valueText(e.value), 'none'), ...(s.expected && { expected: s.expected }) };
   const value = s.matched === 'exact' && e.key !== domain.tokenKey ? e.value : valueText(e.value);
   return { ...shownStep(j, e, e.key, value, s.matched), ...(s.pattern && { pattern: s.pattern, shared: s.shared ?? false }), source: s.source };
 }
@@ -140,11 +141,25 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
   const match = trace.steps[i]!;
   const steps = match.map((s, j) => explainStep(domain, j, entries[j]!, s, hide));
   const r = plan.rule;
-  const out = outline(entries, steps, plan, plan.limits.length === 0 ? whyUnlimited(match, steps, plan, trace.configured[i]!) : undefined, hide, domain.tokenKey);
+  const out = outline(
+    entries,
+    steps,
+    plan,
+    plan.limits.length === 0 ? whyUnlimited(match, steps, plan, trace.configured[i]!) : undefined,
+    hide,
+    domain.tokenKey,
+  );
   out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, quota: r.quota, unlimited: r.unlimited } : null;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
-    return { name: l.name, requestsPerUnit: l.requestsPerUnit, unit: l.unit, algorithm: l.algorithm, ...(l.burst > 0 && { burst: l.burst }), ...(by && { replacedBy: by }) };
+    return {
+      name: l.name,
+      requestsPerUnit: l.requestsPerUnit,
+      unit: l.unit,
+      algorithm: l.algorithm,
+      ...(l.burst > 0 && { burst: l.burst }),
+      ...(by && { replacedBy: by }),
+    };
   });
   out.firstToReject = firstFull(plan)?.limit.name ?? null;
   return out;
@@ -152,8 +167,17 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
 
 /** A descriptor's explanation without its rule and limits: `steps` for the entries the config was consulted
  * for, the rest shown by fingerprint only. */
-function outline(entries: EntryLike[], steps: StepExplanation[], plan: DescriptorPlan, reason: string | undefined, hide: Hide, tokenKey?: string): DescriptorExplanation {
-  const rest = entries.slice(steps.length).map((e, k) => shownStep(steps.length + k, e, hide(e.key), e.key === tokenKey ? hidden(e.value) : hide(e.value), 'none'));
+function outline(
+  entries: EntryLike[],
+  steps: StepExplanation[],
+  plan: DescriptorPlan,
+  reason: string | undefined,
+  hide: Hide,
+  tokenKey?: string,
+): DescriptorExplanation {
+  const rest = entries
+    .slice(steps.length)
+    .map((e, k) => shownStep(steps.length + k, e, hide(e.key), e.key === tokenKey ? hidden(e.value) : hide(e.value), 'none'));
   return {
     steps: [...steps, ...rest],
     rule: null,

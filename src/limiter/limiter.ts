@@ -1,9 +1,9 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { systemClock, type Clock } from '../counters/clock.js';
 import { bucketFullInMs, bucketRemaining, bucketRetryMs } from '../counters/bucket.js';
+import { type Clock, systemClock } from '../counters/clock.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, Maybe, Store, TraceLink } from '../store/store.js';
-import { noTiers, planRequest, toChecks, type DecisionInput, type DescriptorPlan, type PlanContext, type TierSource } from './plan.js';
+import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
 
 export type { DecisionInput, DescriptorInput } from './plan.js';
 

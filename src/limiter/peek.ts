@@ -1,7 +1,7 @@
 import { bucketFits, bucketFullInMs, bucketRemaining } from '../counters/bucket.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
 import type { Store } from '../store/store.js';
-import { toChecks, type DescriptorPlan } from './plan.js';
+import { type DescriptorPlan, toChecks } from './plan.js';
 
 export interface WindowUse {
   /** Requests counted (a token bucket: tokens taken, burst minus what is in it). */

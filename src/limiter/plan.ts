@@ -1,6 +1,6 @@
 import { compileLimit } from '../config/compile.js';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { matchRule, type EntryLike, type MatchStep } from '../config/match.js';
+import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
 import { bucketIsExact, type Unit } from '../config/units.js';
 import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, windowKey } from '../counters/keys.js';
@@ -80,7 +80,10 @@ export interface PlanTrace {
 
 /** The plan of every descriptor of a request. Allocates only the plans (and a trace when asked for). */
 export function planRequest(
-  domain: CompiledDomain | undefined, request: Pick<DecisionInput, 'descriptors' | 'hits'>, ctx: PlanContext, trace?: PlanTrace,
+  domain: CompiledDomain | undefined,
+  request: Pick<DecisionInput, 'descriptors' | 'hits'>,
+  ctx: PlanContext,
+  trace?: PlanTrace,
 ): DescriptorPlan[] {
   const n = request.descriptors.length;
   const plans = new Array<DescriptorPlan>(n);
@@ -100,24 +103,41 @@ export function planRequest(
 }
 
 /** planRequest with its trace. */
-export function traceRequest(domain: CompiledDomain | undefined, request: Pick<DecisionInput, 'descriptors' | 'hits'>, ctx: PlanContext): { plans: DescriptorPlan[]; trace: PlanTrace } {
+export function traceRequest(
+  domain: CompiledDomain | undefined,
+  request: Pick<DecisionInput, 'descriptors' | 'hits'>,
+  ctx: PlanContext,
+): { plans: DescriptorPlan[]; trace: PlanTrace } {
   const trace: PlanTrace = { steps: [], configured: [], replacedBy: new Map() };
   return { plans: planRequest(domain, request, ctx, trace), trace };
 }
 
-function planDescriptor(domain: CompiledDomain | undefined, d: DescriptorInput, requestHits: number, ctx: PlanContext, steps: MatchStep[] | undefined): DescriptorPlan {
+function planDescriptor(
+  domain: CompiledDomain | undefined,
+  d: DescriptorInput,
+  requestHits: number,
+  ctx: PlanContext,
+  steps: MatchStep[] | undefined,
+): DescriptorPlan {
   const hits = d.hits ?? requestHits;
   const rule = domain && matchRule(domain, d.entries, steps);
   // Envoy's own limit takes neither the rule's shadow_mode nor its quota_mode (envoyproxy/ratelimit's
   // GetLimit builds it with both off); the service-wide modes still apply.
   const ruleShadow = !d.override && (rule?.shadow ?? false);
-  const mode: Modes = { shadow: ruleShadow || ctx.globalShadow, shadowStatus: ruleShadow, quota: (!d.override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false) };
+  const mode: Modes = {
+    shadow: ruleShadow || ctx.globalShadow,
+    shadowStatus: ruleShadow,
+    quota: (!d.override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false),
+  };
   if (!domain) return unlimited(rule, mode, hits);
   if (d.override) {
     // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
     const key = rule ? counterKey(rule.counterId, rule.variable, d.entries) : overrideCounterKey(domain.name, d.entries);
     const limit = compileLimit(
-      { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] }, domain.name, 'override', overriddenAlgorithm(rule, d.override.unit, d.override.requestsPerUnit),
+      { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] },
+      domain.name,
+      'override',
+      overriddenAlgorithm(rule, d.override.unit, d.override.requestsPerUnit),
     );
     return { rule, tier: undefined, limits: [limit], ...mode, hits, key, override: true };
   }
@@ -159,7 +179,14 @@ function overriddenAlgorithm(rule: Rule | undefined, unit: Unit, requestsPerUnit
 /** The plan of a rule for a client known only by the fingerprint of its token, on a rule where the token is
  * the only value that varies (the admin API: a client's own counters). Counts nothing (hits 0). */
 export function planForClient(rule: Rule, fingerprint: string, tiers: TierSource): DescriptorPlan {
-  return rulePlan(rule, fingerprint, counterKeyOf(rule.counterId, fingerprint), 0, { shadow: rule.shadow, shadowStatus: rule.shadow, quota: rule.quota }, tiers);
+  return rulePlan(
+    rule,
+    fingerprint,
+    counterKeyOf(rule.counterId, fingerprint),
+    0,
+    { shadow: rule.shadow, shadowStatus: rule.shadow, quota: rule.quota },
+    tiers,
+  );
 }
 
 /** The tier lookup: a client's tier, when the rule has tier limits, holds it to that tier's limits (if the

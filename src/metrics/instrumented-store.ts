@@ -9,7 +9,10 @@ import type { Metrics } from './metrics.js';
 export class InstrumentedStore implements Store {
   readonly kind: string;
   private readonly latency;
-  constructor(private readonly inner: Store, private readonly metrics: Metrics) {
+  constructor(
+    private readonly inner: Store,
+    private readonly metrics: Metrics,
+  ) {
     this.kind = inner.kind;
     this.latency = metrics.storeLatency.labels({ store: inner.kind });
   }

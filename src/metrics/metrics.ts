@@ -1,7 +1,7 @@
-import { collectDefaultMetrics, Counter, Gauge, Registry, type Aggregator, type LabelValues } from 'prom-client';
+import { type Aggregator, Counter, collectDefaultMetrics, Gauge, type LabelValues, Registry } from 'prom-client';
 import type { Rule } from '../config/compiled.js';
-import { type CounterSeries, FastCounter, FastHistogram } from './series.js';
 import type { Decision } from '../limiter/limiter.js';
+import { type CounterSeries, FastCounter, FastHistogram } from './series.js';
 
 /** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule
  * path, category, window), never a token, fingerprint or other request value, so 10,000 tokens add no series. */
@@ -49,7 +49,11 @@ export class Metrics {
     this.registry,
   );
   readonly hits = new FastCounter('tollgate_hits_total', 'Hits asked for, by rule (envoyproxy/ratelimit total_hits)', this.registry);
-  readonly nearLimit = new FastCounter('tollgate_near_limit_total', 'Admitted descriptors whose window is used beyond the near-limit ratio, by window', this.registry);
+  readonly nearLimit = new FastCounter(
+    'tollgate_near_limit_total',
+    'Admitted descriptors whose window is used beyond the near-limit ratio, by window',
+    this.registry,
+  );
   readonly overLimit = new FastCounter(
     'tollgate_over_limit_total',
     'Windows found full, by window (shadow windows included; see tollgate_decisions_total for the verdict)',
@@ -151,7 +155,9 @@ export class Metrics {
     if (!this.observabilityCounters) {
       const spans = new Counter({
         name: 'tollgate_tracing_spans_total',
-        help: 'Finished sampled spans by what became of them: exported, export_failed (the collector refused or could not be reached), queue_full (dropped: the export queue was full)',
+        help:
+          'Finished sampled spans by what became of them: exported, export_failed (the collector refused or could not be reached), queue_full ' +
+          '(dropped: the export queue was full)',
         labelNames: ['result'] as const,
         registers: [this.registry],
       });

@@ -27,7 +27,11 @@ abstract class Family<S extends { labels: Labels }> {
   readonly aggregator = 'sum';
   private readonly series = new Map<string, S>();
 
-  constructor(readonly name: string, readonly help: string, registry: Registry) {
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    registry: Registry,
+  ) {
     registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
   }
 
@@ -72,7 +76,10 @@ export class HistogramSeries {
   sum = 0;
   count = 0;
   readonly counts: Float64Array;
-  constructor(readonly labels: Labels, readonly bounds: readonly number[]) {
+  constructor(
+    readonly labels: Labels,
+    readonly bounds: readonly number[],
+  ) {
     this.counts = new Float64Array(bounds.length);
   }
   observe(v: number): void {
@@ -89,7 +96,12 @@ export class HistogramSeries {
 
 export class FastHistogram extends Family<HistogramSeries> {
   readonly type = 'histogram';
-  constructor(name: string, help: string, registry: Registry, private readonly bounds: readonly number[]) {
+  constructor(
+    name: string,
+    help: string,
+    registry: Registry,
+    private readonly bounds: readonly number[],
+  ) {
     super(name, help, registry);
   }
   protected create(labels: Labels): HistogramSeries {

@@ -20,7 +20,8 @@ function isTighter(w: WindowState, than: WindowState): boolean {
 /** The window the response headers report, over all descriptors that enforce (shadow ones are invisible to
  * clients). 'longest': the longest window (the property API's hourly limit), fewest remaining on a tie. */
 export function reportedWindow(
-  descriptors: readonly DescriptorOutcome[], mode: 'longest' | 'tightest',
+  descriptors: readonly DescriptorOutcome[],
+  mode: 'longest' | 'tightest',
 ): { window: WindowState; owner: DescriptorOutcome } | undefined {
   let best: { window: WindowState; owner: DescriptorOutcome } | undefined;
   for (const owner of descriptors) {

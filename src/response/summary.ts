@@ -1,6 +1,6 @@
 import { cachedFingerprint } from '../fingerprint.js';
-import { bindingWindow } from './pick.js';
 import type { Decision, DecisionInput } from '../limiter/limiter.js';
+import { bindingWindow } from './pick.js';
 
 /** A decision in the words a support engineer searches by: which client, which rule and limit, how much was
  * left, what was answered. One summary feeds both the decision's span (tracing/) and the decision log
@@ -41,7 +41,14 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
   for (const o of d.descriptors) {
     const w = bindingWindow(o.windows);
     const limit = w?.limit.name;
-    descriptors.push({ rule: o.rule?.id, code: o.over && !o.shadowStatus ? 'OVER_LIMIT' : 'OK', tier: o.tier, limit, remaining: w?.remaining, shadow: o.shadow });
+    descriptors.push({
+      rule: o.rule?.id,
+      code: o.over && !o.shadowStatus ? 'OVER_LIMIT' : 'OK',
+      tier: o.tier,
+      limit,
+      remaining: w?.remaining,
+      shadow: o.shadow,
+    });
     if (!w || o.shadow) continue;
     if (remaining === undefined || w.remaining < remaining) remaining = w.remaining;
     if (d.overLimit && o.over && w.retryAfterMs > blockingWait) {

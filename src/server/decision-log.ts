@@ -27,7 +27,10 @@ export class DecisionLog {
   private written = 0;
   private dropped = 0;
 
-  constructor(logger: Logger, private readonly opts: DecisionLogOptions) {
+  constructor(
+    logger: Logger,
+    private readonly opts: DecisionLogOptions,
+  ) {
     this.out = logger.child({ log: 'decision' }, { level: 'info' });
     this.now = opts.now ?? Date.now;
   }
@@ -42,18 +45,28 @@ export class DecisionLog {
     if (this.opts.mode === 'over' && s.code !== 'OVER_LIMIT') return;
     if (!this.admit()) return;
     const binding = s.blocking ?? tightest(s);
-    this.out.info({
-      trace_id: traceId,
-      domain: s.domain ?? null,
-      client: s.client ?? null,
-      code: s.code,
-      rule: binding?.rule ?? null,
-      limit: binding?.limit ?? null,
-      remaining: s.remaining ?? null,
-      retry_after_ms: s.code === 'OVER_LIMIT' ? s.retryAfterMs : undefined,
-      source: s.source,
-      descriptors: s.descriptors.map((d) => ({ rule: d.rule ?? null, code: d.code, limit: d.limit ?? null, remaining: d.remaining ?? null, tier: d.tier ?? null, ...(d.shadow && { shadow: true }) })),
-    }, 'decision');
+    this.out.info(
+      {
+        trace_id: traceId,
+        domain: s.domain ?? null,
+        client: s.client ?? null,
+        code: s.code,
+        rule: binding?.rule ?? null,
+        limit: binding?.limit ?? null,
+        remaining: s.remaining ?? null,
+        retry_after_ms: s.code === 'OVER_LIMIT' ? s.retryAfterMs : undefined,
+        source: s.source,
+        descriptors: s.descriptors.map((d) => ({
+          rule: d.rule ?? null,
+          code: d.code,
+          limit: d.limit ?? null,
+          remaining: d.remaining ?? null,
+          tier: d.tier ?? null,
+          ...(d.shadow && { shadow: true }),
+        })),
+      },
+      'decision',
+    );
   }
 
   /** A decision that could not be made (`all` mode): the status answered and the error's class. */
@@ -66,7 +79,11 @@ export class DecisionLog {
   private admit(): boolean {
     const second = Math.floor(this.now() / 1000);
     if (second !== this.second) {
-      if (this.dropped > 0) this.out.warn({ dropped: this.dropped, maxPerSecond: this.opts.maxPerSecond }, `decision log: ${this.dropped} lines dropped in one second (DECISION_LOG_MAX_PER_SECOND)`);
+      if (this.dropped > 0)
+        this.out.warn(
+          { dropped: this.dropped, maxPerSecond: this.opts.maxPerSecond },
+          `decision log: ${this.dropped} lines dropped in one second (DECISION_LOG_MAX_PER_SECOND)`,
+        );
       this.second = second;
       this.written = 0;
       this.dropped = 0;

@@ -1,10 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { DecisionInput } from '../limiter/limiter.js';
 import { Code } from '../response/wire.js';
+import { type Refuse, readJsonBody, send } from './http-util.js';
 import { requestFromJson, responseToJson } from './json.js';
 import { decideWire, type HandlerDeps } from './ratelimit-handler.js';
 import { toDecisionInput } from './request.js';
-import type { DecisionInput } from '../limiter/limiter.js';
-import { readJsonBody, send, type Refuse } from './http-util.js';
 import { httpStatusOf, toStatus } from './status.js';
 
 export interface HttpDeps {

@@ -1,5 +1,5 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isUtf8 } from 'node:buffer';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 export function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);

@@ -1,7 +1,7 @@
 import { overrideCodeOf } from '../config/units.js';
 import { InvalidRequestError } from '../errors.js';
-import { CODE_NAMES, UNIT_CODE_NAMES, type WireDuration, type WireResponse } from '../response/wire.js';
 import { structToJson } from '../response/metadata.js';
+import { CODE_NAMES, UNIT_CODE_NAMES, type WireDuration, type WireResponse } from '../response/wire.js';
 import type { WireDescriptor, WireRequest } from './request.js';
 
 /** The /json endpoint speaks protobuf's JSON mapping: lowerCamelCase or the .proto's snake_case names in,

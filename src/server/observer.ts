@@ -1,6 +1,6 @@
-import { status as GrpcStatus, type Metadata } from '@grpc/grpc-js';
-import { isSpanContextValid, trace, type Span } from '@opentelemetry/api';
 import type { IncomingHttpHeaders } from 'node:http';
+import { status as GrpcStatus, type Metadata } from '@grpc/grpc-js';
+import { isSpanContextValid, type Span, trace } from '@opentelemetry/api';
 import type { Decision, DecisionInput } from '../limiter/limiter.js';
 import { summarize } from '../response/summary.js';
 import type { TraceLink } from '../store/store.js';
@@ -26,7 +26,10 @@ export interface ObservedCall {
 /** Tracing and the decision log around each decision. Built by the service only when one of them is on, so
  * a decision without either takes none of this path (ratelimit-handler.ts). */
 export class DecisionObserver {
-  constructor(private readonly tracing: Tracing | undefined, private readonly log: DecisionLog | undefined) {}
+  constructor(
+    private readonly tracing: Tracing | undefined,
+    private readonly log: DecisionLog | undefined,
+  ) {}
 
   begin(call: CallInfo): ObservedCall {
     const span = this.tracing?.startDecision(call.kind, call.headers);
@@ -38,8 +41,11 @@ class Observed implements ObservedCall {
   readonly link: TraceLink | undefined;
 
   constructor(
-    private readonly tracing: Tracing | undefined, private readonly log: DecisionLog | undefined, private readonly kind: CallKind,
-    private readonly span: Span | undefined, private readonly headers: CallInfo['headers'],
+    private readonly tracing: Tracing | undefined,
+    private readonly log: DecisionLog | undefined,
+    private readonly kind: CallKind,
+    private readonly span: Span | undefined,
+    private readonly headers: CallInfo['headers'],
   ) {
     this.link = span && tracing!.linkOf(span);
   }

@@ -1,8 +1,8 @@
+import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { fileURLToPath } from 'node:url';
 import type { WireResponse } from '../response/wire.js';
-import { decodeRateLimitRequest, encodable, encodeRateLimitResponse, type DecodeBounds } from './rls-codec.js';
+import { type DecodeBounds, decodeRateLimitRequest, encodable, encodeRateLimitResponse } from './rls-codec.js';
 
 /** proto/ sits beside src/ and dist/, so the same relative path works from both. */
 const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));

@@ -1,16 +1,16 @@
-import { Metadata, status as GrpcStatus, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { performance } from 'node:perf_hooks';
+import { status as GrpcStatus, Metadata, type ServerUnaryCall, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { InvalidRequestError } from '../errors.js';
 import type { Decision, DecisionInput, Limiter } from '../limiter/limiter.js';
-import type { Maybe } from '../store/store.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { dynamicMetadata } from '../response/metadata.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
-import { InvalidRequestError } from '../errors.js';
-import { UndecodableRequest } from './rls-codec.js';
-import { toDecisionInput, type RequestBounds, type WireRequest } from './request.js';
+import type { Maybe } from '../store/store.js';
 import type { CallInfo, DecisionObserver, ObservedCall } from './observer.js';
+import { type RequestBounds, toDecisionInput, type WireRequest } from './request.js';
+import { UndecodableRequest } from './rls-codec.js';
 import { toStatus } from './status.js';
 
 export interface HandlerDeps {
@@ -52,7 +52,14 @@ function decide(deps: HandlerDeps, req: WireRequest | UndecodableRequest, observ
   return answer(deps, input, decision, start, req.hits_addend, observed);
 }
 
-function answer(deps: HandlerDeps, input: DecisionInput, decision: Decision, start: number, requestHits: number | undefined, observed: ObservedCall | undefined): WireResponse {
+function answer(
+  deps: HandlerDeps,
+  input: DecisionInput,
+  decision: Decision,
+  start: number,
+  requestHits: number | undefined,
+  observed: ObservedCall | undefined,
+): WireResponse {
   deps.metrics?.observe(input.domain, decision, (performance.now() - start) / 1000);
   observed?.decided(input, decision);
   if (deps.logger.isLevelEnabled('debug')) deps.logger.debug(describe(decision), 'decision');
@@ -77,7 +84,11 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
       } catch (err) {
         return fail(callback, err);
       }
-      if (response instanceof Promise) response.then((r) => callback(null, r), (err: unknown) => fail(callback, err));
+      if (response instanceof Promise)
+        response.then(
+          (r) => callback(null, r),
+          (err: unknown) => fail(callback, err),
+        );
       else callback(null, response);
     },
   };

@@ -4,8 +4,8 @@
  * Writers per call; this does neither. Field numbers are the .proto's (proto/envoy/...); the property test
  * in test/unit/rls-codec.test.ts holds both directions to protobufjs byte for byte. */
 import { isUtf8 } from 'node:buffer';
-import type { WireDescriptor, WireRequest } from './request.js';
 import type { WireHeader, WireResponse, WireStatus } from '../response/wire.js';
+import type { WireDescriptor, WireRequest } from './request.js';
 
 /** Bytes that are not a RateLimitRequest, or one past a count bound. `reason` names the problem and where,
  * never the bytes. */
@@ -62,7 +62,10 @@ class Reader {
 
   fail(problem: string): void {
     if (this.problem === undefined) {
-      const where = this.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('').slice(1);
+      const where = this.path
+        .map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`))
+        .join('')
+        .slice(1);
       this.problem = `${where || 'message'}: ${problem}`;
     }
     this.pos = this.end;

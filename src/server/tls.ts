@@ -1,6 +1,6 @@
-import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
 import { ListenError } from '../errors.js';
 
 /** GRPC_SERVER_USE_TLS: the files of the gRPC port's certificate, and of the CA its clients' certificates must
@@ -25,8 +25,17 @@ export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined): Prom
   const { FileWatcherCertificateProvider, createCertificateProviderServerCredentials } = grpc.experimental;
   const identity = new FileWatcherCertificateProvider({ certificateFile: tls.cert, privateKeyFile: tls.key, refreshIntervalMs: REFRESH_MS });
   const clients = tls.clientCa ? new FileWatcherCertificateProvider({ caCertificateFile: tls.clientCa, refreshIntervalMs: REFRESH_MS }) : null;
-  await loaded((l) => identity.addIdentityCertificateListener(l), (l) => identity.removeIdentityCertificateListener(l), 'GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY');
-  if (clients) await loaded((l) => clients.addCaCertificateListener(l), (l) => clients.removeCaCertificateListener(l), 'GRPC_CLIENT_TLS_CACERT');
+  await loaded(
+    (l) => identity.addIdentityCertificateListener(l),
+    (l) => identity.removeIdentityCertificateListener(l),
+    'GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY',
+  );
+  if (clients)
+    await loaded(
+      (l) => clients.addCaCertificateListener(l),
+      (l) => clients.removeCaCertificateListener(l),
+      'GRPC_CLIENT_TLS_CACERT',
+    );
   return createCertificateProviderServerCredentials(identity, clients, clients !== null);
 }
 
@@ -37,7 +46,10 @@ function usable(tls: GrpcTlsFiles): void {
     createSecureContext({ cert: readFileSync(tls.cert), key: readFileSync(tls.key), ...(tls.clientCa ? { ca: readFileSync(tls.clientCa) } : {}) });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new ListenError(`cannot serve gRPC over TLS: GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY${tls.clientCa ? ' and GRPC_CLIENT_TLS_CACERT' : ''} cannot be used as TLS certificates (${code ?? 'invalid'})`);
+    throw new ListenError(
+      `cannot serve gRPC over TLS: GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY${tls.clientCa ? ' and GRPC_CLIENT_TLS_CACERT' : ''} cannot be used as ` +
+        `TLS certificates (${code ?? 'invalid'})`,
+    );
   }
 }
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../counters/clock.js';
-import { PolicyStore, type FailurePolicy } from './failure-policy.js';
+import { type FailurePolicy, PolicyStore } from './failure-policy.js';
 import { MemoryStore } from './memory-store.js';
 import { OverLimitCache } from './over-limit-cache.js';
 import type { RedisConnection } from './redis-connection.js';

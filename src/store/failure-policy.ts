@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
+import { type Clock, systemClock } from '../counters/clock.js';
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
-import { systemClock, type Clock } from '../counters/clock.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 /** What a decision does when the shared store cannot answer:
@@ -34,7 +34,11 @@ export class PolicyStore implements Store {
     } catch (err) {
       return this.failed(checks, err);
     }
-    if (result instanceof Promise) return result.then((r) => this.answered(r), (err: unknown) => this.failed(checks, err));
+    if (result instanceof Promise)
+      return result.then(
+        (r) => this.answered(r),
+        (err: unknown) => this.failed(checks, err),
+      );
     return this.answered(result);
   }
 

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { systemClock, type Clock } from '../counters/clock.js';
 import { bucketDebt, bucketFits } from '../counters/bucket.js';
+import { type Clock, systemClock } from '../counters/clock.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
-import { settle, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth } from './store.js';
+import { type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth, settle } from './store.js';
 
 export interface MemoryStoreOptions {
   clock?: Clock;

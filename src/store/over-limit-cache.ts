@@ -1,5 +1,5 @@
-import { systemClock, type Clock } from '../counters/clock.js';
 import { bucketDebt, bucketRetryMs } from '../counters/bucket.js';
+import { type Clock, systemClock } from '../counters/clock.js';
 import { retryAfterMs, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
@@ -37,7 +37,10 @@ export class OverLimitCache implements Store {
   readonly kind: string;
   private readonly entries = new Map<string, Entry>();
 
-  constructor(private readonly inner: Store, private readonly clock: Clock = systemClock) {
+  constructor(
+    private readonly inner: Store,
+    private readonly clock: Clock = systemClock,
+  ) {
     this.kind = inner.kind;
   }
 

@@ -1,4 +1,4 @@
-import { Cluster, Redis, ReplyError, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { StoreConnectionError, StoreUnavailableError } from '../errors.js';
 import { TimeoutError } from './timeout.js';
 
@@ -99,7 +99,13 @@ export function createClient(conn: RedisConnection, opts: ClientOptions): Redis 
     return new Cluster(conn.nodes, clusterOpts);
   }
   if (conn.type === 'sentinel') {
-    return new Redis({ ...common, sentinels: conn.nodes, name: conn.masterName, sentinelPassword: opts.sentinelPassword, sentinelRetryStrategy: retryStrategy });
+    return new Redis({
+      ...common,
+      sentinels: conn.nodes,
+      name: conn.masterName,
+      sentinelPassword: opts.sentinelPassword,
+      sentinelRetryStrategy: retryStrategy,
+    });
   }
   return new Redis({ ...common, host: conn.nodes[0]!.host, port: conn.nodes[0]!.port, db: conn.db });
 }

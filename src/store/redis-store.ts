@@ -1,13 +1,23 @@
-import { Cluster, type Redis } from 'ioredis';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
-import { createClient, redisFailure, type RedisConnection } from './redis-connection.js';
-import { settle, type BatchSpan, type BatchTracer, type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth, type TraceLink } from './store.js';
+import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '../errors.js';
+import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
+import {
+  type BatchSpan,
+  type BatchTracer,
+  type CheckResult,
+  type CounterCheck,
+  type CounterWindow,
+  type Store,
+  type StoreHealth,
+  settle,
+  type TraceLink,
+} from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
 const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
@@ -99,7 +109,8 @@ export class RedisStore implements Store {
   }
 
   health(): StoreHealth {
-    if (this.degradedReason === undefined && performance.now() < this.oomUntil) return { degraded: true, reason: 'redis out of memory: writes refused (maxmemory)' };
+    if (this.degradedReason === undefined && performance.now() < this.oomUntil)
+      return { degraded: true, reason: 'redis out of memory: writes refused (maxmemory)' };
     return { degraded: this.degradedReason !== undefined, reason: this.degradedReason };
   }
 
@@ -151,7 +162,16 @@ export class RedisStore implements Store {
    * such requests. */
   private async acrossSlots(checks: readonly CounterCheck[], slots: number[][], trace: TraceLink | undefined): Promise<CheckResult> {
     const part = (mode: 'peek' | 'count', of: readonly CounterCheck[]) =>
-      Promise.all(slots.map((idx) => this.enqueue(mode, idx.map((i) => of[i]!), hashTag(of[idx[0]!]!.key), trace)));
+      Promise.all(
+        slots.map((idx) =>
+          this.enqueue(
+            mode,
+            idx.map((i) => of[i]!),
+            hashTag(of[idx[0]!]!.key),
+            trace,
+          ),
+        ),
+      );
     const peeked = merge(checks, slots, await part('peek', checks));
     if (!peeked.admitted) return peeked;
     // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
@@ -254,7 +274,12 @@ export class RedisStore implements Store {
     if (kind === 'OOM') this.oomUntil = now + OOM_REPORT_MS;
     if (now - (this.refusalLogged.get(kind) ?? -Infinity) >= REFUSAL_LOG_MS) {
       this.refusalLogged.set(kind, now);
-      const why = kind === 'OOM' ? 'redis is out of memory (maxmemory reached): it refuses to count' : kind === 'WRONGTYPE' ? 'a counter key holds a value of another type (another program, or another key layout)' : 'redis refused a request';
+      const why =
+        kind === 'OOM'
+          ? 'redis is out of memory (maxmemory reached): it refuses to count'
+          : kind === 'WRONGTYPE'
+            ? 'a counter key holds a value of another type (another program, or another key layout)'
+            : 'redis refused a request';
       this.opts.logger.error({ kind }, `${why}: those requests fail alone (failure policy), the rest of their batch is decided`);
     }
     return new StoreKeyError(kind);
@@ -365,7 +390,16 @@ function merge(checks: readonly CounterCheck[], slots: number[][], parts: CheckR
 function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
   for (let i = 0; i < shapes.length; i++) {
     const s = shapes[i]!;
-    if (s.windowMs === c.windowMs && s.limit === c.limit && s.hits === c.hits && s.sliding === c.sliding && s.shadow === c.shadow && s.burst === c.burst && s.quota === c.quota) return i + 1;
+    if (
+      s.windowMs === c.windowMs &&
+      s.limit === c.limit &&
+      s.hits === c.hits &&
+      s.sliding === c.sliding &&
+      s.shadow === c.shadow &&
+      s.burst === c.burst &&
+      s.quota === c.quota
+    )
+      return i + 1;
   }
   return shapes.push(c);
 }

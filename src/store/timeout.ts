@@ -4,7 +4,10 @@ import { performance } from 'node:perf_hooks';
  * process was too busy to notice the answer, not that the other side is slow. */
 export class TimeoutError extends Error {
   override readonly name = 'TimeoutError';
-  constructor(readonly ms: number, readonly lateMs: number) {
+  constructor(
+    readonly ms: number,
+    readonly lateMs: number,
+  ) {
     super(`Command timed out after ${ms} ms`);
   }
 }

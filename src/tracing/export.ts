@@ -1,5 +1,5 @@
-import { TraceFlags, type Context } from '@opentelemetry/api';
-import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import { type Context, TraceFlags } from '@opentelemetry/api';
+import { type ExportResult, ExportResultCode } from '@opentelemetry/core';
 import { BatchSpanProcessor, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 
 export type ExportProtocol = 'http/protobuf' | 'http/json' | 'grpc';
@@ -31,7 +31,11 @@ export class BoundedSpanProcessor implements SpanProcessor {
   private held = 0;
   private readonly inner: BatchSpanProcessor;
 
-  constructor(exporter: SpanExporter, private readonly opts: QueueOptions, private readonly outcome: (o: SpanOutcome, n: number, err?: Error) => void) {
+  constructor(
+    exporter: SpanExporter,
+    private readonly opts: QueueOptions,
+    private readonly outcome: (o: SpanOutcome, n: number, err?: Error) => void,
+  ) {
     const counting: SpanExporter = {
       export: (spans, done) => exporter.export(spans, (r) => this.exported(spans.length, r, done)),
       shutdown: () => exporter.shutdown(),

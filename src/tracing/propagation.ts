@@ -1,8 +1,8 @@
-import { ROOT_CONTEXT, type Context, type TextMapGetter } from '@opentelemetry/api';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Metadata } from '@grpc/grpc-js';
+import { type Context, ROOT_CONTEXT, type TextMapGetter } from '@opentelemetry/api';
 import { CompositePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { B3Propagator } from '@opentelemetry/propagator-b3';
-import type { Metadata } from '@grpc/grpc-js';
-import type { IncomingHttpHeaders } from 'node:http';
 
 /** The trace a caller started, read from its headers as envoyproxy/ratelimit reads them (src/trace/trace.go:
  * W3C trace context, then B3, single `b3` or multi `x-b3-*`; a later one wins when both are present). Envoy
@@ -26,7 +26,11 @@ function bounded(key: string, values: readonly string[]): string[] | undefined {
 
 const metadataGetter: TextMapGetter<Metadata> = {
   keys: (m) => Object.keys(m.getMap()),
-  get: (m, key) => bounded(key, m.get(key).filter((v): v is string => typeof v === 'string')),
+  get: (m, key) =>
+    bounded(
+      key,
+      m.get(key).filter((v): v is string => typeof v === 'string'),
+    ),
 };
 
 const headersGetter: TextMapGetter<IncomingHttpHeaders> = {

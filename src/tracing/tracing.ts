@@ -1,12 +1,23 @@
 import { randomUUID } from 'node:crypto';
-import { isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Metadata } from '@grpc/grpc-js';
+import {
+  type Attributes,
+  isSpanContextValid,
+  type Link,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, ParentBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
-import type { Metadata } from '@grpc/grpc-js';
-import type { IncomingHttpHeaders } from 'node:http';
 import type { DecisionSummary } from '../response/summary.js';
 import type { BatchSpan, BatchTracer, TraceLink } from '../store/store.js';
-import { BoundedSpanProcessor, otlpExporter, type ExportProtocol, type QueueOptions, type SpanOutcome } from './export.js';
+import { BoundedSpanProcessor, type ExportProtocol, otlpExporter, type QueueOptions, type SpanOutcome } from './export.js';
 import { callerContext } from './propagation.js';
 
 export interface TracingOptions {
@@ -38,7 +49,10 @@ export class Tracing implements BatchTracer {
   private readonly tracer: Tracer;
 
   private constructor(
-    private readonly provider: TracerProvider, private readonly processor: BoundedSpanProcessor, private readonly storeKind: string, private readonly rootRate: number,
+    private readonly provider: TracerProvider,
+    private readonly processor: BoundedSpanProcessor,
+    private readonly storeKind: string,
+    private readonly rootRate: number,
   ) {
     this.tracer = provider.getTracer('tollgate');
   }
@@ -99,11 +113,15 @@ export class Tracing implements BatchTracer {
     // The first decision is its parent, so the span is sampled with it and shows in its trace; the others
     // reach it through their links.
     const parent = trace.setSpanContext(ROOT_CONTEXT, links[0] as SpanContext);
-    const span = this.tracer.startSpan('redis check-and-incr', {
-      kind: SpanKind.CLIENT,
-      links: spanLinks,
-      attributes: { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA', 'tollgate.batch.requests': size.requests, 'tollgate.batch.keys': size.keys },
-    }, parent);
+    const span = this.tracer.startSpan(
+      'redis check-and-incr',
+      {
+        kind: SpanKind.CLIENT,
+        links: spanLinks,
+        attributes: { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA', 'tollgate.batch.requests': size.requests, 'tollgate.batch.keys': size.keys },
+      },
+      parent,
+    );
     return {
       end: (failure) => {
         if (failure) span.setStatus({ code: SpanStatusCode.ERROR, message: failure });

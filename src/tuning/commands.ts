@@ -6,15 +6,15 @@ import { loadConfigDir } from '../config/load.js';
 import { parseUnit, UNIT_NAMES } from '../config/units.js';
 import type { TierAssignment } from '../control/tier-store.js';
 import { loadEnvoyConfig } from '../envoy/routes.js';
+import { CliError, systemCause } from '../errors.js';
 import { explain } from '../limiter/explain.js';
 import type { DescriptorInput } from '../limiter/plan.js';
+import { findDecisions, formatDecision } from './decision-lines.js';
 import { generateDefaults, generateTraffic } from './generate.js';
+import { htmlReport, type ReportRun } from './html-report.js';
 import { compare, formatComparison, formatExplanation, formatSimulation } from './report.js';
 import { Simulation } from './simulate.js';
-import { htmlReport, type ReportRun } from './html-report.js';
 import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from './traffic.js';
-import { CliError, systemCause } from '../errors.js';
-import { findDecisions, formatDecision } from './decision-lines.js';
 
 export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config DIR] [--envoy FILE] [--compare DIR2] [--tiers FILE] [--top N]
                          [--json] [--report FILE.html] [--format auto|jsonl|csv] [--skip-bad-lines]
@@ -101,7 +101,8 @@ const SIMULATE_OPTIONS = {
 
 export async function simulateCommand(args: string[]): Promise<number> {
   const { values } = parseArgs({ args, strict: true, options: SIMULATE_OPTIONS });
-  if (values.generate) return generate(Number(values.generate), values.out, Number(values.seed ?? generateDefaults.seed), Number(values.rate ?? generateDefaults.rate));
+  if (values.generate)
+    return generate(Number(values.generate), values.out, Number(values.seed ?? generateDefaults.seed), Number(values.rate ?? generateDefaults.rate));
   if (!values.traffic) {
     process.stderr.write(SIMULATE_HELP);
     return 2;
@@ -133,9 +134,7 @@ export async function simulateCommand(args: string[]): Promise<number> {
  * skipped on purpose they fail the run, since a report missing part of the log would mislead. */
 async function replay(file: string, sims: Simulation[], opts: { format: (typeof TRAFFIC_FORMATS)[number]; skipBadLines: boolean }): Promise<void> {
   const total = statSync(file).size;
-  const onProgress = process.stderr.isTTY
-    ? (bytes: number) => process.stderr.write(`\rreplaying ${file}: ${Math.round((100 * bytes) / total)}%`)
-    : undefined;
+  const onProgress = process.stderr.isTTY ? (bytes: number) => process.stderr.write(`\rreplaying ${file}: ${Math.round((100 * bytes) / total)}%`) : undefined;
   const bad = new BadLines();
   for await (const line of readTraffic(file, { format: opts.format, onProgress, onBadLine: (n, reason) => bad.add(n, reason) })) {
     for (const sim of sims) await sim.feed(line);
@@ -186,8 +185,15 @@ export async function explainCommand(args: string[]): Promise<number> {
     allowPositionals: true,
     strict: true,
     options: {
-      config: { type: 'string', default: './config' }, tiers: { type: 'string' }, hits: { type: 'string' }, json: { type: 'boolean', default: false },
-      log: { type: 'string' }, client: { type: 'string' }, 'trace-id': { type: 'string' }, over: { type: 'boolean', default: false }, last: { type: 'string' },
+      config: { type: 'string', default: './config' },
+      tiers: { type: 'string' },
+      hits: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      log: { type: 'string' },
+      client: { type: 'string' },
+      'trace-id': { type: 'string' },
+      over: { type: 'boolean', default: false },
+      last: { type: 'string' },
     },
   });
   if (values.log !== undefined) return explainFromLog(values.log, values);
@@ -220,17 +226,24 @@ async function explainFromLog(file: string, o: { client?: string; 'trace-id'?: s
     return found.matched > 0 ? 0 : 1;
   }
   if (found.decisions === 0) {
-    process.stderr.write(`${file}: no decision lines among ${found.other} lines (the service writes them with DECISION_LOG=over or all, as JSON: LOG_FORMAT=json)\n`);
+    process.stderr.write(
+      `${file}: no decision lines among ${found.other} lines (the service writes them with DECISION_LOG=over or all, as JSON: LOG_FORMAT=json)\n`,
+    );
     return 1;
   }
   if (found.matched === 0) {
-    process.stderr.write(`no decision matches among ${found.decisions} (check the token or fingerprint, the trace id, or log all decisions with DECISION_LOG=all)\n`);
+    process.stderr.write(
+      `no decision matches among ${found.decisions} (check the token or fingerprint, the trace id, or log all decisions with DECISION_LOG=all)\n`,
+    );
     return 1;
   }
   process.stdout.write(`${found.matched} decision${found.matched === 1 ? '' : 's'} match${found.matched > last ? `; the last ${last}` : ''}:\n`);
   for (const l of found.lines) process.stdout.write(`${formatDecision(l)}\n`);
   const blocked = [...found.lines].reverse().find((l) => l.code === 'OVER_LIMIT' && l.domain);
-  if (blocked) process.stdout.write(`\nWhy that rule and limit apply: tollgate explain ${blocked.domain} key=value … (the descriptor Envoy sent, e.g. category=… token=…)\n`);
+  if (blocked)
+    process.stdout.write(
+      `\nWhy that rule and limit apply: tollgate explain ${blocked.domain} key=value … (the descriptor Envoy sent, e.g. category=… token=…)\n`,
+    );
   return 0;
 }
 

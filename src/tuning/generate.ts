@@ -50,7 +50,11 @@ export function* generateTraffic(opts: GenerateOptions): Generator<string> {
 /** A request of the mix: 68% read, 10% reports, 19% write, 3% outside the limited routes. */
 function request(random: () => number, pickOne: <T>(xs: readonly T[]) => T): { method: string; path: string } {
   const kind = random();
-  if (kind < 0.68) return { method: 'GET', path: pickOne(['/modules', '/invoices', `/invoices/INV-${Math.floor(random() * 9000) + 1000}`, `/modules/${Math.floor(random() * 40)}`]) };
+  if (kind < 0.68)
+    return {
+      method: 'GET',
+      path: pickOne(['/modules', '/invoices', `/invoices/INV-${Math.floor(random() * 9000) + 1000}`, `/modules/${Math.floor(random() * 40)}`]),
+    };
   if (kind < 0.78) return { method: 'GET', path: `/reports/${pickOne(['monthly', 'occupancy', 'arrears', 'maintenance'])}` };
   if (kind < 0.97) {
     const method = pickOne(['POST', 'PUT', 'DELETE']);

@@ -52,7 +52,13 @@ function ruleKeys(runs: readonly ReportRun[]): string[] {
   for (const r of runs) {
     for (const s of r.series) {
       const k = `${s.domain}/${s.rule}`;
-      requests.set(k, Math.max(requests.get(k) ?? 0, s.requests.reduce((x, y) => x + y, 0)));
+      requests.set(
+        k,
+        Math.max(
+          requests.get(k) ?? 0,
+          s.requests.reduce((x, y) => x + y, 0),
+        ),
+      );
     }
   }
   return [...requests].sort((x, y) => y[1] - x[1] || x[0].localeCompare(y[0])).map(([k]) => k);
@@ -61,15 +67,16 @@ function ruleKeys(runs: readonly ReportRun[]): string[] {
 function totals(runs: readonly ReportRun[]): string {
   const rows = runs.map((r, i) => {
     const t = r.report;
-    return `<tr><td>${runs.length > 1 ? (i === 0 ? 'A' : 'B') : 'config'}</td><td>${n(t.lines)}</td><td>${n(t.admitted)}</td><td>${n(t.rejected)}</td><td>${n(t.notLimited)}</td></tr>`;
+    const cells = [runs.length > 1 ? (i === 0 ? 'A' : 'B') : 'config', n(t.lines), n(t.admitted), n(t.rejected), n(t.notLimited)];
+    return `<tr>${cells.map((c) => `<td>${c}</td>`).join('')}</tr>`;
   });
   return `<table><tr><th></th><th>requests</th><th>admitted</th><th>rejected (429)</th><th>not rate limited</th></tr>${rows.join('')}</table>`;
 }
 
 function legend(compare: boolean): string {
-  const item = (color: string, text: string, dash = false): string =>
-    `<span><i style="background:${color}${dash ? ';opacity:.8' : ''}"></i>${text}</span>`;
-  return `<p class="legend">${item(COLORS.requests, 'requests')}${item(COLORS.a, compare ? 'admitted under A' : 'admitted')}${compare ? item(COLORS.b, 'admitted under B', true) : ''}</p>`;
+  const item = (color: string, text: string, dash = false): string => `<span><i style="background:${color}${dash ? ';opacity:.8' : ''}"></i>${text}</span>`;
+  const b = compare ? item(COLORS.b, 'admitted under B', true) : '';
+  return `<p class="legend">${item(COLORS.requests, 'requests')}${item(COLORS.a, compare ? 'admitted under A' : 'admitted')}${b}</p>`;
 }
 
 function ruleSection(key: string, runs: readonly ReportRun[]): string {
@@ -119,7 +126,10 @@ ${paths.join('\n')}
 }
 
 function axes(t0: number, t1: number, yMax: number, x: (t: number) => number, y: (v: number) => number): string {
-  const parts = [`<line x1="${M.left}" y1="${y(0)}" x2="${W - M.right}" y2="${y(0)}" stroke="#5f6368"/>`, `<line x1="${M.left}" y1="${M.top}" x2="${M.left}" y2="${y(0)}" stroke="#5f6368"/>`];
+  const parts = [
+    `<line x1="${M.left}" y1="${y(0)}" x2="${W - M.right}" y2="${y(0)}" stroke="#5f6368"/>`,
+    `<line x1="${M.left}" y1="${M.top}" x2="${M.left}" y2="${y(0)}" stroke="#5f6368"/>`,
+  ];
   for (let i = 0; i <= 4; i++) {
     const v = (yMax * i) / 4;
     parts.push(`<line x1="${M.left}" y1="${y(v)}" x2="${W - M.right}" y2="${y(v)}" stroke="#eee"/>`);
@@ -149,7 +159,9 @@ function topTable(tops: readonly TokenStats[], title: string): string {
   if (tops.length === 0) return `<div><h3>${esc(title)}</h3><p class="note">no client was limited</p></div>`;
   const max = Math.max(...tops.map((t) => t.rejected));
   const rows = tops.map(
-    (t) => `<tr><td><code>${esc(t.fingerprint)}</code></td><td>${n(t.requests)}</td><td>${n(t.rejected)}</td><td><svg width="120" height="10"><rect class="bar" width="${((120 * t.rejected) / max).toFixed(1)}" height="10"/></svg></td></tr>`,
+    (t) =>
+      `<tr><td><code>${esc(t.fingerprint)}</code></td><td>${n(t.requests)}</td><td>${n(t.rejected)}</td><td><svg width="120" height="10"><rect ` +
+      `class="bar" width="${((120 * t.rejected) / max).toFixed(1)}" height="10"/></svg></td></tr>`,
   );
   return `<div><h3>${esc(title)}</h3><table class="top"><tr><th>fingerprint</th><th>requests</th><th>rejected</th><th></th></tr>${rows.join('')}</table></div>`;
 }

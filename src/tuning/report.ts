@@ -19,7 +19,11 @@ export function formatSimulation(r: SimulationReport): string {
     ]),
   ];
   if (r.topLimited.length > 0) {
-    lines.push('', 'most limited tokens', table([['fingerprint', 'requests', 'rejected'], ...r.topLimited.map((t) => [t.fingerprint, n(t.requests), n(t.rejected)])]));
+    lines.push(
+      '',
+      'most limited tokens',
+      table([['fingerprint', 'requests', 'rejected'], ...r.topLimited.map((t) => [t.fingerprint, n(t.requests), n(t.rejected)])]),
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -59,7 +63,16 @@ export function formatComparison(c: Comparison, nameA: string, nameB: string): s
     '',
     table([
       ['rule', 'requests', 'admitted A', 'admitted B', 'Δ admitted', 'rejected A', 'rejected B', 'Δ rejected'],
-      ...c.rules.map((r) => [`${r.domain}/${r.rule}`, n(r.requests), n(r.admitted[0]), n(r.admitted[1]), delta(r.admitted), n(r.rejected[0]), n(r.rejected[1]), delta(r.rejected)]),
+      ...c.rules.map((r) => [
+        `${r.domain}/${r.rule}`,
+        n(r.requests),
+        n(r.admitted[0]),
+        n(r.admitted[1]),
+        delta(r.admitted),
+        n(r.rejected[0]),
+        n(r.rejected[1]),
+        delta(r.rejected),
+      ]),
     ]),
   ].join('\n')}\n`;
 }
@@ -111,11 +124,22 @@ export function formatExplanation(e: Explanation): string {
     lines.push(`descriptor ${i}: ${d.steps.map((s) => `${s.key}=${s.value}`).join(', ')}`);
     for (const s of d.steps) {
       const shared = s.shared ? ', share_threshold: every matching value shares one counter' : ', each value its own counter';
-      const how = s.matched === 'exact' ? 'exact value' : s.matched === 'wildcard' ? `wildcard ${s.pattern}${shared}` : s.matched === 'default' ? 'default key (any value, each its own counter)' : 'no match';
+      const how =
+        s.matched === 'exact'
+          ? 'exact value'
+          : s.matched === 'wildcard'
+            ? `wildcard ${s.pattern}${shared}`
+            : s.matched === 'default'
+              ? 'default key (any value, each its own counter)'
+              : 'no match';
       lines.push(`  ${s.key}: ${how}${s.source ? `  (${s.source})` : ''}`);
       if (s.matched === 'none' && s.expected) lines.push(...expectedLines(s));
     }
-    if (d.rule) lines.push(`  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}${d.rule.shadow ? ', shadow mode: never rejects' : ''}${d.quota ? ', quota mode: rejects only when every quota-mode descriptor is full' : ''}`);
+    if (d.rule)
+      lines.push(
+        `  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}` +
+          `${d.rule.shadow ? ', shadow mode: never rejects' : ''}${d.quota ? ', quota mode: rejects only when every quota-mode descriptor is full' : ''}`,
+      );
     if (d.override) lines.push("  Envoy's per-descriptor limit replaces the config's");
     if (d.reason) lines.push(`  no limits: ${d.reason}`);
     if (d.limits.length === 0) return;
@@ -123,12 +147,19 @@ export function formatExplanation(e: Explanation): string {
     for (const l of d.limits) {
       const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
       const bucket = l.burst !== undefined ? ` (token_bucket, burst ${l.burst})` : '';
-      lines.push(`  limit ${l.name}: ${l.requestsPerUnit} per ${l.unit}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
+      lines.push(
+        `  limit ${l.name}: ${l.requestsPerUnit} per ${l.unit}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`,
+      );
     }
-    if (d.firstToReject) lines.push(d.shadow ? `  a burst fills ${d.firstToReject} first (shadow: reported, not rejected)` : `  a burst is stopped first by ${d.firstToReject}`);
+    if (d.firstToReject)
+      lines.push(d.shadow ? `  a burst fills ${d.firstToReject} first (shadow: reported, not rejected)` : `  a burst is stopped first by ${d.firstToReject}`);
   });
   if (e.descriptors.length > 1) {
-    lines.push(e.firstToReject ? `a burst of this request is stopped first by ${e.firstToReject.limit} (descriptor ${e.firstToReject.descriptor})` : 'a burst of this request is never stopped');
+    lines.push(
+      e.firstToReject
+        ? `a burst of this request is stopped first by ${e.firstToReject.limit} (descriptor ${e.firstToReject.descriptor})`
+        : 'a burst of this request is never stopped',
+    );
   }
   return `${lines.join('\n')}\n`;
 }

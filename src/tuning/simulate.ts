@@ -1,13 +1,13 @@
 import type { CompiledConfig } from '../config/compiled.js';
 import type { TierAssignment } from '../control/tier-store.js';
+import { ManualClock } from '../counters/clock.js';
 import type { EnvoyRateLimitSetup } from '../envoy/routes.js';
 import { descriptorsFor } from '../envoy/routes.js';
 import { cachedFingerprint } from '../fingerprint.js';
-import { ManualClock } from '../counters/clock.js';
 import { Limiter } from '../limiter/limiter.js';
 import type { TierSource } from '../limiter/plan.js';
 import { MemoryStore } from '../store/memory-store.js';
-import { Timeline, type Series } from './timeline.js';
+import { type Series, Timeline } from './timeline.js';
 import type { TrafficLine } from './traffic.js';
 
 /** Replays traffic through the service's own matching and limiter code, on a virtual clock that follows the
@@ -71,7 +71,11 @@ export class Simulation {
   private admitted = 0;
   private rejected = 0;
 
-  constructor(config: CompiledConfig, private readonly envoy: EnvoyRateLimitSetup, assignments: readonly TierAssignment[] = []) {
+  constructor(
+    config: CompiledConfig,
+    private readonly envoy: EnvoyRateLimitSetup,
+    assignments: readonly TierAssignment[] = [],
+  ) {
     const byFingerprint = new Map(assignments.map((a) => [a.fingerprint, a.tier]));
     const tiers: TierSource = { tierOf: (fp) => byFingerprint.get(this.standIns.get(fp) ?? fp) };
     const store = new MemoryStore({ clock: this.clock, maxCounters: 10_000_000 });
@@ -116,7 +120,10 @@ export class Simulation {
       peakAdmittedPerSecond: Math.max(r.peakAdmittedPerSecond, r.admittedInSecond),
     }));
     rules.sort((a, b) => a.domain.localeCompare(b.domain) || a.rule.localeCompare(b.rule));
-    const topLimited = [...this.tokens.values()].filter((t) => t.rejected > 0).sort((a, b) => b.rejected - a.rejected).slice(0, top);
+    const topLimited = [...this.tokens.values()]
+      .filter((t) => t.rejected > 0)
+      .sort((a, b) => b.rejected - a.rejected)
+      .slice(0, top);
     return { lines: this.lines, notLimited: this.notLimited, admitted: this.admitted, rejected: this.rejected, rules, topLimited };
   }
 
@@ -143,7 +150,20 @@ export class Simulation {
     this.firstSecond ??= second;
     if (!r) {
       const timeline = new Timeline(this.firstSecond);
-      r = { domain, rule, category, requests: 0, admitted: 0, rejected: 0, peakPerSecond: 0, peakAdmittedPerSecond: 0, second, inSecond: 0, admittedInSecond: 0, timeline };
+      r = {
+        domain,
+        rule,
+        category,
+        requests: 0,
+        admitted: 0,
+        rejected: 0,
+        peakPerSecond: 0,
+        peakAdmittedPerSecond: 0,
+        second,
+        inSecond: 0,
+        admittedInSecond: 0,
+        timeline,
+      };
       this.rules.set(key, r);
     }
     r.timeline.add(second, admitted);

@@ -1,7 +1,7 @@
 import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Readable } from 'node:stream';
-import { parse as parseCsv, type CsvError } from 'csv-parse';
+import { type CsvError, parse as parseCsv } from 'csv-parse';
 import { asFingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
 
 /** One request of a traffic log, as the simulator needs it. */
@@ -49,9 +49,11 @@ const ALIASES: Record<keyof TrafficLine, string[]> = {
  * line (a comment, a truncated last line) is one bad line, never a switch of parser. Blank lines are skipped. */
 export async function* readTraffic(file: string, opts: ReadOptions = {}): AsyncGenerator<TrafficLine> {
   const format = !opts.format || opts.format === 'auto' ? detectFormat(file) : opts.format;
-  const bad = opts.onBadLine ?? ((n: number, reason: string) => {
-    throw new TrafficError(`${file}:${n}: ${reason}`);
-  });
+  const bad =
+    opts.onBadLine ??
+    ((n: number, reason: string) => {
+      throw new TrafficError(`${file}:${n}: ${reason}`);
+    });
   const input = createReadStream(file, 'utf8');
   const records = format === 'csv' ? csvRecords(file, input, bad) : jsonRecords(input, bad);
   let count = 0;
@@ -158,7 +160,9 @@ async function* csvRecords(file: string, input: Readable, bad: (n: number, reaso
 function checkHeader(file: string, header: readonly string[]): void {
   for (const field of ['timeMs', 'method', 'path'] as const) {
     if (!ALIASES[field].some((name) => header.includes(name))) {
-      throw new TrafficError(`${file}:1: the CSV header has no ${field === 'timeMs' ? 'timestamp' : field} column (accepted names: ${ALIASES[field].join(', ')})`);
+      throw new TrafficError(
+        `${file}:1: the CSV header has no ${field === 'timeMs' ? 'timestamp' : field} column (accepted names: ${ALIASES[field].join(', ')})`,
+      );
     }
   }
 }
@@ -188,7 +192,8 @@ function toLine(record: Record<string, unknown>): TrafficLine | string {
   else if (fp !== undefined) {
     // Printed as given in reports: it must be one (32 or 64 hex characters), never a token by mistake.
     const checked = asFingerprint(String(fp));
-    if (checked === undefined) return `the fingerprint field is not one (${String(fp).length} characters; expected ${FINGERPRINT_LENGTH} hex, as tollgate fingerprint prints)`;
+    if (checked === undefined)
+      return `the fingerprint field is not one (${String(fp).length} characters; expected ${FINGERPRINT_LENGTH} hex, as tollgate fingerprint prints)`;
     out.fingerprint = checked;
   }
   return out;

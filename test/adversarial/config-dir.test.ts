@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/errors.js';
 import { metric, scrape } from '../helpers/metrics.js';
+import { capturingLogger, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
-import { capturingLogger, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 // A config directory is operator input, and operators (and their tools) leave odd things in it. Whatever
 // is there, the service keeps answering with the last good config, says once what is wrong and where,
@@ -104,7 +104,11 @@ describe('a hostile config directory', () => {
     const h = await start(['--max-config-bytes', '65536']);
     const big = `${domain(9, 'big')}${'# padding to make the file large\n'.repeat(4000)}`;
     writeFileSync(join(h.dir, 'big.yaml'), big);
-    await expectRejected(h, { file: 'big.yaml', code: 'TOO_LARGE' }, new RegExp(`big\\.yaml: ${Buffer.byteLength(big)} bytes, more than the maximum of 65536 bytes per file`));
+    await expectRejected(
+      h,
+      { file: 'big.yaml', code: 'TOO_LARGE' },
+      new RegExp(`big\\.yaml: ${Buffer.byteLength(big)} bytes, more than the maximum of 65536 bytes per file`),
+    );
   });
 
   it('files adding up to more than the directory bound: rejected, naming the total and the bound', async () => {
@@ -174,7 +178,7 @@ describe('a hostile config directory', () => {
     // A half-written file is either rejected or, where it is valid YAML, a whole version: never a config
     // without the limit.
     expect([...seen].every((l) => l === 3 || l === 10 || l === 20)).toBe(true);
-    expect(await failures(h.t) ?? 0).toBe(h.rejections().length);
+    expect((await failures(h.t)) ?? 0).toBe(h.rejections().length);
   }, 60_000);
 });
 

@@ -4,13 +4,13 @@
  *
  * Every case is derived from (seed, case index) alone, so a failure replays with FUZZ_SEED=<seed>, and
  * FUZZ_ONLY=<index> runs just that case, whatever the concurrency was. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { RequestBounds } from '../../src/server/request.js';
 import { freePort } from '../helpers/process.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, startTestService, type TestService } from '../helpers/service.js';
 
 // ---------------------------------------------------------------- randomness
@@ -222,7 +222,19 @@ async function inProcess(name: string, args: string[], redis: RedisServer | unde
 /** `node dist/cli.js serve` on free ports; its stdout and stderr are scanned as they arrive, never kept whole. */
 async function childProcess(name: string, args: string[], redis: RedisServer | undefined, scanner: LeakScanner): Promise<Target> {
   const [grpcPort, httpPort, adminPort] = [await freePort(), await freePort(), await freePort()];
-  const all = [...args, '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--admin-port', String(adminPort)];
+  const all = [
+    ...args,
+    '--grpc-host',
+    '127.0.0.1',
+    '--http-host',
+    '127.0.0.1',
+    '--grpc-port',
+    String(grpcPort),
+    '--http-port',
+    String(httpPort),
+    '--admin-port',
+    String(adminPort),
+  ];
   const child: ChildProcess = spawn(process.execPath, ['dist/cli.js', 'serve', ...all], {
     env: { ...process.env, LOG_LEVEL: 'trace', TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -381,7 +393,10 @@ export interface Attack<C extends { kind: string }> {
 /** A whole run: start the target (its logs into the scanner), attack it within the budget, scan /metrics and
  * Redis keys, report. The failure message names the seed and the first findings. */
 export async function fuzzRun<C extends { kind: string }>(
-  suite: string, store: 'memory' | 'redis', env: { budget: Budget; mode: Mode }, arm: (target: Target, scanner: LeakScanner) => Attack<C>,
+  suite: string,
+  store: 'memory' | 'redis',
+  env: { budget: Budget; mode: Mode },
+  arm: (target: Target, scanner: LeakScanner) => Attack<C>,
 ): Promise<{ problems: number; message: string; sent: number }> {
   const seed = fuzzSeed();
   const scanner = new LeakScanner(makeMarker(seed));

@@ -1,15 +1,16 @@
 /** The gRPC port under attack: valid-shaped requests through a real grpc-js client, and raw HTTP/2 gRPC
  * frames (node:http2) holding bytes no client library would send. Each case says which answers the
  * contract allows; the executors check the answer and scan everything that comes back for the marker. */
-import * as grpc from '@grpc/grpc-js';
+
 import http2 from 'node:http2';
 import { gzipSync } from 'node:zlib';
+import * as grpc from '@grpc/grpc-js';
+import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
 import type { RequestBounds } from '../../src/server/request.js';
-import { RLS_SERVICE, clientConstructor } from '../../src/server/proto.js';
 import { enc, varint } from '../helpers/protowire.js';
 import type { RlsRequest } from '../helpers/service.js';
 import type { LeakScanner, Outcome, Rng } from './fuzz-lib.js';
-import { MAX_UINT32, contractAccepts, invalidRequest, validRequest } from './request-cases.js';
+import { contractAccepts, invalidRequest, MAX_UINT32, validRequest } from './request-cases.js';
 
 const { status } = grpc;
 export const METHOD_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -64,7 +65,10 @@ function badUtf8Request(r: Rng, marker: string): number[] {
   const domain = where === 0 ? badUtf8(r, marker) : good('property-api');
   const key = where === 1 ? badUtf8(r, marker) : good('token');
   const value = where === 2 ? badUtf8(r, marker) : good(marker);
-  return [...enc.bytes(1, domain), ...enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), enc.message(1, enc.bytes(1, key), enc.bytes(2, value)))];
+  return [
+    ...enc.bytes(1, domain),
+    ...enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), enc.message(1, enc.bytes(1, key), enc.bytes(2, value))),
+  ];
 }
 
 /** A varint of exactly n bytes (n ≥ 1) with the given low bits: how a non-canonical encoder might write it. */
@@ -100,7 +104,11 @@ function mutate(r: Rng, base: number[], baseAnswer: Answer, marker: string): { k
     }
     case 5: {
       const length = r.pick([2 ** 31, MAX_UINT32, 2 ** 40, b.length + 1]);
-      return { kind: 'huge declared length', bytes: [...enc.string(1, marker), 0x12, ...varint(length), ...b.slice(0, 20)], allowed: [status.INVALID_ARGUMENT] };
+      return {
+        kind: 'huge declared length',
+        bytes: [...enc.string(1, marker), 0x12, ...varint(length), ...b.slice(0, 20)],
+        allowed: [status.INVALID_ARGUMENT],
+      };
     }
     case 6: {
       const depth = r.pick([100, 10_000, 300_000]);
@@ -154,9 +162,16 @@ function extremeNumbers(r: Rng, base: number[]): { kind: string; bytes: number[]
 /** One case: 40% valid-shaped through grpc-js, the rest raw frames of every sort. */
 export function grpcCase(r: Rng, index: number, marker: string, bounds: RequestBounds): GrpcCase {
   // The costly ones (4 MiB and more on the wire, or after decompression) only on a few fixed indices.
-  if (index % 400 === 17) return { kind: 'oversize message', via: 'raw', body: frame(Buffer.alloc(4 * 1024 * 1024 + 1 + r.int(1000), 0x41)), allowed: [status.RESOURCE_EXHAUSTED] };
+  if (index % 400 === 17)
+    return { kind: 'oversize message', via: 'raw', body: frame(Buffer.alloc(4 * 1024 * 1024 + 1 + r.int(1000), 0x41)), allowed: [status.RESOURCE_EXHAUSTED] };
   if (index % 400 === 217) {
-    return { kind: 'gzip bomb', via: 'raw', body: frame(gzipSync(Buffer.alloc(8 * 1024 * 1024)), 1), headers: { 'grpc-encoding': 'gzip' }, allowed: [status.RESOURCE_EXHAUSTED] };
+    return {
+      kind: 'gzip bomb',
+      via: 'raw',
+      body: frame(gzipSync(Buffer.alloc(8 * 1024 * 1024)), 1),
+      headers: { 'grpc-encoding': 'gzip' },
+      allowed: [status.RESOURCE_EXHAUSTED],
+    };
   }
   const roll = r.int(100);
   if (roll < 25) {
@@ -199,17 +214,24 @@ function framing(r: Rng, message: Buffer, marker: string): GrpcCase {
     case 6:
       return raw('compressed flag without an encoding', frame(message, r.pick([1, 2, 0x80, 0xff])), DECIDED_OR_INVALID);
     case 7:
-      return raw('metadata holding the marker', frame(message), DECIDED_OR_INVALID, { 'x-token': marker, authorization: `Bearer ${marker}`, 'x-envoy-original-path': `/${marker}` });
+      return raw('metadata holding the marker', frame(message), DECIDED_OR_INVALID, {
+        'x-token': marker,
+        authorization: `Bearer ${marker}`,
+        'x-envoy-original-path': `/${marker}`,
+      });
     case 8:
       // No marker in the path: grpc-js names an unknown method in its answer (a grpc-js limit).
-      return raw('unknown method', frame(message), [status.UNIMPLEMENTED], { ':path': r.pick(['/envoy.service.ratelimit.v3.RateLimitService/Nope', '/', '/x/y/z']) });
+      return raw('unknown method', frame(message), [status.UNIMPLEMENTED], {
+        ':path': r.pick(['/envoy.service.ratelimit.v3.RateLimitService/Nope', '/', '/x/y/z']),
+      });
     default:
-      return raw('not a gRPC content type', frame(message), ['http415'], { 'content-type': r.pick(['text/plain', 'application/json', `application/${marker}`]) });
+      return raw('not a gRPC content type', frame(message), ['http415'], {
+        'content-type': r.pick(['text/plain', 'application/json', `application/${marker}`]),
+      });
   }
 }
 
 // ---------------------------------------------------------------- executors
-
 
 function judge(got: Answer, allowed: Answer[], detail: string): Outcome {
   return allowed.includes(got) ? 'ok' : { wrong: `answered ${String(got)}${detail ? ` (${detail})` : ''}, expected one of ${allowed.join(', ')}` };
@@ -323,7 +345,13 @@ export function execRaw(sessions: RawSessions, c: Extract<GrpcCase, { via: 'raw'
 }
 
 function judgeRaw(
-  head: http2.IncomingHttpHeaders, trailers: http2.IncomingHttpHeaders, body: Buffer, allowed: Answer[], index: number, scanner: LeakScanner, closed: string,
+  head: http2.IncomingHttpHeaders,
+  trailers: http2.IncomingHttpHeaders,
+  body: Buffer,
+  allowed: Answer[],
+  index: number,
+  scanner: LeakScanner,
+  closed: string,
 ): Outcome {
   const message = String(trailers['grpc-message'] ?? head['grpc-message'] ?? '');
   scanner.check(index, 'HTTP/2 headers or trailers', `${JSON.stringify(head)} ${JSON.stringify(trailers)} ${safeDecode(message)}`);

@@ -4,7 +4,7 @@
  * an answer, a log line (trace level), /metrics, or a Redis key. FUZZ_SEED replays a run. */
 import { describe, expect, it } from 'vitest';
 import { budgetFromEnv, FUZZ_BOUNDS, fuzzRun } from './fuzz-lib.js';
-import { execClient, execRaw, GrpcClientPool, grpcCase, RawSessions, type GrpcCase } from './grpc-cases.js';
+import { execClient, execRaw, type GrpcCase, GrpcClientPool, grpcCase, RawSessions } from './grpc-cases.js';
 
 const env = budgetFromEnv(4000, 12_000, 16);
 

@@ -62,11 +62,14 @@ function brokenJson(r: Rng, marker: string, bounds: RequestBounds): { kind: stri
     ['entry of the wrong type', () => ((entries as unknown[])[0] = r.pick<unknown>([marker, 9, [marker], null]))],
     ['key or value of the wrong type', () => (entries[0]![r.pick(['key', 'value'])] = typeof wrong === 'string' ? 5 : wrong)],
     ['limit of the wrong type', () => (d.limit = r.pick([marker, 5, [1], true]))],
-    ['a bad number', () => {
-      delete req.hits_addend;
-      delete req.hitsAddend;
-      req[r.pick(['hits_addend', 'hitsAddend'])] = badNumber;
-    }],
+    [
+      'a bad number',
+      () => {
+        delete req.hits_addend;
+        delete req.hitsAddend;
+        req[r.pick(['hits_addend', 'hitsAddend'])] = badNumber;
+      },
+    ],
     ['a bad limit number', () => (d.limit = { requestsPerUnit: badNumber, unit: 'SECOND' })],
     ['a bad unit', () => (d.limit = { requestsPerUnit: 1, unit: r.pick([marker, 'WEEK', 'UNKNOWN', -1, 2 ** 33, 1.5]) })],
   ];
@@ -84,7 +87,20 @@ function loneSurrogate(r: Rng, marker: string): string {
 
 /** Any JSON value, keys drawn from the request's own names so some shapes get deep into the parser. */
 function randomJson(r: Rng, marker: string, depth: number): unknown {
-  const keys = ['domain', 'descriptors', 'entries', 'key', 'value', 'limit', 'unit', 'requestsPerUnit', 'requests_per_unit', 'hitsAddend', 'hits_addend', marker];
+  const keys = [
+    'domain',
+    'descriptors',
+    'entries',
+    'key',
+    'value',
+    'limit',
+    'unit',
+    'requestsPerUnit',
+    'requests_per_unit',
+    'hitsAddend',
+    'hits_addend',
+    marker,
+  ];
   switch (depth > 4 ? r.int(4) : r.int(6)) {
     case 0:
       return r.pick([null, true, false]);
@@ -115,7 +131,12 @@ function jsonCase(r: Rng, index: number, marker: string, bounds: RequestBounds):
   const path = r.pick(['/json', '/json', '/explain']);
   const decided = path === '/json' ? [200, 429] : [200];
   const post = (kind: string, body: string | Buffer, allowed: number[], type = JSON_TYPE): HttpCase => ({
-    kind: `${path} ${kind}`, method: 'POST', path, headers: type ? { 'content-type': type } : {}, body: Buffer.from(body), allowed,
+    kind: `${path} ${kind}`,
+    method: 'POST',
+    path,
+    headers: type ? { 'content-type': type } : {},
+    body: Buffer.from(body),
+    allowed,
   });
   // Bodies of a megabyte only on a few fixed indices: they cost.
   if (index % 60 === 11) return post('body over 1 MiB', `{"domain":"${marker}${'x'.repeat(MAX_BODY)}"}`, [413]);
@@ -144,9 +165,18 @@ function jsonCase(r: Rng, index: number, marker: string, bounds: RequestBounds):
     }
     case 7:
       // /json reads any content type as envoyproxy/ratelimit does (a decision); /explain asks for JSON.
-      return post('content type', JSON.stringify(toJson(r, validRequest(r, marker, bounds))), path === '/json' ? decided : [415], r.pick(['', 'text/plain', 'application/x-www-form-urlencoded', 'application/jsonp', `application/${marker}`, 'multipart/form-data; boundary=x']));
+      return post(
+        'content type',
+        JSON.stringify(toJson(r, validRequest(r, marker, bounds))),
+        path === '/json' ? decided : [415],
+        r.pick(['', 'text/plain', 'application/x-www-form-urlencoded', 'application/jsonp', `application/${marker}`, 'multipart/form-data; boundary=x']),
+      );
     case 8:
-      return post('invalid UTF-8', Buffer.concat([Buffer.from(`{"domain":"${marker}`), Buffer.from(r.pick([[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80]])), Buffer.from('"}')]), [400]);
+      return post(
+        'invalid UTF-8',
+        Buffer.concat([Buffer.from(`{"domain":"${marker}`), Buffer.from(r.pick([[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80]])), Buffer.from('"}')]),
+        [400],
+      );
     case 9:
       return post('lone surrogate', loneSurrogate(r, marker), [400]);
     case 10:
@@ -182,22 +212,55 @@ function pathSegment(r: Rng, marker: string): { segment: string; wellFormed: boo
 
 function adminCase(r: Rng, marker: string): HttpCase {
   const { segment } = pathSegment(r, marker);
-  const path = r.pick([`/admin/tiers/${segment}`, `/admin/tokens/${segment}`, `/admin/tokens/${segment}/counters`, '/admin/tiers', `/admin/${segment}`, '/admin']);
+  const path = r.pick([
+    `/admin/tiers/${segment}`,
+    `/admin/tokens/${segment}`,
+    `/admin/tokens/${segment}/counters`,
+    '/admin/tiers',
+    `/admin/${segment}`,
+    '/admin',
+  ]);
   const method = r.pick(['GET', 'PUT', 'DELETE', 'POST', 'PATCH']);
-  const auth = r.pick([`Bearer ${ADMIN_TOKEN}`, `Bearer ${ADMIN_TOKEN}`, `Bearer ${ADMIN_TOKEN}`, '', `Bearer ${marker}`, `Basic ${marker}`, `Bearer  ${ADMIN_TOKEN}`]);
+  const auth = r.pick([
+    `Bearer ${ADMIN_TOKEN}`,
+    `Bearer ${ADMIN_TOKEN}`,
+    `Bearer ${ADMIN_TOKEN}`,
+    '',
+    `Bearer ${marker}`,
+    `Basic ${marker}`,
+    `Bearer  ${ADMIN_TOKEN}`,
+  ]);
   const headers: Record<string, string> = auth ? { authorization: auth } : {};
   let body: Buffer | undefined;
   if (method === 'PUT' || method === 'POST') {
     headers['content-type'] = r.pick([JSON_TYPE, JSON_TYPE, 'text/plain']);
-    body = Buffer.from(r.pick([`{"tier":"${r.pick(KNOWN_TIERS)}"}`, `{"tier":"${marker}-${r.int(100)}"}`, '{"tier":5}', `{"${marker}":1}`, '{', `"${marker}"`]));
+    body = Buffer.from(
+      r.pick([`{"tier":"${r.pick(KNOWN_TIERS)}"}`, `{"tier":"${marker}-${r.int(100)}"}`, '{"tier":5}', `{"${marker}":1}`, '{', `"${marker}"`]),
+    );
   }
   const authorized = auth === `Bearer ${ADMIN_TOKEN}`;
-  return { kind: `admin ${authorized ? 'authorized' : 'unauthorized'} ${method}`, admin: true, method, path, headers, body, allowed: authorized ? [200, 400, 404, 415] : [401] };
+  return {
+    kind: `admin ${authorized ? 'authorized' : 'unauthorized'} ${method}`,
+    admin: true,
+    method,
+    path,
+    headers,
+    body,
+    allowed: authorized ? [200, 400, 404, 415] : [401],
+  };
 }
 
 function pathCase(r: Rng, marker: string): HttpCase {
   const { segment } = pathSegment(r, marker);
-  const path = r.pick([`/${segment}`, `/json/${segment}`, `/explain${segment}`, `/metrics/${segment}`, `/healthz?${segment}`, `/readyz?x=${segment}`, `//${segment}`]);
+  const path = r.pick([
+    `/${segment}`,
+    `/json/${segment}`,
+    `/explain${segment}`,
+    `/metrics/${segment}`,
+    `/healthz?${segment}`,
+    `/readyz?x=${segment}`,
+    `//${segment}`,
+  ]);
   const method = r.pick(['GET', 'POST', 'HEAD', 'OPTIONS', 'DELETE']);
   const known = (path.startsWith('/healthz?') || path.startsWith('/readyz?')) && method === 'GET';
   return { kind: `path ${method}`, method, path, headers: { 'x-token': marker, cookie: `session=${marker}` }, allowed: known ? [200] : [404, 405] };
@@ -223,7 +286,6 @@ function rawCase(r: Rng, marker: string): HttpCase {
 }
 
 // ---------------------------------------------------------------- executors
-
 
 export const httpAgent = (): Agent => new Agent({ keepAlive: true, maxSockets: 16 });
 

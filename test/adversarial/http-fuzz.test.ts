@@ -4,7 +4,7 @@
  * in every field out: not in a body, a header, a log line (trace level), /metrics, or a Redis key. */
 import { describe, expect, it } from 'vitest';
 import { budgetFromEnv, FUZZ_BOUNDS, fuzzRun } from './fuzz-lib.js';
-import { execHttp, httpAgent, httpCase, type HttpCase } from './http-cases.js';
+import { execHttp, type HttpCase, httpAgent, httpCase } from './http-cases.js';
 
 const env = budgetFromEnv(4000, 12_000, 12);
 

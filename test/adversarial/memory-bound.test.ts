@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
-import { freePort, startCli, type Daemon } from '../helpers/process.js';
+import { type Daemon, freePort, startCli } from '../helpers/process.js';
 import { RlsClient, type RlsRequest } from '../helpers/service.js';
 
 /** Resident memory of a process, in MB, from /proc. */
@@ -13,9 +13,11 @@ function rssMb(pid: number): number {
 /** Runs `make(i)` for i < n, `width` calls at a time. */
 async function flood(n: number, width: number, make: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < n) await make(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < n) await make(next++);
+    }),
+  );
 }
 
 const big = (i: number, tag: string): string => `${tag}${i}-`.padEnd(8 * 1024, 'x');
@@ -32,7 +34,19 @@ describe('memory stays bounded under distinct large values', () => {
     const grpcPort = await freePort();
     httpPort = await freePort();
     daemon = await startCli(
-      ['serve', '--max-counters', '1000', '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort)],
+      [
+        'serve',
+        '--max-counters',
+        '1000',
+        '--grpc-host',
+        '127.0.0.1',
+        '--http-host',
+        '127.0.0.1',
+        '--grpc-port',
+        String(grpcPort),
+        '--http-port',
+        String(httpPort),
+      ],
       /tollgate serving/,
     );
     rls = new RlsClient(grpcPort);
@@ -45,14 +59,26 @@ describe('memory stays bounded under distinct large values', () => {
 
   it('holds 12,000 distinct 8 KB tokens and 400 overrides with 16 × 8 KB keys within the bound', async () => {
     const pid = daemon.child.pid!;
-    const read = (token: string): RlsRequest => ({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }, { key: 'token', value: token }] }] });
+    const read = (token: string): RlsRequest => ({
+      domain: 'property-api',
+      descriptors: [
+        {
+          entries: [
+            { key: 'category', value: 'read' },
+            { key: 'token', value: token },
+          ],
+        },
+      ],
+    });
     await flood(200, 20, (i) => rls.call(read(`warm-${i}`)));
     const before = rssMb(pid);
 
     await flood(12_000, 50, (i) => rls.call(read(big(i, 'tok'))));
     const override = (i: number): RlsRequest => ({
       domain: 'property-api',
-      descriptors: [{ entries: Array.from({ length: 16 }, (_, j) => ({ key: big(i * 16 + j, 'key'), value: 'v' })), limit: { requests_per_unit: 5, unit: 'HOUR' } }],
+      descriptors: [
+        { entries: Array.from({ length: 16 }, (_, j) => ({ key: big(i * 16 + j, 'key'), value: 'v' })), limit: { requests_per_unit: 5, unit: 'HOUR' } },
+      ],
     });
     await flood(400, 10, (i) => rls.call(override(i)));
     const after = rssMb(pid);

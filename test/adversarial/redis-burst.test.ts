@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, startCli, type Daemon } from '../helpers/process.js';
-import { startRedis, startRedisCluster, type RedisCluster, type RedisServer } from '../helpers/redis.js';
+import { type Daemon, freePort, startCli } from '../helpers/process.js';
+import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
+import { property, RlsClient, type RlsRequest } from '../helpers/service.js';
 import { inOneSecond } from '../helpers/time.js';
-import { RlsClient, property, type RlsRequest } from '../helpers/service.js';
 
 /** Tollgate as users run it: its own process, default timeouts, the bundled config. */
 interface Replica {
@@ -14,7 +14,23 @@ async function startReplica(redisUrl: string, redisType = 'single'): Promise<Rep
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const daemon = await startCli(
-    ['serve', '--store', 'redis', '--redis-url', redisUrl, '--redis-type', redisType, '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort)],
+    [
+      'serve',
+      '--store',
+      'redis',
+      '--redis-url',
+      redisUrl,
+      '--redis-type',
+      redisType,
+      '--grpc-host',
+      '127.0.0.1',
+      '--http-host',
+      '127.0.0.1',
+      '--grpc-port',
+      String(grpcPort),
+      '--http-port',
+      String(httpPort),
+    ],
     /tollgate serving/,
   );
   return { daemon, rls: new RlsClient(grpcPort) };
@@ -33,7 +49,12 @@ function withDescriptors(n: number, tag: string): RlsRequest {
   const categories = ['read', 'write', 'reports', 'read'];
   return {
     domain: 'property-api',
-    descriptors: Array.from({ length: n }, (_, i) => ({ entries: [{ key: 'category', value: categories[i]! }, { key: 'token', value: `${tag}-${i}` }] })),
+    descriptors: Array.from({ length: n }, (_, i) => ({
+      entries: [
+        { key: 'category', value: categories[i]! },
+        { key: 'token', value: `${tag}-${i}` },
+      ],
+    })),
   };
 }
 
@@ -100,7 +121,12 @@ describe('a burst with the default Redis timeout', () => {
     for (let round = 0; round < 5; round++) {
       const codes = await burst();
       const tally = (code: string): number => codes.filter((c) => c === code).length;
-      expect({ round, ok: tally('OK'), over: tally('OVER_LIMIT'), errors: codes.length - tally('OK') - tally('OVER_LIMIT') }).toEqual({ round, ok: 10, over: 290, errors: 0 });
+      expect({ round, ok: tally('OK'), over: tally('OVER_LIMIT'), errors: codes.length - tally('OK') - tally('OVER_LIMIT') }).toEqual({
+        round,
+        ok: 10,
+        over: 290,
+        errors: 0,
+      });
     }
   });
 });

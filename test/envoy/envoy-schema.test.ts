@@ -40,7 +40,7 @@ describe('shipped Envoy configs', () => {
 describe('the checker rejects each kind of mistake, with its line', () => {
   const markedLine = (text: string): number => text.split('\n').findIndex((l) => /# <- rejected here$/.test(l)) + 1;
 
-  it('accepts the fixtures\' common base', () => {
+  it("accepts the fixtures' common base", () => {
     expect(checkEnvoyYaml(readFileSync(`${FIXTURES}/valid-minimal.yaml`, 'utf8'), api).problems).toEqual([]);
   });
 

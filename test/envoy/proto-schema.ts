@@ -1,10 +1,10 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import protobuf from 'protobufjs';
 import type { Enum, Field, MapField, Type } from 'protobufjs';
+import protobuf from 'protobufjs';
+import type { Pair, YAMLMap, Node as YamlNode } from 'yaml';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, Scalar } from 'yaml';
-import type { Node as YamlNode, Pair, YAMLMap } from 'yaml';
 
 /** Checks an Envoy bootstrap YAML file against Envoy's own API protos, the way Envoy reads it: YAML scalars
  * typed as Envoy's YAML-to-JSON step types them (yaml-cpp: unquoted yes/no/on/off are booleans), then the
@@ -40,8 +40,15 @@ const INCLUDE_ROOTS = [
 ];
 const BOOTSTRAP = 'envoy.config.bootstrap.v3.Bootstrap';
 const WRAPPERS: Record<string, string> = {
-  DoubleValue: 'double', FloatValue: 'float', Int64Value: 'int64', UInt64Value: 'uint64', Int32Value: 'int32',
-  UInt32Value: 'uint32', BoolValue: 'bool', StringValue: 'string', BytesValue: 'bytes',
+  DoubleValue: 'double',
+  FloatValue: 'float',
+  Int64Value: 'int64',
+  UInt64Value: 'uint64',
+  Int32Value: 'int32',
+  UInt32Value: 'uint32',
+  BoolValue: 'bool',
+  StringValue: 'string',
+  BytesValue: 'bytes',
 };
 /** Fields that name a cluster, and the field that defines one. */
 const CLUSTER_REFS = new Set([
@@ -82,7 +89,9 @@ export class EnvoyApi {
     const rel = pkg.split('.').join('/');
     const dir = INCLUDE_ROOTS.map((r) => join(r, rel)).find((d) => existsSync(d));
     if (!dir) return;
-    const files = readdirSync(dir).filter((f) => f.endsWith('.proto')).map((f) => `${rel}/${f}`);
+    const files = readdirSync(dir)
+      .filter((f) => f.endsWith('.proto'))
+      .map((f) => `${rel}/${f}`);
     this.root.loadSync(files, { keepCase: true });
     this.root.resolveAll();
   }
@@ -114,7 +123,8 @@ export function checkEnvoyYaml(text: string, api: EnvoyApi): SchemaReport {
   if (isMap(doc.contents)) checkMessage(doc.contents, bootstrap, ctx, '');
   else problem(ctx, doc.contents, '', 'the document must be a mapping (a Bootstrap)');
   for (const ref of ctx.clustersNamed) {
-    if (!ctx.clustersDefined.has(ref.name)) ctx.report.problems.push({ line: ref.line, path: ref.path, message: `cluster "${ref.name}" is not defined in static_resources.clusters` });
+    if (!ctx.clustersDefined.has(ref.name))
+      ctx.report.problems.push({ line: ref.line, path: ref.path, message: `cluster "${ref.name}" is not defined in static_resources.clusters` });
   }
   report.problems.sort((a, b) => a.line - b.line);
   return report;
@@ -161,8 +171,11 @@ function checkOneof(field: Field, seen: Map<string, string>, ctx: Ctx, key: Yaml
 }
 
 function isDeprecated(options: Record<string, unknown> | undefined): boolean {
-  return options?.deprecated === true || options?.['(envoy.annotations.deprecated_at_minor_version)'] !== undefined
-    || options?.['(envoy.annotations.deprecated_at_minor_version_enum)'] !== undefined;
+  return (
+    options?.deprecated === true ||
+    options?.['(envoy.annotations.deprecated_at_minor_version)'] !== undefined ||
+    options?.['(envoy.annotations.deprecated_at_minor_version_enum)'] !== undefined
+  );
 }
 
 function since(options: Record<string, unknown> | undefined): string {
@@ -247,14 +260,21 @@ function checkEnum(value: YamlNode | null, e: Enum, ctx: Ctx, where: string): vo
     problem(ctx, value, where, `${JSON.stringify(v ?? '(not a scalar)')} is not a value of enum ${e.fullName.slice(1)} (${Object.keys(e.values).join(', ')})`);
     return;
   }
-  if (isDeprecated(e.valuesOptions?.[name])) problem(ctx, value, where, `deprecated enum value ${e.fullName.slice(1)}.${name}${since(e.valuesOptions?.[name])}`);
+  if (isDeprecated(e.valuesOptions?.[name]))
+    problem(ctx, value, where, `deprecated enum value ${e.fullName.slice(1)}.${name}${since(e.valuesOptions?.[name])}`);
 }
 
 const INT_RANGES: Record<string, [bigint, bigint]> = {
-  int32: [-(2n ** 31n), 2n ** 31n - 1n], sint32: [-(2n ** 31n), 2n ** 31n - 1n], sfixed32: [-(2n ** 31n), 2n ** 31n - 1n],
-  uint32: [0n, 2n ** 32n - 1n], fixed32: [0n, 2n ** 32n - 1n],
-  int64: [-(2n ** 63n), 2n ** 63n - 1n], sint64: [-(2n ** 63n), 2n ** 63n - 1n], sfixed64: [-(2n ** 63n), 2n ** 63n - 1n],
-  uint64: [0n, 2n ** 64n - 1n], fixed64: [0n, 2n ** 64n - 1n],
+  int32: [-(2n ** 31n), 2n ** 31n - 1n],
+  sint32: [-(2n ** 31n), 2n ** 31n - 1n],
+  sfixed32: [-(2n ** 31n), 2n ** 31n - 1n],
+  uint32: [0n, 2n ** 32n - 1n],
+  fixed32: [0n, 2n ** 32n - 1n],
+  int64: [-(2n ** 63n), 2n ** 63n - 1n],
+  sint64: [-(2n ** 63n), 2n ** 63n - 1n],
+  sfixed64: [-(2n ** 63n), 2n ** 63n - 1n],
+  uint64: [0n, 2n ** 64n - 1n],
+  fixed64: [0n, 2n ** 64n - 1n],
 };
 
 /** A scalar field under the proto3 JSON mapping: integers as numbers or digit strings, in range. */
@@ -263,7 +283,8 @@ function checkScalar(value: YamlNode | null, type: string, ctx: Ctx, where: stri
   const bad = (want: string): void => problem(ctx, value, where, `${want} expected, got ${describe(value, v)}`);
   if (type === 'string' || type === 'bytes') return void (typeof v !== 'string' && bad('a string'));
   if (type === 'bool') return void (typeof v !== 'boolean' && bad('true or false'));
-  if (type === 'double' || type === 'float') return void (typeof v !== 'number' && !/^(NaN|-?Infinity|-?\d+(\.\d+)?(e-?\d+)?)$/i.test(String(v)) && bad('a number'));
+  if (type === 'double' || type === 'float')
+    return void (typeof v !== 'number' && !/^(NaN|-?Infinity|-?\d+(\.\d+)?(e-?\d+)?)$/i.test(String(v)) && bad('a number'));
   const range = INT_RANGES[type];
   if (!range) {
     bad(`a ${type}`);
@@ -349,4 +370,3 @@ export function envoyScalar(node: Scalar): unknown {
   if (node.value === null) return null;
   return node.value;
 }
-

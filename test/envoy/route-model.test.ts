@@ -1,20 +1,20 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
 import type { EntryLike } from '../../src/config/match.js';
 import {
   canonicalizePath,
   DEFAULT_PEER,
   EnvoyConfigError,
+  type EnvoyOutcome,
+  type EnvoyRateLimitSetup,
   envoyOutcome,
+  type HttpRequestLike,
   loadEnvoyConfig,
   normalizeRequestPath,
   PINNED_ENVOY_VERSION,
-  type EnvoyOutcome,
-  type EnvoyRateLimitSetup,
-  type HttpRequestLike,
 } from '../../src/envoy/routes.js';
 
 // Replays requests through src/envoy/routes.ts, the model of what Envoy does with envoy.yaml: normalisation,
@@ -31,9 +31,29 @@ type Category = 'read' | 'reports' | 'write' | null;
 
 /** Spellings of a limited path that reach the same resource in the app (or a 404 there, which is fine). */
 const READ_PATHS = [
-  '/invoices', '/invoices/7', '/INVOICES', '/Invoices/7', '//invoices', '///invoices//7', '/./invoices', '/%69nvoices',
-  '/inv%6Fices/7', '/x/../invoices', '/%2e/invoices', '/a/%2E%2E/invoices', '/invoices/', '/invoices?x=1', '/invoices;v=1',
-  '/invoices.json', '/invoices#top', '/invoices%2F7', '/%5Cinvoices', '/modules', '/MODULES/3', '/%6Dodules', '//modules/./3',
+  '/invoices',
+  '/invoices/7',
+  '/INVOICES',
+  '/Invoices/7',
+  '//invoices',
+  '///invoices//7',
+  '/./invoices',
+  '/%69nvoices',
+  '/inv%6Fices/7',
+  '/x/../invoices',
+  '/%2e/invoices',
+  '/a/%2E%2E/invoices',
+  '/invoices/',
+  '/invoices?x=1',
+  '/invoices;v=1',
+  '/invoices.json',
+  '/invoices#top',
+  '/invoices%2F7',
+  '/%5Cinvoices',
+  '/modules',
+  '/MODULES/3',
+  '/%6Dodules',
+  '//modules/./3',
 ];
 const REPORT_PATHS = ['/reports/monthly', '/REPORTS/monthly', '//reports//monthly', '/./reports/x', '/%72eports/monthly', '/reports%2Fmonthly', '/reports'];
 const OTHER_PATHS = ['/', '/healthz', '/favicon.ico'];
@@ -70,7 +90,10 @@ function expected(category: Category, withToken: boolean, peer = DEFAULT_PEER): 
   if (!category) return [];
   return [
     [{ key: 'category', value: category }, ...(withToken ? [{ key: 'token', value: TOKEN }] : [])],
-    [{ key: 'category', value: category }, { key: 'remote_address', value: peer }],
+    [
+      { key: 'category', value: category },
+      { key: 'remote_address', value: peer },
+    ],
   ];
 }
 
@@ -133,7 +156,8 @@ describe('envoy/envoy.yaml: no spelling of a request escapes its limit', () => {
   it('remote_address behind one trusted proxy: the XFF entry that proxy added, else the peer (as Envoy keeps it)', () => {
     const behindOne: EnvoyRateLimitSetup = { ...current, connectionManager: { ...current.connectionManager, xffNumTrustedHops: 1 } };
     const address = (headers: Record<string, string>): unknown =>
-      (envoyOutcome(behindOne, { method: 'GET', path: '/invoices', headers, remoteAddress: '10.1.2.3' }) as { descriptors: { value: string }[][] }).descriptors[1]![1]!.value;
+      (envoyOutcome(behindOne, { method: 'GET', path: '/invoices', headers, remoteAddress: '10.1.2.3' }) as { descriptors: { value: string }[][] })
+        .descriptors[1]![1]!.value;
     expect(address({ 'x-forwarded-for': '1.1.1.1, 198.51.100.7' })).toBe('198.51.100.7');
     expect(address({})).toBe('10.1.2.3');
     expect(address({ 'x-forwarded-for': 'not-an-address' })).toBe('10.1.2.3');
@@ -172,11 +196,25 @@ describe('the envoy.yaml shipped before issue 13 fails the same table', () => {
 describe('path normalisation follows Envoy', () => {
   // Envoy's own vectors for PathUtil::canonicalPath (test/common/http/path_utility_test.cc).
   it.each([
-    ['/xyz', '/xyz'], ['/x/y/z', '/x/y/z'], ['/a/b/../c', '/a/c'], ['/a/b/./c', '/a/b/c'], ['a/b/../c', '/a/c'],
-    ['/a/b/../../../../c', '/c'], ['/a/..\\c', '/c'], ['/%c0%af', '/%c0%af'], ['/%5c%25', '/%5c%25'], ['/a/b/%2E%2E/c', '/a/c'],
-    ['/A/B/C', '/A/B/C'], ['/a/b/%2e%2e/c', '/a/c'], ['/a/%2F%2f/c', '/a/%2F%2f/c'],
+    ['/xyz', '/xyz'],
+    ['/x/y/z', '/x/y/z'],
+    ['/a/b/../c', '/a/c'],
+    ['/a/b/./c', '/a/b/c'],
+    ['a/b/../c', '/a/c'],
+    ['/a/b/../../../../c', '/c'],
+    ['/a/..\\c', '/c'],
+    ['/%c0%af', '/%c0%af'],
+    ['/%5c%25', '/%5c%25'],
+    ['/a/b/%2E%2E/c', '/a/c'],
+    ['/A/B/C', '/A/B/C'],
+    ['/a/b/%2e%2e/c', '/a/c'],
+    ['/a/%2F%2f/c', '/a/%2F%2f/c'],
     // Chromium's table: unreserved escapes decoded, others kept, unsafe characters escaped.
-    ['/%69nvoices', '/invoices'], ['/%7E%2D%5F%30', '/~-_0'], ['/a b"<>', '/a%20b%22%3C%3E'], ['/caf\u00e9', '/caf%C3%A9'], ['/%zz%', '/%zz%'],
+    ['/%69nvoices', '/invoices'],
+    ['/%7E%2D%5F%30', '/~-_0'],
+    ['/a b"<>', '/a%20b%22%3C%3E'],
+    ['/caf\u00e9', '/caf%C3%A9'],
+    ['/%zz%', '/%zz%'],
   ])('canonical %s → %s', (input, output) => {
     expect(canonicalizePath(input)).toBe(output);
   });
@@ -187,7 +225,13 @@ describe('path normalisation follows Envoy', () => {
 
   it('merges slashes in the path only, after normalising, and leaves the query alone', () => {
     const cm = { ...current.connectionManager, escapedSlashes: 'KEEP_UNCHANGED' as const };
-    for (const [input, output] of [['//a/b/c', '/a/b/c'], ['/a//b/c/', '/a/b/c/'], ['/a//b?a=///c', '/a/b?a=///c'], ['//a/?b', '/a/?b'], ['/a/%2F/b', '/a/%2F/b']]) {
+    for (const [input, output] of [
+      ['//a/b/c', '/a/b/c'],
+      ['/a//b/c/', '/a/b/c/'],
+      ['/a//b?a=///c', '/a/b?a=///c'],
+      ['//a/?b', '/a/?b'],
+      ['/a/%2F/b', '/a/%2F/b'],
+    ]) {
       expect(normalizeRequestPath(input!, cm)).toEqual({ kind: 'ok', path: output, redirect: false });
     }
   });
@@ -201,7 +245,12 @@ describe('docs/security.md "Methods and categories" is the table the model compu
   // The rows after the header and its |---| line.
   const rows = start === -1 ? [] : lines.slice(start + 2, end);
   const ticked = (cell: string): string[] => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
-  const table = rows.map((r) => r.split('|').slice(1, -1).map((c) => c.trim()));
+  const table = rows.map((r) =>
+    r
+      .split('|')
+      .slice(1, -1)
+      .map((c) => c.trim()),
+  );
 
   it('lists every method the issue names, and CONNECT', () => {
     const methods = table.flatMap((cells) => ticked(cells[0]!));

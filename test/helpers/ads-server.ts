@@ -1,8 +1,8 @@
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 
 /** A management server for tests: Envoy's own AggregatedDiscoveryService (the real ads.proto and
@@ -64,10 +64,16 @@ export class AdsServer {
 
   constructor() {
     const def = protoLoader.loadSync('envoy/service/discovery/v3/ads.proto', {
-      keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true,
+      keepCase: true,
+      longs: Number,
+      enums: String,
+      defaults: true,
+      oneofs: true,
       includeDirs: [join(XDS_DEPS, 'envoy-api'), join(XDS_DEPS, 'xds'), join(XDS_DEPS, 'googleapis'), join(XDS_DEPS, 'protoc-gen-validate')],
     });
-    const pkg = grpc.loadPackageDefinition(def) as unknown as { envoy: { service: { discovery: { v3: { AggregatedDiscoveryService: grpc.ServiceClientConstructor } } } } };
+    const pkg = grpc.loadPackageDefinition(def) as unknown as {
+      envoy: { service: { discovery: { v3: { AggregatedDiscoveryService: grpc.ServiceClientConstructor } } } };
+    };
     this.server.addService(pkg.envoy.service.discovery.v3.AggregatedDiscoveryService.service, {
       StreamAggregatedResources: (call: AdsStream) => this.serve(call),
       DeltaAggregatedResources: (call: AdsStream) => call.end(),
@@ -76,7 +82,8 @@ export class AdsServer {
 
   async start(port = 0, credentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
     this.port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`127.0.0.1:${port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))));
+      this.server.bindAsync(`127.0.0.1:${port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
+    );
     return this.port;
   }
 

@@ -1,7 +1,7 @@
 import type { CompiledConfig, CompiledDomain } from '../../src/config/compiled.js';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
-import { Limiter, type Decision, type DescriptorInput, type LimiterDeps } from '../../src/limiter/limiter.js';
+import { type Decision, type DescriptorInput, Limiter, type LimiterDeps } from '../../src/limiter/limiter.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
 /** On an hour boundary (and so on a minute and second boundary): tests know where every window starts. */
@@ -45,7 +45,9 @@ export function harness(yaml: string | CompiledConfig, opts: Pick<LimiterDeps, '
       limiter.decide({
         domain,
         hits,
-        descriptors: descriptors.map((d) => ('entries' in d && Array.isArray(d.entries) ? (d as DescriptorInput) : { entries: entries(d as Record<string, string>) })),
+        descriptors: descriptors.map((d) =>
+          'entries' in d && Array.isArray(d.entries) ? (d as DescriptorInput) : { entries: entries(d as Record<string, string>) },
+        ),
       }),
   };
 }

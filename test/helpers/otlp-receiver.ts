@@ -1,7 +1,7 @@
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import { within } from './time.js';
 
@@ -54,7 +54,11 @@ export class OtlpReceiver {
         const body = Buffer.concat(chunks);
         const type = String(req.headers['content-type'] ?? '');
         r.encodings.push(type);
-        if (!opts.status) r.take(type.includes('json') ? JSON.parse(body.toString()) : decoder.toObject(decoder.decode(body), { longs: String, bytes: String, defaults: false }), type.includes('json') ? 'hex' : 'base64');
+        if (!opts.status)
+          r.take(
+            type.includes('json') ? JSON.parse(body.toString()) : decoder.toObject(decoder.decode(body), { longs: String, bytes: String, defaults: false }),
+            type.includes('json') ? 'hex' : 'base64',
+          );
         setTimeout(() => {
           res.writeHead(opts.status ?? 200, { 'content-type': type.includes('json') ? 'application/json' : 'application/x-protobuf' });
           res.end(type.includes('json') ? '{}' : '');
@@ -63,10 +67,11 @@ export class OtlpReceiver {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     r.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
-    r.closer = () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
+    r.closer = () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      });
     return r;
   }
 
@@ -74,7 +79,9 @@ export class OtlpReceiver {
   static async grpc(): Promise<OtlpReceiver> {
     const r = new OtlpReceiver();
     const def = protoLoader.loadSync(SERVICE_PROTO, { includeDirs: [PROTO_ROOT], keepCase: false, longs: String, bytes: String, defaults: false });
-    const pkg = grpc.loadPackageDefinition(def) as unknown as { opentelemetry: { proto: { collector: { trace: { v1: { TraceService: { service: grpc.ServiceDefinition } } } } } } };
+    const pkg = grpc.loadPackageDefinition(def) as unknown as {
+      opentelemetry: { proto: { collector: { trace: { v1: { TraceService: { service: grpc.ServiceDefinition } } } } } };
+    };
     const server = new grpc.Server();
     server.addService(pkg.opentelemetry.proto.collector.trace.v1.TraceService.service, {
       Export: (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
@@ -83,7 +90,9 @@ export class OtlpReceiver {
         cb(null, {});
       },
     });
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
     r.endpoint = `http://127.0.0.1:${port}`;
     r.closer = () => new Promise((resolve) => server.tryShutdown(() => resolve()));
     return r;
@@ -133,14 +142,32 @@ async function requestType(): Promise<protobuf.Type> {
 interface Otlp {
   resourceSpans?: {
     resource?: { attributes?: KV[] };
-    scopeSpans?: { spans?: {
-      traceId?: string; spanId?: string; parentSpanId?: string; traceState?: string; name?: string; kind?: number | string;
-      attributes?: KV[]; links?: { traceId?: string; spanId?: string }[]; status?: { code?: number | string; message?: string };
-    }[] }[];
+    scopeSpans?: {
+      spans?: {
+        traceId?: string;
+        spanId?: string;
+        parentSpanId?: string;
+        traceState?: string;
+        name?: string;
+        kind?: number | string;
+        attributes?: KV[];
+        links?: { traceId?: string; spanId?: string }[];
+        status?: { code?: number | string; message?: string };
+      }[];
+    }[];
   }[];
 }
-interface KV { key: string; value?: AnyValue }
-interface AnyValue { stringValue?: string; boolValue?: boolean; intValue?: string | number; doubleValue?: number; arrayValue?: { values?: AnyValue[] } }
+interface KV {
+  key: string;
+  value?: AnyValue;
+}
+interface AnyValue {
+  stringValue?: string;
+  boolValue?: boolean;
+  intValue?: string | number;
+  doubleValue?: number;
+  arrayValue?: { values?: AnyValue[] };
+}
 
 /** OTLP/JSON writes ids as hex; the protobuf decoders give bytes as base64. */
 function id(v: string | undefined, as: 'hex' | 'base64'): string {

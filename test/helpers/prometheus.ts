@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,8 @@ export async function startPrometheus(targets: string[]): Promise<Prometheus> {
   const port = await freePort();
   writeFileSync(
     join(dir, 'prometheus.yml'),
-    `global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: tollgate\n    static_configs:\n      - targets: [${targets.map((t) => `"${t}"`).join(', ')}]\n`,
+    'global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: tollgate\n    static_configs:\n' +
+      `      - targets: [${targets.map((t) => `"${t}"`).join(', ')}]\n`,
   );
   const proc: ChildProcess = spawn(
     'prometheus',

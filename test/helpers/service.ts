@@ -1,14 +1,14 @@
-import * as grpc from '@grpc/grpc-js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino, type Logger } from 'pino';
 import { Writable } from 'node:stream';
-import { ManualClock } from '../../src/counters/clock.js';
-import { clientConstructor, RLS_SERVICE, HEALTH_SERVICE } from '../../src/server/proto.js';
-import { startService, type RunningService } from '../../src/service.js';
-import { parseServeArgs } from '../../src/settings.js';
+import * as grpc from '@grpc/grpc-js';
+import { type Logger, pino } from 'pino';
 import type { TierStore } from '../../src/control/tier-store.js';
+import { ManualClock } from '../../src/counters/clock.js';
+import { clientConstructor, HEALTH_SERVICE, RLS_SERVICE } from '../../src/server/proto.js';
+import { type RunningService, startService } from '../../src/service.js';
+import { parseServeArgs } from '../../src/settings.js';
 
 /** A time on an hour boundary, so tests know where every window starts. */
 export const HOUR_START = 1_800_000_000_000;
@@ -130,19 +130,25 @@ export function capturingLogger(level = 'info'): { logger: Logger; lines: () => 
 
 /** Starts the real service in this process on free ports, with a manual clock. */
 export async function startTestService(
-  opts: {
-    configDir?: string;
-    args?: string[];
-    env?: NodeJS.ProcessEnv;
-    tiers?: TierStore;
-    startMs?: number;
-    realClock?: boolean;
-    logger?: Logger;
-  } = {},
+  opts: { configDir?: string; args?: string[]; env?: NodeJS.ProcessEnv; tiers?: TierStore; startMs?: number; realClock?: boolean; logger?: Logger } = {},
 ): Promise<TestService> {
   const clock = new ManualClock(opts.startMs ?? HOUR_START);
   const settings = parseServeArgs(
-    ['--config', opts.configDir ?? 'config', '--grpc-port', '0', '--http-port', '0', '--admin-port', '0', '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', ...(opts.args ?? [])],
+    [
+      '--config',
+      opts.configDir ?? 'config',
+      '--grpc-port',
+      '0',
+      '--http-port',
+      '0',
+      '--admin-port',
+      '0',
+      '--grpc-host',
+      '127.0.0.1',
+      '--http-host',
+      '127.0.0.1',
+      ...(opts.args ?? []),
+    ],
     opts.env ?? {},
   );
   const service = await startService(settings, { logger: opts.logger ?? silentLogger, clock: opts.realClock ? undefined : clock, tiers: opts.tiers });

@@ -12,7 +12,23 @@ export function makeCertificates(entries: { name: string; san: string }[]): { di
   for (const { name, san } of entries) {
     ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
     writeFileSync(join(dir, `${name}.cnf`), `subjectAltName=${san}\n`);
-    ssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.cnf`);
+    ssl(
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.cnf`,
+    );
   }
   return { dir, file: (f) => join(dir, f) };
 }

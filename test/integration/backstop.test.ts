@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { descriptorsFor, loadEnvoyConfig } from '../../src/envoy/routes.js';
-import { startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+import { type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 
 /** Issue 22, item 1: a client inventing a new Authorization value for every request got fresh quota every
  * time. The shipped envoy.yaml now also sends [category, remote_address] and the bundled config limits it:

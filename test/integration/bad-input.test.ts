@@ -3,7 +3,7 @@ import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
 import { enc, varint } from '../helpers/protowire.js';
-import { capturingLogger, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+import { capturingLogger, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 
 const SECRET = 'Bearer s3cr3t-token-value';
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -19,13 +19,37 @@ describe('bad requests get INVALID_ARGUMENT naming the problem', () => {
   const cases: [string, RlsRequest, RegExp][] = [
     ['empty domain', { domain: '', descriptors: [{ entries: [entry('category', 'read')] }] }, /domain is empty/],
     ['no descriptors', { domain: 'property-api', descriptors: [] }, /no descriptors/],
-    ['a descriptor with no entries', { domain: 'property-api', descriptors: [{ entries: [entry('a', 'b')] }, { entries: [] }] }, /descriptors\[1\] has no entries/],
-    ['an empty key', { domain: 'property-api', descriptors: [{ entries: [entry('category', 'read'), entry('', SECRET)] }] }, /descriptors\[0\]\.entries\[1\] has an empty key/],
-    ['too many descriptors', { domain: 'property-api', descriptors: Array(4).fill({ entries: [entry('a', 'b')] }) }, /more than the maximum of 3 descriptors|4 descriptors, more than the maximum of 3/],
-    ['too many entries', { domain: 'property-api', descriptors: [{ entries: Array(5).fill(entry('a', 'b')) }] }, /more than the maximum of 4 entries|5 entries, more than the maximum of 4/],
-    ['a value over the maximum length', { domain: 'property-api', descriptors: [{ entries: [entry('token', `${SECRET}${'x'.repeat(100)}`)] }] }, /entries\[0\]: value is 125 bytes, more than the maximum of 64/],
+    [
+      'a descriptor with no entries',
+      { domain: 'property-api', descriptors: [{ entries: [entry('a', 'b')] }, { entries: [] }] },
+      /descriptors\[1\] has no entries/,
+    ],
+    [
+      'an empty key',
+      { domain: 'property-api', descriptors: [{ entries: [entry('category', 'read'), entry('', SECRET)] }] },
+      /descriptors\[0\]\.entries\[1\] has an empty key/,
+    ],
+    [
+      'too many descriptors',
+      { domain: 'property-api', descriptors: Array(4).fill({ entries: [entry('a', 'b')] }) },
+      /more than the maximum of 3 descriptors|4 descriptors, more than the maximum of 3/,
+    ],
+    [
+      'too many entries',
+      { domain: 'property-api', descriptors: [{ entries: Array(5).fill(entry('a', 'b')) }] },
+      /more than the maximum of 4 entries|5 entries, more than the maximum of 4/,
+    ],
+    [
+      'a value over the maximum length',
+      { domain: 'property-api', descriptors: [{ entries: [entry('token', `${SECRET}${'x'.repeat(100)}`)] }] },
+      /entries\[0\]: value is 125 bytes, more than the maximum of 64/,
+    ],
     ['a key over the maximum length', { domain: 'property-api', descriptors: [{ entries: [entry('k'.repeat(65), 'v')] }] }, /key is longer than 64 bytes/],
-    ['a WEEK override, which RateLimitUnit lacks', { domain: 'property-api', descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit: 1, unit: 7 } }] }, /limit\.unit must be SECOND/],
+    [
+      'a WEEK override, which RateLimitUnit lacks',
+      { domain: 'property-api', descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit: 1, unit: 7 } }] },
+      /limit\.unit must be SECOND/,
+    ],
   ];
 
   it.each(cases)('%s', async (_name, req, message) => {
@@ -39,7 +63,9 @@ describe('bad requests get INVALID_ARGUMENT naming the problem', () => {
   });
 
   it('never names the key of an over-long value: a client can send a token as a key', async () => {
-    const err = await t.rls.call({ domain: 'property-api', descriptors: [{ entries: [entry('s3cr3t-as-key', 'v'.repeat(65))] }] }).catch((e: grpc.ServiceError) => e);
+    const err = await t.rls
+      .call({ domain: 'property-api', descriptors: [{ entries: [entry('s3cr3t-as-key', 'v'.repeat(65))] }] })
+      .catch((e: grpc.ServiceError) => e);
     expect((err as grpc.ServiceError).code).toBe(status.INVALID_ARGUMENT);
     expect((err as grpc.ServiceError).details).toMatch(/entries\[0\]: value is 65 bytes/);
     expect((err as grpc.ServiceError).details).not.toContain('s3cr3t');
@@ -63,7 +89,7 @@ function callRaw(port: number, bytes: Buffer): Promise<grpc.StatusObject & { det
   });
 }
 
-describe('bytes that are not a valid RateLimitRequest are the client\'s fault', () => {
+describe("bytes that are not a valid RateLimitRequest are the client's fault", () => {
   let t: TestService;
   const log = capturingLogger('trace');
   beforeAll(async () => {
@@ -76,7 +102,11 @@ describe('bytes that are not a valid RateLimitRequest are the client\'s fault', 
   const undecodable: [string, number[], RegExp][] = [
     ['a length beyond the message', [...enc.string(1, 'property-api'), 0x12, ...varint(1000), 1, 2, 3], /descriptors\[0\]: declared length 1000/],
     ['a domain sent as a number', [...enc.varint(1, 5), ...entryMsg(ascii('category'), ascii('read'))], /domain: wire type 0, expected 2/],
-    ['nested groups, which protobufjs recursed into without bound', [...enc.string(1, 'property-api'), ...Array<number>(200_000).fill(0x7b)], /field 15: unsupported wire type 3/],
+    [
+      'nested groups, which protobufjs recursed into without bound',
+      [...enc.string(1, 'property-api'), ...Array<number>(200_000).fill(0x7b)],
+      /field 15: unsupported wire type 3/,
+    ],
     ['a varint of 11 bytes', [...enc.string(1, 'property-api'), 0x18, ...Array(10).fill(0xff), 0x01], /hits_addend: malformed varint/],
   ];
 
@@ -91,12 +121,30 @@ describe('bytes that are not a valid RateLimitRequest are the client\'s fault', 
 
   it('a token that is not UTF-8 is decided on a counter of its own, never refused (a refusal would pass Envoy)', async () => {
     // protobufjs decoded both to the same string, U+FFFD in place of the bad byte: one shared counter.
-    const reports = (bad: number) => Buffer.from([...enc.string(1, 'property-api'), ...enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'reports')), enc.message(1, enc.string(1, 'token'), enc.bytes(2, [...ascii('s3cr3t'), bad])))]);
+    const reports = (bad: number) =>
+      Buffer.from([
+        ...enc.string(1, 'property-api'),
+        ...enc.message(
+          2,
+          enc.message(1, enc.string(1, 'category'), enc.string(2, 'reports')),
+          enc.message(1, enc.string(1, 'token'), enc.bytes(2, [...ascii('s3cr3t'), bad])),
+        ),
+      ]);
     const codes: number[] = [];
     // overall_code is field 1 of the response, written first: its tag, then the code.
     for (const bad of [0xff, 0xff, 0xfe, 0xfe]) codes.push((await callRaw(t.service.grpcPort, reports(bad))).response![1]!);
     expect(codes).toEqual([1, 1, 1, 1]);
-    const third = await t.rls.call({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'reports' }, { key: 'token', value: 's3cr3t\ufffd' }] }] });
+    const third = await t.rls.call({
+      domain: 'property-api',
+      descriptors: [
+        {
+          entries: [
+            { key: 'category', value: 'reports' },
+            { key: 'token', value: 's3cr3t\ufffd' },
+          ],
+        },
+      ],
+    });
     expect(third.overall_code).toBe('OK'); // U+FFFD as text is a third token, not either of the two
   });
 
@@ -107,7 +155,17 @@ describe('bytes that are not a valid RateLimitRequest are the client\'s fault', 
 
   it('no log line at any level holds a request value, the domain of an unknown one included', async () => {
     await t.rls.call({ domain: 's3cr3t-domain', descriptors: [{ entries: [{ key: 's3cr3t-key', value: SECRET }] }] });
-    await t.rls.call({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 's3cr3t-category' }, { key: 'token', value: SECRET }] }] });
+    await t.rls.call({
+      domain: 'property-api',
+      descriptors: [
+        {
+          entries: [
+            { key: 'category', value: 's3cr3t-category' },
+            { key: 'token', value: SECRET },
+          ],
+        },
+      ],
+    });
     const text = JSON.stringify(log.lines());
     expect(text).toContain('"msg":"decision"');
     expect(text).not.toContain('s3cr3t');

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { scrape } from '../helpers/metrics.js';
-import { CLI, freePort, runCli, startCli, type Daemon, type Run } from '../helpers/process.js';
+import { CLI, type Daemon, freePort, type Run, runCli, startCli } from '../helpers/process.js';
 
 // The paths off the happy path, as a user meets them: the real binary, one line on stderr, no stack.
 
@@ -49,7 +49,11 @@ describe('serve: a port that cannot be had', () => {
   it('gRPC port in use: names the address, the flag and the variable; grpc-js says nothing of its own', async () => {
     const port = await hold();
     const run = await runCli(['serve', '--grpc-host', '127.0.0.1', '--grpc-port', String(port), '--http-port', '0', '--log-level', 'silent']);
-    expectOneLine(run, 1, new RegExp(`^tollgate: cannot listen for gRPC on 127\\.0\\.0\\.1:${port}: the port is already in use \\(set --grpc-port or GRPC_PORT`));
+    expectOneLine(
+      run,
+      1,
+      new RegExp(`^tollgate: cannot listen for gRPC on 127\\.0\\.0\\.1:${port}: the port is already in use \\(set --grpc-port or GRPC_PORT`),
+    );
     expect(run.stderr).not.toContain('No address added');
   });
 
@@ -76,16 +80,32 @@ describe('serve: bad settings name where the value came from', () => {
 
 describe('simulate: files that are not there or not files', () => {
   it('--traffic missing, a directory; --envoy missing; --tiers missing', async () => {
-    expectOneLine(await runCli(['simulate', '--traffic', '/nope.jsonl']), 1, /^tollgate: cannot read the traffic log \/nope\.jsonl: no such file or directory$/m);
+    expectOneLine(
+      await runCli(['simulate', '--traffic', '/nope.jsonl']),
+      1,
+      /^tollgate: cannot read the traffic log \/nope\.jsonl: no such file or directory$/m,
+    );
     expectOneLine(await runCli(['simulate', '--traffic', tmp()]), 1, /^tollgate: cannot read the traffic log .*: it is a directory$/m);
     const log = join(tmp(), 't.jsonl');
     writeFileSync(log, '');
-    expectOneLine(await runCli(['simulate', '--traffic', log, '--envoy', '/missing.yaml']), 1, /^tollgate: cannot read the Envoy config \(--envoy\) \/missing\.yaml: no such file or directory$/m);
-    expectOneLine(await runCli(['simulate', '--traffic', log, '--tiers', '/missing.json']), 1, /^tollgate: cannot read tier assignments \(--tiers\) \/missing\.json/);
+    expectOneLine(
+      await runCli(['simulate', '--traffic', log, '--envoy', '/missing.yaml']),
+      1,
+      /^tollgate: cannot read the Envoy config \(--envoy\) \/missing\.yaml: no such file or directory$/m,
+    );
+    expectOneLine(
+      await runCli(['simulate', '--traffic', log, '--tiers', '/missing.json']),
+      1,
+      /^tollgate: cannot read tier assignments \(--tiers\) \/missing\.json/,
+    );
   });
 
   it('--generate --out into a directory that does not exist', async () => {
-    expectOneLine(await runCli(['simulate', '--generate', '10', '--out', '/no/such/dir/x.jsonl']), 1, /^tollgate: cannot write \/no\/such\/dir\/x\.jsonl: no such file or directory$/m);
+    expectOneLine(
+      await runCli(['simulate', '--generate', '10', '--out', '/no/such/dir/x.jsonl']),
+      1,
+      /^tollgate: cannot write \/no\/such\/dir\/x\.jsonl: no such file or directory$/m,
+    );
   });
 
   it('--generate into a reader that goes away (| head -2) exits quietly', async () => {
@@ -108,7 +128,11 @@ describe('tiers and inspect', () => {
   it.each([31, 33, 40, 63])('a %i-character hex string is refused as a mistyped fingerprint, before any call', async (length) => {
     const text = 'a1b2c3d4'.repeat(8).slice(0, length);
     const env = { TOLLGATE_ADMIN_TOKEN: 'admin', TOLLGATE_URL: 'http://127.0.0.1:9' };
-    expectOneLine(await runCli(['tiers', 'assign', text, 'gold'], env), 2, new RegExp(`^tollgate: a ${length}-character hex string is not a fingerprint .* pass --token if it is a token`));
+    expectOneLine(
+      await runCli(['tiers', 'assign', text, 'gold'], env),
+      2,
+      new RegExp(`^tollgate: a ${length}-character hex string is not a fingerprint .* pass --token if it is a token`),
+    );
     expectOneLine(await runCli(['inspect', text], env), 2, /is not a fingerprint/);
     expect((await runCli(['inspect', text], env)).stderr).not.toContain(text);
   });

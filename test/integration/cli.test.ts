@@ -3,7 +3,7 @@ import { mkdtempSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
+import { type Daemon, freePort, runCli, startCli } from '../helpers/process.js';
 import { healthClient, property, RlsClient } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 

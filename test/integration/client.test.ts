@@ -44,7 +44,10 @@ function fakeTime() {
   return { waits, sleep, random: () => 0 };
 }
 
-const tooMany = (headers: Record<string, string> = {}): Scripted => ({ status: 429, headers: { 'x-ratelimit-limit': '1000', 'x-ratelimit-remaining': '990', ...headers } });
+const tooMany = (headers: Record<string, string> = {}): Scripted => ({
+  status: 429,
+  headers: { 'x-ratelimit-limit': '1000', 'x-ratelimit-remaining': '990', ...headers },
+});
 
 describe('tollgate/client', () => {
   it('waits as long as Retry-After says, then returns the success', async () => {
@@ -90,7 +93,10 @@ describe('tollgate/client', () => {
     seen = [];
     const retried = await createClient({ ...t, retryNonIdempotent: true }).fetch(`${base}/invoices`, { method: 'POST', body: '{"amount":10}' });
     expect(retried.status).toBe(201);
-    expect(seen.map((s) => [s.method, s.body])).toEqual([['POST', '{"amount":10}'], ['POST', '{"amount":10}']]);
+    expect(seen.map((s) => [s.method, s.body])).toEqual([
+      ['POST', '{"amount":10}'],
+      ['POST', '{"amount":10}'],
+    ]);
   });
 
   it('does not wait for a Retry-After beyond maxRetryAfterMs', async () => {
@@ -122,7 +128,10 @@ describe('tollgate/client', () => {
   it('the pacer spaces requests to stay under a rate', async () => {
     let now = 0;
     const waits: number[] = [];
-    const pacer = new Pacer({ perSecond: 10, now: () => now, sleep: async (ms) => {
+    const pacer = new Pacer({
+      perSecond: 10,
+      now: () => now,
+      sleep: async (ms) => {
         waits.push(ms);
         now += ms;
       },

@@ -32,7 +32,13 @@ describe('the config hash is of content only', () => {
   it('check-config prints one hash for the same files however the path is spelt, and for a copy elsewhere', async () => {
     const copy = mkdtempSync(join(tmpdir(), 'tollgate-mounted-'));
     cpSync('config', copy, { recursive: true });
-    const hashes = await Promise.all([hashOf('config'), hashOf(join(process.cwd(), 'config')), hashOf(`./config/`), hashOf(relative(process.cwd(), copy) || copy), hashOf(copy)]);
+    const hashes = await Promise.all([
+      hashOf('config'),
+      hashOf(join(process.cwd(), 'config')),
+      hashOf(`./config/`),
+      hashOf(relative(process.cwd(), copy) || copy),
+      hashOf(copy),
+    ]);
     expect(new Set(hashes).size).toBe(1);
     // Content still counts: another name or another byte is another hash.
     const renamed = dirWith({ 'other-name.yaml': PROPERTY });
@@ -41,7 +47,7 @@ describe('the config hash is of content only', () => {
     expect(await hashOf(edited)).not.toBe(hashes[0]);
   });
 
-  it('a running service reports check-config\'s hash in tollgate_config_info, at start and after a reload (the reader thread)', async () => {
+  it("a running service reports check-config's hash in tollgate_config_info, at start and after a reload (the reader thread)", async () => {
     const validated = await hashOf('config');
     const mounted = dirWith({ 'property-api.yaml': PROPERTY });
     const t = await startTestService({ configDir: mounted, args: ['--config-poll-ms', '0'] });
@@ -59,7 +65,7 @@ describe('the config hash is of content only', () => {
 });
 
 describe('problems the config loader used to miss', () => {
-  it('replaces naming no limit is a problem with file:line; a name or an unnamed limit\'s given name is fine', () => {
+  it("replaces naming no limit is a problem with file:line; a name or an unnamed limit's given name is fine", () => {
     const file = (replaced: string): string => `domain: d
 descriptors:
   - key: a
@@ -73,7 +79,8 @@ descriptors:
       replaces: [{name: ${replaced}}]
 `;
     expect(problems({ 'r.yaml': file('fo0') })).toEqual([
-      'r.yaml:11:25: descriptors[2].rate_limit.replaces[0].name: no limit named "fo0" in this domain: replaces must name a limit (its name: or, if unnamed, <domain>.<rule path>.per_<unit>)',
+      'r.yaml:11:25: descriptors[2].rate_limit.replaces[0].name: no limit named "fo0" in this domain: replaces must name a limit (its name: or, if ' +
+        'unnamed, <domain>.<rule path>.per_<unit>)',
     ]);
     expect(problems({ 'r.yaml': file('foo') })).toEqual([]);
     expect(problems({ 'r.yaml': file('d.b.per_minute') })).toEqual([]);
@@ -98,7 +105,9 @@ descriptors:
 });
 
 describe('detailed_metric and value_to_metric: accepted, with a warning that they have no effect', () => {
-  const FILE = 'domain: m\ndescriptors:\n  - key: a\n    detailed_metric: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: b\n    value_to_metric: true\n';
+  const FILE =
+    'domain: m\ndescriptors:\n  - key: a\n    detailed_metric: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: b\n    ' +
+    'value_to_metric: true\n';
   const NOTE = 'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value';
 
   it('check-config: one warning line per use, naming file:line', async () => {

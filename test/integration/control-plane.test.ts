@@ -1,10 +1,10 @@
-import { SERVE_OPTIONS } from '../../src/settings.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
+import { SERVE_OPTIONS } from '../../src/settings.js';
 import { runCli } from '../helpers/process.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { capturingLogger, property, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { inOneSecond, within } from '../helpers/time.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
-import { capturingLogger, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 const ADMIN = 'admin-credential-for-tests';
 const TIER = 'multi-property-group';
@@ -52,9 +52,7 @@ describe('tiers at run time, shared by replicas through Redis', () => {
   beforeAll(async () => {
     redis = await startRedis();
     const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '200', '--redis-failure', 'local'];
-    const started = await Promise.all(
-      logs.map((log) => startTestService({ realClock: true, args, env: { TOLLGATE_ADMIN_TOKEN: ADMIN }, logger: log.logger })),
-    );
+    const started = await Promise.all(logs.map((log) => startTestService({ realClock: true, args, env: { TOLLGATE_ADMIN_TOKEN: ADMIN }, logger: log.logger })));
     a = started[0]!;
     b = started[1]!;
   });

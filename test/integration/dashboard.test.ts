@@ -1,8 +1,8 @@
 import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPrometheus, type Prometheus } from '../helpers/prometheus.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { type Prometheus, startPrometheus } from '../helpers/prometheus.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, property, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 

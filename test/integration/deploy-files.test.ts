@@ -77,8 +77,17 @@ describe('envoy/envoy.yaml', () => {
       expect(ds).toEqual([]);
       return;
     }
-    const backstop = [{ key: 'category', value: category }, { key: 'remote_address', value: DEFAULT_PEER }];
-    expect(ds).toEqual([[{ key: 'category', value: category }, { key: 'token', value: 'Bearer abc' }], backstop]);
+    const backstop = [
+      { key: 'category', value: category },
+      { key: 'remote_address', value: DEFAULT_PEER },
+    ];
+    expect(ds).toEqual([
+      [
+        { key: 'category', value: category },
+        { key: 'token', value: 'Bearer abc' },
+      ],
+      backstop,
+    ]);
     // Without credentials the token entry is skipped, not the call.
     expect(descriptorsFor(envoy, { method, path, headers: {} })).toEqual([[{ key: 'category', value: category }], backstop]);
   });
@@ -134,7 +143,7 @@ describe('deploy/kubernetes', () => {
     expect(generated('envoy-config').files).toEqual(['envoy.yaml']);
   });
 
-  it("Tollgate: Redis from the Secret, ports and probes on its own defaults", () => {
+  it('Tollgate: Redis from the Secret, ports and probes on its own defaults', () => {
     const tollgate = container('tollgate');
     const secret = docs.find((d) => d.kind === 'Secret')!;
     const ref = env(tollgate, 'REDIS_URL')!.valueFrom.secretKeyRef;

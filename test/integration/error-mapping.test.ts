@@ -6,7 +6,7 @@ import { StoreConnectionError, StoreUnavailableError } from '../../src/errors.js
 import { fingerprint } from '../../src/fingerprint.js';
 import { createClient, parseRedisUrl } from '../../src/store/redis-connection.js';
 import { metric, scrape } from '../helpers/metrics.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, silentLogger, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
@@ -17,7 +17,7 @@ const ADMIN = 'admin-credential-for-error-tests';
 const FP = fingerprint('Bearer error-mapping-client');
 const assignment = (tier = 'multi-property-group'): TierAssignment => ({ fingerprint: FP, tier, assignedAt: new Date().toISOString(), by: 'test' });
 
-describe('the Redis tier store fails with the counter store\'s StoreUnavailableError', () => {
+describe("the Redis tier store fails with the counter store's StoreUnavailableError", () => {
   let redis: RedisServer;
   let client: Redis;
   let store: RedisTierStore;
@@ -39,7 +39,10 @@ describe('the Redis tier store fails with the counter store\'s StoreUnavailableE
     redis.signal('SIGSTOP');
     try {
       for (const call of [() => store.assign(assignment()), () => store.remove(FP), () => store.list()]) {
-        const err = await call().then(() => undefined, (e: unknown) => e);
+        const err = await call().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(err).toBeInstanceOf(StoreUnavailableError);
         expect(err).not.toBeInstanceOf(StoreConnectionError); // the connection is there: Redis is silent
         expect((err as Error).message).toBe('redis: Command timed out after 100 ms');
@@ -47,14 +50,24 @@ describe('the Redis tier store fails with the counter store\'s StoreUnavailableE
     } finally {
       redis.signal('SIGCONT');
     }
-    await within(5000, async () => (await store.assign(assignment()).then(() => true, () => false)));
+    await within(
+      5000,
+      async () =>
+        await store.assign(assignment()).then(
+          () => true,
+          () => false,
+        ),
+    );
     expect(store.tierOf(FP)).toBe('multi-property-group');
   });
 
   it('when Redis is gone', async () => {
     redis.signal('SIGKILL');
     await within(5000, () => client.status !== 'ready');
-    const err = await store.assign(assignment()).then(() => undefined, (e: unknown) => e);
+    const err = await store.assign(assignment()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(StoreConnectionError); // a StoreUnavailableError, of the kind the metrics call connection
     expect(err).toBeInstanceOf(StoreUnavailableError);
     expect((err as Error).message).toMatch(/^redis: /);
@@ -77,7 +90,7 @@ describe('the admin API maps errors through the one mapping', () => {
   const admin = (path: string, init: RequestInit = {}): Promise<Response> =>
     fetch(`http://127.0.0.1:${t!.service.adminPort}${path}`, { ...init, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' } });
 
-  it('Redis frozen: 503 with the store\'s own words, for tiers and for counters alike; logged without the path', async () => {
+  it("Redis frozen: 503 with the store's own words, for tiers and for counters alike; logged without the path", async () => {
     const log = capturingLogger();
     const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '200', '--redis-failure', 'allow'];
     t = await startTestService({ realClock: true, args, env: { TOLLGATE_ADMIN_TOKEN: ADMIN }, logger: log.logger });
@@ -110,7 +123,7 @@ describe('the admin API maps errors through the one mapping', () => {
     expect(line).toMatchObject({ method: 'GET', err: { message: `store unavailable: ${MARK}` } });
   });
 
-  it('a client\'s mistake: 400 naming it', async () => {
+  it("a client's mistake: 400 naming it", async () => {
     t = await startTestService({ env: { TOLLGATE_ADMIN_TOKEN: ADMIN } });
     const res = await admin('/admin/tiers/not-hex', { method: 'PUT', body: '{}' });
     expect(res.status).toBe(400);

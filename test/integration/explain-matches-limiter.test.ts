@@ -3,7 +3,7 @@ import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { explain } from '../../src/limiter/explain.js';
-import { Limiter, type Decision } from '../../src/limiter/limiter.js';
+import { type Decision, Limiter } from '../../src/limiter/limiter.js';
 import type { DecisionInput, DescriptorInput, TierSource } from '../../src/limiter/plan.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
@@ -82,14 +82,30 @@ interface Row {
 const request = (descriptors: DescriptorInput[], hits = 1, domain = 't'): DecisionInput => ({ domain, descriptors, hits });
 
 const TABLE: Row[] = [
-  { name: 'a replaced limit does not stop it: the replacing one does', request: request([d({ client: 'a' }), d({ burst: 'b' })]), expected: { descriptor: 1, limit: 'specific' } },
+  {
+    name: 'a replaced limit does not stop it: the replacing one does',
+    request: request([d({ client: 'a' }), d({ burst: 'b' })]),
+    expected: { descriptor: 1, limit: 'specific' },
+  },
   { name: 'the window admitting fewest requests, not the shortest', request: request([d({ two: 'x' })]), expected: { descriptor: 0, limit: 'two-per-minute' } },
   { name: 'a tie goes to the shorter window', request: request([d({ tie: 'x' })]), tie: true, expected: { descriptor: 0, limit: 'tie-second' } },
   { name: "the request's hits", request: request([d({ hitty: 'x' })], 3), expected: { descriptor: 0, limit: 'hitty-minute' } },
   { name: "a descriptor's own hits_addend", request: request([d({ hitty: 'x' }, { hits: 5 })]), expected: { descriptor: 0, limit: 'hitty-minute' } },
-  { name: "Envoy's per-descriptor limit", request: request([d({ two: 'x' }, { override: { requestsPerUnit: 2, unit: 'hour' } })]), expected: { descriptor: 0, limit: 't.override.per_hour' } },
-  { name: "Envoy's limit on a descriptor no rule matches", request: request([d({ unknown: 'x' }, { override: { requestsPerUnit: 4, unit: 'second' } })]), expected: { descriptor: 0, limit: 't.override.per_second' } },
-  { name: 'a shadow descriptor never stops the request', request: request([d({ quiet: 'x' }), d({ two: 'y' })]), expected: { descriptor: 1, limit: 'two-per-minute' } },
+  {
+    name: "Envoy's per-descriptor limit",
+    request: request([d({ two: 'x' }, { override: { requestsPerUnit: 2, unit: 'hour' } })]),
+    expected: { descriptor: 0, limit: 't.override.per_hour' },
+  },
+  {
+    name: "Envoy's limit on a descriptor no rule matches",
+    request: request([d({ unknown: 'x' }, { override: { requestsPerUnit: 4, unit: 'second' } })]),
+    expected: { descriptor: 0, limit: 't.override.per_second' },
+  },
+  {
+    name: 'a shadow descriptor never stops the request',
+    request: request([d({ quiet: 'x' }), d({ two: 'y' })]),
+    expected: { descriptor: 1, limit: 'two-per-minute' },
+  },
   { name: 'a shadow rule alone stops nothing', request: request([d({ quiet: 'x' })]), expected: null },
   { name: 'under --shadow-mode nothing does', request: request([d({ two: 'x' })]), globalShadow: true, expected: null },
   { name: 'a sliding window', request: request([d({ sliding: 'x' })]), expected: { descriptor: 0, limit: 'sliding' } },
@@ -98,7 +114,12 @@ const TABLE: Row[] = [
   { name: 'a token bucket with hits', request: request([d({ bucket: 'x' })], 4), expected: { descriptor: 0, limit: 'bucket-second' } },
   { name: "a client's tier", request: request([d({ plan: 'pro', token: 'Bearer big-client' })]), expected: { descriptor: 0, limit: 'pro-big-hour' } },
   { name: 'a client without a tier', request: request([d({ plan: 'pro', token: 'Bearer small' })]), expected: { descriptor: 0, limit: 'pro-default' } },
-  { name: 'across descriptors, the fewest requests', request: request([d({ two: 'x' }), d({ tie: 'y' })]), tie: true, expected: { descriptor: 1, limit: 'tie-second' } },
+  {
+    name: 'across descriptors, the fewest requests',
+    request: request([d({ two: 'x' }), d({ tie: 'y' })]),
+    tie: true,
+    expected: { descriptor: 1, limit: 'tie-second' },
+  },
   { name: 'check-only requests fill nothing', request: request([d({ two: 'x' }, { hits: 0 })]), expected: null },
   { name: 'an unlimited rule', request: request([d({ free: 'x' })]), expected: null },
   { name: 'an unknown domain', request: request([d({ two: 'x' })], 1, 'nope'), expected: null },

@@ -1,9 +1,9 @@
-import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ListenError } from '../../src/errors.js';
 import { parseServeArgs, SettingsError } from '../../src/settings.js';
-import { RlsClient, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+import { RlsClient, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { makeCertificates } from '../helpers/tls.js';
 
 // GRPC_SERVER_USE_TLS, as envoyproxy/ratelimit reads it and Envoy Gateway sets it: TLS on the gRPC port, and
@@ -15,7 +15,10 @@ let t: TestService | undefined;
 const clients: RlsClient[] = [];
 
 beforeAll(() => {
-  certs = makeCertificates([{ name: 'server', san: 'IP:127.0.0.1' }, { name: 'client', san: 'DNS:envoy' }]);
+  certs = makeCertificates([
+    { name: 'server', san: 'IP:127.0.0.1' },
+    { name: 'client', san: 'DNS:envoy' },
+  ]);
 }, 30_000);
 afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
@@ -58,9 +61,13 @@ describe('TLS on the gRPC port (GRPC_SERVER_USE_TLS)', () => {
   it('files that are not certificates stop the start with a ListenError (the CLI prints it as one line)', async () => {
     const e = { ...env(false), GRPC_SERVER_TLS_CERT: certs.file('server.cnf') };
     await expect(startTestService({ env: e })).rejects.toThrow(ListenError);
-    await expect(startTestService({ env: e })).rejects.toThrow(/^cannot serve gRPC over TLS: GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY cannot be used as TLS certificates \(/);
+    await expect(startTestService({ env: e })).rejects.toThrow(
+      /^cannot serve gRPC over TLS: GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY cannot be used as TLS certificates \(/,
+    );
     // A key that is not the certificate's.
-    await expect(startTestService({ env: { ...env(true), GRPC_SERVER_TLS_KEY: certs.file('client.key') } })).rejects.toThrow(/and GRPC_CLIENT_TLS_CACERT cannot be used/);
+    await expect(startTestService({ env: { ...env(true), GRPC_SERVER_TLS_KEY: certs.file('client.key') } })).rejects.toThrow(
+      /and GRPC_CLIENT_TLS_CACERT cannot be used/,
+    );
   });
 
   it('a missing or unreadable file stops the start, naming its variable', () => {

@@ -26,7 +26,14 @@ describe('HTTP port', () => {
   it('POST /json decides like gRPC: 200, then 429 with the JSON response', async () => {
     const req = {
       domain: 'property-api',
-      descriptors: [{ entries: [{ key: 'category', value: 'reports' }, { key: 'token', value: 'Bearer json-client' }] }],
+      descriptors: [
+        {
+          entries: [
+            { key: 'category', value: 'reports' },
+            { key: 'token', value: 'Bearer json-client' },
+          ],
+        },
+      ],
     };
     const first = await post(req);
     expect(first.status).toBe(200);
@@ -52,10 +59,17 @@ describe('HTTP port', () => {
     expect((await fetch(`${base}/json`)).status).toBe(405);
   });
 
-  const entries = [{ key: 'category', value: 'write' }, { key: 'token', value: 'Bearer numbers' }];
+  const entries = [
+    { key: 'category', value: 'write' },
+    { key: 'token', value: 'Bearer numbers' },
+  ];
   const numbers: [string, Record<string, unknown>, RegExp][] = [
     ['hits_addend past uint32', { hits_addend: 4294967296 }, /^hits_addend must be a whole number from 0 to 4294967295$/],
-    ['requestsPerUnit 1e300', { descriptors: [{ entries, limit: { requestsPerUnit: 1e300, unit: 'SECOND' } }] }, /descriptors\[0\]\.limit\.requests_per_unit must be a whole number/],
+    [
+      'requestsPerUnit 1e300',
+      { descriptors: [{ entries, limit: { requestsPerUnit: 1e300, unit: 'SECOND' } }] },
+      /descriptors\[0\]\.limit\.requests_per_unit must be a whole number/,
+    ],
     ['a hex string', { hitsAddend: '0x10' }, /hits_addend must be a whole number/],
     ['a fraction', { hitsAddend: 1.5 }, /hits_addend must be a whole number/],
     ['a negative number', { descriptors: [{ entries, hitsAddend: -1 }] }, /descriptors\[0\]\.hits_addend must be a whole number/],
@@ -76,7 +90,17 @@ describe('HTTP port', () => {
   it('POST /json without a content-type header answers 200 with a decision, as envoyproxy/ratelimit does', async () => {
     // envoyproxy/ratelimit's /json handler (src/server/server_impl.go, NewJsonHandler) reads the body with
     // protojson whatever the headers say; `curl --data-binary @req.json` from a script without -H sends none.
-    const req = JSON.stringify({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }, { key: 'token', value: 'Bearer no-content-type' }] }] });
+    const req = JSON.stringify({
+      domain: 'property-api',
+      descriptors: [
+        {
+          entries: [
+            { key: 'category', value: 'read' },
+            { key: 'token', value: 'Bearer no-content-type' },
+          ],
+        },
+      ],
+    });
     const bare = await new Promise<{ status: number; headers: Record<string, unknown>; body: string }>((resolve, reject) => {
       const r = request(`${base}/json`, { method: 'POST', headers: { 'content-length': Buffer.byteLength(req) } }, (res) => {
         let body = '';
@@ -112,7 +136,11 @@ describe('HTTP port', () => {
   });
 
   it('a body that is not UTF-8, or holds a lone surrogate, is a 400', async () => {
-    const bytes = Buffer.concat([Buffer.from('{"domain":"property-api","descriptors":[{"entries":[{"key":"token","value":"s3cr3t'), Buffer.from([0xff]), Buffer.from('"}]}]}')]);
+    const bytes = Buffer.concat([
+      Buffer.from('{"domain":"property-api","descriptors":[{"entries":[{"key":"token","value":"s3cr3t'),
+      Buffer.from([0xff]),
+      Buffer.from('"}]}]}'),
+    ]);
     const bad = await post(new Blob([new Uint8Array(bytes)]));
     expect(bad.status).toBe(400);
     expect((await bad.json()).error).toBe('body is not valid UTF-8');
@@ -143,7 +171,9 @@ describe('HTTP port', () => {
       const refused = await new Promise<{ status: number; sent: Promise<void> }>((resolve, reject) => {
         const req = request(`${base}/json`, { method: 'POST', agent, headers: { ...JSON_TYPE, 'content-length': total } }, (res) => {
           res.resume();
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, sent: new Promise((done, _fail) => req.end(Buffer.alloc(total - first.length, 0x20), () => done())) }));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, sent: new Promise((done, _fail) => req.end(Buffer.alloc(total - first.length, 0x20), () => done())) }),
+          );
         });
         req.on('error', reject);
         req.write(first);

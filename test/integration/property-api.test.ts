@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryTierStore } from '../../src/control/tier-store.js';
 import { fingerprint } from '../../src/fingerprint.js';
-import { header, HOUR_START, property, repeat, startTestService, type TestService } from '../helpers/service.js';
+import { HOUR_START, header, property, repeat, startTestService, type TestService } from '../helpers/service.js';
 
 // The bundled config/property-api.yaml, served through the real gRPC server, with time under test control.
 describe('property API limits over gRPC', () => {
@@ -27,9 +27,7 @@ describe('property API limits over gRPC', () => {
     expect(burst.map((r) => r.overall_code)).toEqual(Array(perSecond).fill('OK'));
     // Headers report the hourly window, counting down.
     expect(burst.map((r) => header(r, 'X-RateLimit-Limit'))).toEqual(Array(perSecond).fill(String(perHour)));
-    expect(burst.map((r) => Number(header(r, 'X-RateLimit-Remaining')))).toEqual(
-      Array.from({ length: perSecond }, (_, i) => perHour - 1 - i),
-    );
+    expect(burst.map((r) => Number(header(r, 'X-RateLimit-Remaining')))).toEqual(Array.from({ length: perSecond }, (_, i) => perHour - 1 - i));
     expect(header(burst[0]!, 'X-RateLimit-Reset')).toBe(String((HOUR_START + 3600_000) / 1000));
     expect(header(burst[0]!, 'Retry-After')).toBeUndefined();
 
@@ -43,7 +41,11 @@ describe('property API limits over gRPC', () => {
     expect(header(over, 'content-type')).toBe('application/problem+json');
     const body = JSON.parse(over.raw_body.toString('utf8'));
     expect(body).toMatchObject({
-      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded', status: 429, 'violated-policies': [`${category}-per-second`], retry_after: 1, limit: `${category}-per-second`,
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      status: 429,
+      'violated-policies': [`${category}-per-second`],
+      retry_after: 1,
+      limit: `${category}-per-second`,
     });
   });
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, startRedisCluster, type RedisCluster, type RedisServer } from '../helpers/redis.js';
-import { configDir, repeat, startTestService, type RlsRequest, type RlsResponse, type TestService } from '../helpers/service.js';
+import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
+import { configDir, type RlsRequest, type RlsResponse, repeat, startTestService, type TestService } from '../helpers/service.js';
 
 /** envoyproxy/ratelimit's newer answers (issue 21), on every store: quota_mode (its src/service/ratelimit.go),
  * share_threshold, shadow_mode statuses, unlimited's remaining, and RESPONSE_DYNAMIC_METADATA. Hourly windows,
@@ -63,7 +63,11 @@ describe.each(STORES)('envoyproxy/ratelimit answers, $name store', (store) => {
   beforeAll(async () => {
     const s = await store.start();
     stop = s.stop;
-    t = await startTestService({ configDir: configDir({ 'compat.yaml': CONFIG }), realClock: store.name !== 'memory', args: [...s.args, '--response-dynamic-metadata', 'true'] });
+    t = await startTestService({
+      configDir: configDir({ 'compat.yaml': CONFIG }),
+      realClock: store.name !== 'memory',
+      args: [...s.args, '--response-dynamic-metadata', 'true'],
+    });
   }, 60_000);
   afterAll(async () => {
     await t?.close();
@@ -80,7 +84,10 @@ describe.each(STORES)('envoyproxy/ratelimit answers, $name store', (store) => {
     expect(rs[2]!.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK', 'OK']);
     expect(rs[4]!.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OVER_LIMIT', 'OK']);
     // The four admitted requests were counted on hard; the rejected fifth was not.
-    const peek = await t.rls.call({ ...req([['hard', `h-${id}`]]), descriptors: [{ entries: [{ key: 'hard', value: `h-${id}` }], hits_addend: { value: 0 } }] });
+    const peek = await t.rls.call({
+      ...req([['hard', `h-${id}`]]),
+      descriptors: [{ entries: [{ key: 'hard', value: `h-${id}` }], hits_addend: { value: 0 } }],
+    });
     expect(peek.statuses[0]!.limit_remaining).toBe(96);
     // One quota-mode descriptor alone: over is over.
     const alone = await repeat(t.rls, req([['soft_a', `alone-${id}`]]), 3);
@@ -89,7 +96,10 @@ describe.each(STORES)('envoyproxy/ratelimit answers, $name store', (store) => {
 
   it('a normal descriptor over its limit rejects whatever the quota-mode ones say', async () => {
     const id = `${store.name}-${Math.random()}`;
-    const blocked = { ...req([['soft_a', `a-${id}`]], [['hard', `h-${id}`]]), descriptors: [{ entries: [{ key: 'soft_a', value: `a-${id}` }] }, { entries: [{ key: 'hard', value: `h-${id}` }], hits_addend: { value: 101 } }] };
+    const blocked = {
+      ...req([['soft_a', `a-${id}`]], [['hard', `h-${id}`]]),
+      descriptors: [{ entries: [{ key: 'soft_a', value: `a-${id}` }] }, { entries: [{ key: 'hard', value: `h-${id}` }], hits_addend: { value: 101 } }],
+    };
     const r = await t.rls.call(blocked);
     expect(r.overall_code).toBe('OVER_LIMIT');
     expect(r.statuses.map((s) => s.code)).toEqual(['OK', 'OVER_LIMIT']);
@@ -105,7 +115,10 @@ describe.each(STORES)('envoyproxy/ratelimit answers, $name store', (store) => {
 
   it('an unlimited descriptor answers OK with 4294967295 remaining, next to a limited one', async () => {
     const r = await t.rls.call(req([['free', 'x']], [['hard', `h-${Math.random()}`]]));
-    expect(r.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([['OK', 4294967295], ['OK', 99]]);
+    expect(r.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
+      ['OK', 4294967295],
+      ['OK', 99],
+    ]);
   });
 
   it('RESPONSE_DYNAMIC_METADATA: domain, descriptors (values as fingerprints), merged metadata of those that passed', async () => {
@@ -113,7 +126,15 @@ describe.each(STORES)('envoyproxy/ratelimit answers, $name store', (store) => {
     const res = await fetch(`http://127.0.0.1:${t.service.httpPort}/json`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ domain: 'compat', hitsAddend: 2, descriptors: [{ entries: [{ key: 'hard', value: secret }] }, { entries: [{ key: 'soft_a', value: secret }] }, { entries: [{ key: 'unknown', value: secret }] }] }),
+      body: JSON.stringify({
+        domain: 'compat',
+        hitsAddend: 2,
+        descriptors: [
+          { entries: [{ key: 'hard', value: secret }] },
+          { entries: [{ key: 'soft_a', value: secret }] },
+          { entries: [{ key: 'unknown', value: secret }] },
+        ],
+      }),
     });
     const body = (await res.json()) as { dynamicMetadata: Record<string, unknown> };
     const text = JSON.stringify(body);
@@ -149,14 +170,19 @@ describe('QUOTA_MODE and MERGE_DOMAIN_CONFIG (envoyproxy/ratelimit settings)', (
   });
 
   it('QUOTA_MODE: a descriptor nothing limits counts as a quota descriptor that passes (envoyproxy/ratelimit ratelimit.go)', async () => {
-    const withUnmatched: RlsRequest = { domain: 'merged', descriptors: [{ entries: [{ key: 'a', value: 'u' }] }, { entries: [{ key: 'nothing', value: 'u' }] }] };
+    const withUnmatched: RlsRequest = {
+      domain: 'merged',
+      descriptors: [{ entries: [{ key: 'a', value: 'u' }] }, { entries: [{ key: 'nothing', value: 'u' }] }],
+    };
     const rs = await repeat(t!.rls, withUnmatched, 3);
     expect(codes(rs)).toEqual(['OK', 'OK', 'OK']);
     expect(rs[2]!.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK']);
   });
 
   it('a quota-mode descriptor in shadow mode passes: the other quota-mode one alone over does not reject', async () => {
-    const shadowQuota = 'domain: sq\ndescriptors:\n  - key: s\n    quota_mode: true\n    shadow_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: q\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n';
+    const shadowQuota =
+      'domain: sq\ndescriptors:\n  - key: s\n    quota_mode: true\n    shadow_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - ' +
+      'key: q\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n';
     const s = await startTestService({ configDir: configDir({ 'sq.yaml': shadowQuota }) });
     try {
       const both: RlsRequest = { domain: 'sq', descriptors: [{ entries: [{ key: 's', value: 'x' }] }, { entries: [{ key: 'q', value: 'x' }] }] };
@@ -179,14 +205,20 @@ describe('QUOTA_MODE and MERGE_DOMAIN_CONFIG (envoyproxy/ratelimit settings)', (
       await s.close();
     }
     const again = 'domain: merged\ndescriptors:\n  - key: c\n    rate_limit: {unit: hour, requests_per_unit: 2, name: a-hourly}\n';
-    await expect(startTestService({ configDir: configDir({ 'a.yaml': named, 'c.yaml': again }), env: { MERGE_DOMAIN_CONFIG: 'true' } })).rejects.toThrow(/duplicate limit name "a-hourly"/);
+    await expect(startTestService({ configDir: configDir({ 'a.yaml': named, 'c.yaml': again }), env: { MERGE_DOMAIN_CONFIG: 'true' } })).rejects.toThrow(
+      /duplicate limit name "a-hourly"/,
+    );
   });
 
-  it("metadata keys such as __proto__ and constructor are plain keys: nothing reaches Object.prototype", async () => {
-    const odd = 'domain: odd\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n    metadata:\n      "__proto__": {polluted: yes}\n      constructor: {x: 1}\n      toString: fine\n';
+  it('metadata keys such as __proto__ and constructor are plain keys: nothing reaches Object.prototype', async () => {
+    const odd =
+      'domain: odd\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n    metadata:\n      "__proto__": {polluted: ' +
+      'yes}\n      constructor: {x: 1}\n      toString: fine\n';
     const s = await startTestService({ configDir: configDir({ 'odd.yaml': odd }), args: ['--response-dynamic-metadata', 'true'] });
     try {
-      const r = (await s.rls.call({ domain: 'odd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] })) as RlsResponse & { dynamic_metadata?: { fields: Record<string, { structValue?: { fields: Record<string, unknown> } }> } };
+      const r = (await s.rls.call({ domain: 'odd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] })) as RlsResponse & {
+        dynamic_metadata?: { fields: Record<string, { structValue?: { fields: Record<string, unknown> } }> };
+      };
       expect(r.overall_code).toBe('OK');
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
       expect(Object.keys(r.dynamic_metadata!.fields.metadata!.structValue!.fields)).toEqual(expect.arrayContaining(['constructor', 'toString']));

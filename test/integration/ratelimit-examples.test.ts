@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { header, repeat, startTestService, type RlsRequest, type RlsResponse, type TestService } from '../helpers/service.js';
+import { header, type RlsRequest, type RlsResponse, repeat, startTestService, type TestService } from '../helpers/service.js';
 
 /** envoyproxy/ratelimit's README, Examples 1-11, replayed against a real Tollgate: each `it` states what that
  * README says the example does (test/fixtures/ratelimit-examples holds its configurations). */
@@ -28,13 +28,29 @@ describe('envoyproxy/ratelimit README examples, Example 9 merged from three file
   });
 
   it('2: 5 marketing messages a day to a number, 100 messages a day to any number, as a logical OR', async () => {
-    const both = d('messaging', [['message_type', 'marketing'], ['to_number', '2061111111']], [['to_number', '2061111111']]);
+    const both = d(
+      'messaging',
+      [
+        ['message_type', 'marketing'],
+        ['to_number', '2061111111'],
+      ],
+      [['to_number', '2061111111']],
+    );
     const rs = await repeat(t.rls, both, 6);
     expect(codes(rs)).toEqual(['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT']);
     expect(rs[5]!.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK']);
     expect(rs[4]!.statuses[1]!.limit_remaining).toBe(95);
     // Another number has its own 5.
-    expect((await t.rls.call(d('messaging', [['message_type', 'marketing'], ['to_number', '2062222222']]))).overall_code).toBe('OK');
+    expect(
+      (
+        await t.rls.call(
+          d('messaging', [
+            ['message_type', 'marketing'],
+            ['to_number', '2062222222'],
+          ]),
+        )
+      ).overall_code,
+    ).toBe('OK');
   });
 
   it('3: key/value is matched before key alone: 50.0.0.5 is blocked, 50.0.0.1 gets 10 a second', async () => {
@@ -43,7 +59,11 @@ describe('envoyproxy/ratelimit README examples, Example 9 merged from three file
   });
 
   it('4: a request with more entries than the config has levels matches nothing; the nested config matches', async () => {
-    const deep = (domain: string): RlsRequest => d(domain, [['key', 'value'], ['subkey', 'subvalue']]);
+    const deep = (domain: string): RlsRequest =>
+      d(domain, [
+        ['key', 'value'],
+        ['subkey', 'subvalue'],
+      ]);
     expect((await t.rls.call(deep('example4'))).statuses[0]!.current_limit).toBeNull();
     expect((await t.rls.call(deep('example4b'))).statuses[0]!.current_limit).toMatchObject({ requests_per_unit: 300 });
   });
@@ -58,19 +78,54 @@ describe('envoyproxy/ratelimit README examples, Example 9 merged from three file
   });
 
   it('6: user-a (shadow_mode) is never limited and its status stays OK; user-b gets 20 a second', async () => {
-    const a = await repeat(t.rls, d('example6', [['service', 'auth-service'], ['user', 'user-a']]), 12);
+    const a = await repeat(
+      t.rls,
+      d('example6', [
+        ['service', 'auth-service'],
+        ['user', 'user-a'],
+      ]),
+      12,
+    );
     expect(codes(a)).toEqual(Array(12).fill('OK'));
     expect(a[11]!.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 });
     expect(header(a[11]!, 'Retry-After')).toBeUndefined();
-    const b = await repeat(t.rls, d('example6', [['service', 'auth-service'], ['user', 'user-b']]), 21);
+    const b = await repeat(
+      t.rls,
+      d('example6', [
+        ['service', 'auth-service'],
+        ['user', 'user-b'],
+      ]),
+      21,
+    );
     expect(codes(b).slice(19)).toEqual(['OK', 'OVER_LIMIT']);
   });
 
   it('7: replaces: both descriptors together give 10 a second, and leave the 5 a second limit untouched', async () => {
-    const both = d('example7', [['key_1', 'value_1'], ['user', 'bkthomps']], [['key_2', 'value_2'], ['user', 'bkthomps']]);
+    const both = d(
+      'example7',
+      [
+        ['key_1', 'value_1'],
+        ['user', 'bkthomps'],
+      ],
+      [
+        ['key_2', 'value_2'],
+        ['user', 'bkthomps'],
+      ],
+    );
     expect(codes(await repeat(t.rls, both, 11)).slice(9)).toEqual(['OK', 'OVER_LIMIT']);
     // The replaced limit was not counted: its own 5 are all still there.
-    expect(codes(await repeat(t.rls, d('example7', [['key_1', 'value_1'], ['user', 'bkthomps']]), 6)).slice(4)).toEqual(['OK', 'OVER_LIMIT']);
+    expect(
+      codes(
+        await repeat(
+          t.rls,
+          d('example7', [
+            ['key_1', 'value_1'],
+            ['user', 'bkthomps'],
+          ]),
+          6,
+        ),
+      ).slice(4),
+    ).toEqual(['OK', 'OVER_LIMIT']);
   });
 
   it('8: any other value of key1 gets 10 a minute each, value1 gets 20', async () => {
@@ -91,10 +146,32 @@ describe('envoyproxy/ratelimit README examples, Example 9 merged from three file
   });
 
   it('10: route and http_method of any value, subject_id: 60 a minute per combination', async () => {
-    const r = await t.rls.call(d('example10', [['route', 'api'], ['http_method', 'GET'], ['subject_id', '123']]));
+    const r = await t.rls.call(
+      d('example10', [
+        ['route', 'api'],
+        ['http_method', 'GET'],
+        ['subject_id', '123'],
+      ]),
+    );
     expect(r.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 59 });
-    expect((await t.rls.call(d('example10', [['route', 'web'], ['http_method', 'POST'], ['subject_id', '456']]))).statuses[0]!.limit_remaining).toBe(59);
-    const w = await t.rls.call(d('example10_wildcard', [['user', 'alice'], ['action', 'readfile'], ['resource', 'documents']]));
+    expect(
+      (
+        await t.rls.call(
+          d('example10', [
+            ['route', 'web'],
+            ['http_method', 'POST'],
+            ['subject_id', '456'],
+          ]),
+        )
+      ).statuses[0]!.limit_remaining,
+    ).toBe(59);
+    const w = await t.rls.call(
+      d('example10_wildcard', [
+        ['user', 'alice'],
+        ['action', 'readfile'],
+        ['resource', 'documents'],
+      ]),
+    );
     expect(w.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 99 });
   });
 
@@ -106,7 +183,11 @@ describe('envoyproxy/ratelimit README examples, Example 9 merged from three file
     expect(codes(await repeat(t.rls, file('files_no_share', 'files_no_share/a.pdf'), 11)).slice(9)).toEqual(['OK', 'OVER_LIMIT']);
     expect((await t.rls.call(file('files_no_share', 'files_no_share/b.csv'))).overall_code).toBe('OK');
     // Nested: every api/* route shares the method's counter.
-    const route = (r: string): RlsRequest => d('example11_metrics', [['route', r], ['method', 'GET']]);
+    const route = (r: string): RlsRequest =>
+      d('example11_metrics', [
+        ['route', r],
+        ['method', 'GET'],
+      ]);
     await t.rls.call(route('api/v1'));
     expect((await t.rls.call(route('api/v2'))).statuses[0]!.limit_remaining).toBe(58);
   });

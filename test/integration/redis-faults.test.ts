@@ -1,8 +1,8 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { header, property, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { inOneSecond, within } from '../helpers/time.js';
-import { header, property, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 // Redis crashes and freezes under load. Every call must get an answer before the client's deadline (no
 // call waits on a dead Redis), as the failure policy says; counting goes back to Redis once it returns.
@@ -65,7 +65,10 @@ function withRedis(policy: string): { redis: RedisServer; t: TestService } {
   const s = {} as { redis: RedisServer; t: TestService };
   beforeEach(async () => {
     s.redis = await startRedis();
-    s.t = await startTestService({ realClock: true, args: ['--store', 'redis', '--redis-url', s.redis.url, '--redis-timeout-ms', '25', '--redis-failure', policy] });
+    s.t = await startTestService({
+      realClock: true,
+      args: ['--store', 'redis', '--redis-url', s.redis.url, '--redis-timeout-ms', '25', '--redis-failure', policy],
+    });
   });
   afterEach(async () => {
     s.redis.signal('SIGCONT');

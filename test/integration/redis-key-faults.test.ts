@@ -2,7 +2,7 @@ import { status } from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { metric, scrape } from '../helpers/metrics.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, property, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
@@ -26,7 +26,11 @@ describe.each(['allow', 'deny', 'local'])('a poisoned counter key amid 50 other 
   const log = capturingLogger();
   beforeEach(async () => {
     redis = await startRedis();
-    t = await startTestService({ realClock: true, logger: log.logger, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000', '--redis-failure', policy, '--local-cache', 'false'] });
+    t = await startTestService({
+      realClock: true,
+      logger: log.logger,
+      args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000', '--redis-failure', policy, '--local-cache', 'false'],
+    });
   });
   afterEach(async () => {
     await t?.close();

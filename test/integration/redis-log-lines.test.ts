@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
-import { within } from '../helpers/time.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, startTestService, type TestService } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
 
 // An operator reading "redis store degraded" needs to know which Redis: every line of the store names it by
 // host:port (the URL's credentials are never logged: see migration.test.ts).

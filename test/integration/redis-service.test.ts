@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
-import { startRedis, startRedisCluster, startSentinel, type RedisCluster, type RedisServer } from '../helpers/redis.js';
 import { metric, scrape } from '../helpers/metrics.js';
+import { type RedisCluster, type RedisServer, startRedis, startRedisCluster, startSentinel } from '../helpers/redis.js';
+import { configDir, header, property, type RlsRequest, repeat, startTestService, type TestService } from '../helpers/service.js';
 import { inOneSecond, startOfSecond } from '../helpers/time.js';
-import { configDir, header, property, repeat, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 /** `n` concurrent reads for one new token, spread over the instances, all sent and answered within one
  * second (Redis's clock and this one agree here). A burst that straddles a second boundary on a slow
@@ -74,9 +74,13 @@ describe('token buckets on one Redis, three instances', () => {
   // One token a minute, burst 25: refill during the test is nil, so exactly the burst may pass in all.
   const dir = configDir({
     'tb.yaml': [
-      'domain: tb', 'descriptors:', '  - key: client', '    rate_limits:',
+      'domain: tb',
+      'descriptors:',
+      '  - key: client',
+      '    rate_limits:',
       '      - {unit: minute, requests_per_unit: 1, algorithm: token_bucket, burst: 25, name: tb-minute}',
-      '      - {unit: hour, requests_per_unit: 1000, name: tb-hour}', '',
+      '      - {unit: hour, requests_per_unit: 1000, name: tb-hour}',
+      '',
     ].join('\n'),
   });
   let redis: RedisServer;
@@ -84,7 +88,9 @@ describe('token buckets on one Redis, three instances', () => {
   beforeAll(async () => {
     redis = await startRedis();
     instances = await Promise.all(
-      [0, 1, 2].map(() => startTestService({ configDir: dir, realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] })),
+      [0, 1, 2].map(() =>
+        startTestService({ configDir: dir, realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] }),
+      ),
     );
     for (const t of instances) await t.service.stack.redis!.waitReady(5000);
   });
@@ -98,7 +104,10 @@ describe('token buckets on one Redis, three instances', () => {
     const rs = await Promise.all(Array.from({ length: 200 }, (_, i) => instances[i % 3]!.rls.call(req)));
     expect(rs.filter((r) => r.overall_code === 'OK')).toHaveLength(25);
     const keys = (await redis.cli('--scan', '--pattern', 'tollgate:v2:tb:*')).split('\n').filter(Boolean).sort();
-    expect(keys.map((k) => k.replace(/\{.*\}/, '{…}').replace(/:hour:\d+$/, ':hour:<i>'))).toEqual(['tollgate:v2:tb:client:{…}:hour:<i>', 'tollgate:v2:tb:client:{…}:minute.bucket']);
+    expect(keys.map((k) => k.replace(/\{.*\}/, '{…}').replace(/:hour:\d+$/, ':hour:<i>'))).toEqual([
+      'tollgate:v2:tb:client:{…}:hour:<i>',
+      'tollgate:v2:tb:client:{…}:minute.bucket',
+    ]);
     expect(await redis.cli('GET', keys[0]!)).toBe('25');
     // "<written at> <debt>": 25 tokens of 60 000 ms each, in ticks of 1/1 ms, less what was paid back since.
     const debt = Number((await redis.cli('GET', keys[1]!)).split(' ')[1]);
@@ -164,7 +173,9 @@ describe('Redis Cluster', () => {
   });
 
   it('answers concurrent requests of many clients (auto-pipelined per node)', async () => {
-    const rs = await Promise.all(Array.from({ length: 150 }, (_, i) => instances[i % 3]!.rls.call(property('write', `Bearer many-${i % 50}-${Math.random()}`))));
+    const rs = await Promise.all(
+      Array.from({ length: 150 }, (_, i) => instances[i % 3]!.rls.call(property('write', `Bearer many-${i % 50}-${Math.random()}`))),
+    );
     expect(rs.map((r) => r.overall_code)).toEqual(Array(150).fill('OK'));
   });
 
@@ -187,7 +198,10 @@ describe('Redis Cluster', () => {
     expect(rs.map((r) => r.overall_code)).toEqual([...Array(5).fill('OK'), 'OVER_LIMIT', 'OVER_LIMIT']);
     expect(rs[5]!.statuses.map((x) => x.code)).toEqual(['OK', 'OVER_LIMIT']);
     // The rejected requests took nothing from the reader: 5 of its 10 per second are used.
-    const peek = await instances[2]!.rls.call({ domain: 'property-api', descriptors: [{ ...property('read', reader).descriptors[0]!, hits_addend: { value: 0 } }] });
+    const peek = await instances[2]!.rls.call({
+      domain: 'property-api',
+      descriptors: [{ ...property('read', reader).descriptors[0]!, hits_addend: { value: 0 } }],
+    });
     expect(peek.statuses[0]!.limit_remaining).toBe(5);
   });
 

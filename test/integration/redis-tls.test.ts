@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,21 @@ let port: number;
 let redis: ChildProcess;
 
 const cli = (...args: string[]): string =>
-  execFileSync('redis-cli', ['--tls', '--cacert', join(dir, 'ca.pem'), '-p', String(port), '--user', 'default', '--pass', PASSWORD, '--no-auth-warning', ...args]).toString().trim();
+  execFileSync('redis-cli', [
+    '--tls',
+    '--cacert',
+    join(dir, 'ca.pem'),
+    '-p',
+    String(port),
+    '--user',
+    'default',
+    '--pass',
+    PASSWORD,
+    '--no-auth-warning',
+    ...args,
+  ])
+    .toString()
+    .trim();
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'tollgate-tls-'));
@@ -26,11 +40,34 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=IP:127.0.0.1\n');
   ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'ext.cnf');
   port = await freePort();
-  redis = spawn('redis-server', [
-    '--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1',
-    '--tls-cert-file', join(dir, 'server.pem'), '--tls-key-file', join(dir, 'server.key'), '--tls-ca-cert-file', join(dir, 'ca.pem'),
-    '--tls-auth-clients', 'no', '--requirepass', PASSWORD, '--save', '', '--appendonly', 'no', '--dir', dir,
-  ], { stdio: 'ignore' });
+  redis = spawn(
+    'redis-server',
+    [
+      '--port',
+      '0',
+      '--tls-port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--tls-cert-file',
+      join(dir, 'server.pem'),
+      '--tls-key-file',
+      join(dir, 'server.key'),
+      '--tls-ca-cert-file',
+      join(dir, 'ca.pem'),
+      '--tls-auth-clients',
+      'no',
+      '--requirepass',
+      PASSWORD,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ],
+    { stdio: 'ignore' },
+  );
   const pong = (): boolean => {
     try {
       return cli('PING') === 'PONG';

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
+import { capturingLogger, type RlsRequest, repeat, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
-import { capturingLogger, repeat, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
 
 const domain = (perMinute: number): string => `
 domain: reload
@@ -18,8 +18,8 @@ const admitted = async (t: TestService, client: string, n: number): Promise<numb
   (await repeat(t.rls, req(client), n)).filter((r) => r.overall_code === 'OK').length;
 
 const limitNow = async (t: TestService): Promise<number | undefined> =>
-  (await t.rls.call({ ...req('probe'), descriptors: [{ entries: [{ key: 'client', value: 'probe' }], hits_addend: { value: 0 } }] }))
-    .statuses[0]!.current_limit?.requests_per_unit;
+  (await t.rls.call({ ...req('probe'), descriptors: [{ entries: [{ key: 'client', value: 'probe' }], hits_addend: { value: 0 } }] })).statuses[0]!.current_limit
+    ?.requests_per_unit;
 
 describe('hot reload of the config directory', () => {
   let t: TestService | undefined;
@@ -86,7 +86,7 @@ describe('hot reload of the config directory', () => {
     await within(5000, async () => (await limitNow(t!)) === 6);
   });
 
-  it("picks up a Kubernetes ConfigMap update (the ..data symlink swap)", async () => {
+  it('picks up a Kubernetes ConfigMap update (the ..data symlink swap)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-configmap-'));
     const version = (name: string, perMinute: number): void => {
       mkdirSync(join(dir, name));
@@ -190,7 +190,9 @@ describe('reloading large config without stalling decisions', () => {
     const gaps = await flow.stop();
     const line = log.lines().find((l) => l.msg === 'config reload rejected: keeping the last good config')!;
     const size = statSync(join(dir, 'huge.yaml')).size;
-    expect(line.problems).toEqual([`${join(dir, 'huge.yaml')}: ${size} bytes (64.0 MiB), more than the maximum of 4194304 bytes (4.0 MiB) per file (--max-config-bytes)`]);
+    expect(line.problems).toEqual([
+      `${join(dir, 'huge.yaml')}: ${size} bytes (64.0 MiB), more than the maximum of 4194304 bytes (4.0 MiB) per file (--max-config-bytes)`,
+    ]);
     expect(line.causes).toEqual([{ file: 'huge.yaml', code: 'TOO_LARGE' }]);
     expect(gaps.errors).toBe(0);
     expect(gaps.maxGapMs).toBeLessThan(MAX_GAP_MS);

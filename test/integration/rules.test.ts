@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { header, HOUR_START, repeat, startTestService, configDir, type RlsRequest, type TestService } from '../helpers/service.js';
+import { configDir, HOUR_START, header, type RlsRequest, repeat, startTestService, type TestService } from '../helpers/service.js';
 
 const RULES = `
 domain: rules
@@ -95,8 +95,7 @@ describe('descriptor rules over gRPC', () => {
   });
 
   it('matches exact values before wildcards, the first wildcard in file order, then the default key', async () => {
-    const name = async (path: string): Promise<string | undefined> =>
-      (await t.rls.call(one('rules', ['path', path]))).statuses[0]!.current_limit?.name;
+    const name = async (path: string): Promise<string | undefined> => (await t.rls.call(one('rules', ['path', path]))).statuses[0]!.current_limit?.name;
     expect(await name('/admin/exact')).toBe('admin-exact');
     // /admin* is listed before /admin/special*: the first match in file order wins, as in envoyproxy/ratelimit.
     expect(await name('/admin/special/x')).toBe('admin-prefix');

@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startCli } from '../helpers/process.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { healthClient, property, RlsClient } from '../helpers/service.js';
 import { unreadBytes } from '../helpers/sockets.js';
 import { bounded, within } from '../helpers/time.js';
@@ -23,7 +23,21 @@ describe('graceful shutdown', () => {
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
     const daemon = await startCli(
       // No periodic tier refresh: while Redis is frozen, the only bytes sent to it are the calls' own.
-      ['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '5000', '--tier-refresh-ms', '600000'],
+      [
+        'serve',
+        '--grpc-port',
+        String(grpcPort),
+        '--http-port',
+        String(httpPort),
+        '--store',
+        'redis',
+        '--redis-url',
+        redis.url,
+        '--redis-timeout-ms',
+        '5000',
+        '--tier-refresh-ms',
+        '600000',
+      ],
       /tollgate serving/,
     );
     const rls = new RlsClient(grpcPort);

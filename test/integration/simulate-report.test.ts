@@ -2,13 +2,21 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/process.js';
 
 // simulate --report, rendered by a real browser: Debian's chromium (scripts/system-programs.json).
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 
 describe('simulate --report', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-report-'));
@@ -21,7 +29,13 @@ describe('simulate --report', () => {
     // B: the read limit raised from 10 to 14 per second, so the two configs differ where heavy clients burst.
     const raised = join(dir, 'raised');
     mkdirSync(raised);
-    writeFileSync(join(raised, 'property-api.yaml'), readFileSync('config/property-api.yaml', 'utf8').replace('{unit: second, requests_per_unit: 10, name: read-per-second}', '{unit: second, requests_per_unit: 14, name: read-per-second}'));
+    writeFileSync(
+      join(raised, 'property-api.yaml'),
+      readFileSync('config/property-api.yaml', 'utf8').replace(
+        '{unit: second, requests_per_unit: 10, name: read-per-second}',
+        '{unit: second, requests_per_unit: 14, name: read-per-second}',
+      ),
+    );
     const run = await runCli(['simulate', '--traffic', traffic, '--compare', raised, '--report', report]);
     expect(run.code).toBe(0);
     browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'tollgate-chromium-')), {
@@ -46,7 +60,11 @@ describe('simulate --report', () => {
     expect(requested).toEqual([pathToFileURL(report).href]);
     const charts = await page.$$eval('svg[role=img]', (svgs) =>
       svgs.map((svg) => ({
-        series: [...svg.querySelectorAll('path.series')].map((p) => ({ cls: p.getAttribute('class'), d: (p.getAttribute('d') ?? '').length, width: (p as SVGGraphicsElement).getBBox().width })),
+        series: [...svg.querySelectorAll('path.series')].map((p) => ({
+          cls: p.getAttribute('class'),
+          d: (p.getAttribute('d') ?? '').length,
+          width: (p as SVGGraphicsElement).getBBox().width,
+        })),
         xLabels: [...svg.querySelectorAll('text.x-label')].map((t) => t.textContent),
         yLabels: [...svg.querySelectorAll('text.y-label')].map((t) => t.textContent),
         titles: [...svg.querySelectorAll('text.axis-title')].map((t) => t.textContent),

@@ -5,13 +5,22 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { CounterCheck, Store } from '../../src/store/store.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
 
 const T0 = 1_800_000_000_000;
 let keySeq = 0;
 const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false, ...over,
+  key: 'k',
+  windowMs: 1000,
+  limit: 3,
+  hits: 1,
+  sliding: false,
+  burst: 0,
+  group: 0,
+  shadow: false,
+  quota: false,
+  ...over,
 });
 
 /** The same scenarios against every store: they must decide identically. */
@@ -95,7 +104,11 @@ describe.each(stores)('store conformance: %s', (_name, make) => {
     const rs = [];
     for (let i = 0; i < 3; i++) rs.push(await store.check([s]));
     expect(rs.map((r) => r.admitted)).toEqual([true, true, false]);
-    expect(rs.map((r) => [r.prev[0], r.curr[0]])).toEqual([[10, 0], [10, 1], [10, 2]]);
+    expect(rs.map((r) => [r.prev[0], r.curr[0]])).toEqual([
+      [10, 0],
+      [10, 1],
+      [10, 2],
+    ]);
     clock.set(T0 + 78_000);
     expect((await store.check([s])).admitted).toBe(true);
     // Two windows later, nothing of the first remains.
@@ -152,7 +165,11 @@ describe.each(stores)('store conformance: %s', (_name, make) => {
     clock.set(T0 + 250);
     const rs = [];
     for (let i = 0; i < 3; i++) rs.push(await store.check([bucket()]));
-    expect(rs.map((r) => [r.admitted, r.curr[0]])).toEqual([[true, 17_500], [true, 18_500], [false, 19_500]]);
+    expect(rs.map((r) => [r.admitted, r.curr[0]])).toEqual([
+      [true, 17_500],
+      [true, 18_500],
+      [false, 19_500],
+    ]);
     clock.set(T0 + 2250);
     expect((await store.check([bucket({ hits: 0 })])).curr[0]).toBe(0);
   });
@@ -194,7 +211,10 @@ describe.each(stores)('store conformance: %s', (_name, make) => {
     for (let i = 0; i < 6; i++) next.push(await store.check(both));
     expect(next.map((r) => r.admitted)).toEqual([true, true, true, true, true, false]);
     // The hour is full; the bucket, blocked with it, was not counted.
-    expect([next[5]!.over, next[5]!.curr]).toEqual([[false, true], [15_000, 25]]);
+    expect([next[5]!.over, next[5]!.curr]).toEqual([
+      [false, true],
+      [15_000, 25],
+    ]);
   });
 
   it('token bucket: exact under 200 concurrent checks', async () => {
@@ -240,7 +260,11 @@ describe('redis store specifics', () => {
     const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'rej:', logger: silentLogger, clock });
     opened.push(store);
     await store.waitReady(5000);
-    const windows = (hits: number) => [check({ key: 'sec', limit: 10, hits }), check({ key: 'min', windowMs: 60_000, limit: 2, hits }), check({ key: 'tb', windowMs: 60_000, limit: 1, burst: 9, hits, group: 1 })];
+    const windows = (hits: number) => [
+      check({ key: 'sec', limit: 10, hits }),
+      check({ key: 'min', windowMs: 60_000, limit: 2, hits }),
+      check({ key: 'tb', windowMs: 60_000, limit: 1, burst: 9, hits, group: 1 }),
+    ];
     expect((await store.check(windows(2))).admitted).toBe(true);
     const names = [windowCounterName('rej:v2:sec', 1000, T0), windowCounterName('rej:v2:min', 60_000, T0), 'rej:v2:tb'];
     const before = await Promise.all(names.map(async (n) => [await redis.cli('GET', n), Number(await redis.cli('PTTL', n)) > 0]));

@@ -1,16 +1,16 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
-import { OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { metric, scrape } from '../helpers/metrics.js';
+import { OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { freePort, runCli, startCli } from '../helpers/process.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, property, RlsClient, startTestService, type TestService } from '../helpers/service.js';
 import { inOneSecond, within } from '../helpers/time.js';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
 /** Spans as a collector receives them: a real OTLP receiver (HTTP protobuf, HTTP JSON, gRPC), the real
  * service, a real gRPC client sending the headers Envoy's tracers send. */
@@ -27,13 +27,27 @@ afterEach(async () => {
 
 /** The service with tracing on, its exporter pointed at `receiver` (the exporter reads the standard
  * variable once, at start). Spans are sent 20 ms after they end. */
-async function traced(receiver: OtlpReceiver, args: string[] = [], opts: { protocol?: string; env?: Record<string, string>; logger?: Logger } = {}): Promise<TestService> {
+async function traced(
+  receiver: OtlpReceiver,
+  args: string[] = [],
+  opts: { protocol?: string; env?: Record<string, string>; logger?: Logger } = {},
+): Promise<TestService> {
   const env = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.endpoint, ...opts.env };
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
   Object.assign(process.env, env);
   try {
     const t = await startTestService({
-      args: ['--tracing', 'true', '--tracing-exporter-protocol', opts.protocol ?? 'http', '--tracing-schedule-delay-ms', '20', '--tracing-service-namespace', 'prod', ...args],
+      args: [
+        '--tracing',
+        'true',
+        '--tracing-exporter-protocol',
+        opts.protocol ?? 'http',
+        '--tracing-schedule-delay-ms',
+        '20',
+        '--tracing-service-namespace',
+        'prod',
+        ...args,
+      ],
       logger: opts.logger,
     });
     open.push(t);
@@ -62,7 +76,7 @@ const w3c = (flags = '01') => meta({ traceparent: `00-${CALLER_TRACE}-${CALLER_S
 const decisionSpan = (s: ReceivedSpan) => s.name === RLS_SPAN;
 
 describe('a decision span', () => {
-  it('joins the caller\'s W3C trace and names the client, rule and limit without a request value (OTLP/HTTP protobuf)', async () => {
+  it("joins the caller's W3C trace and names the client, rule and limit without a request value (OTLP/HTTP protobuf)", async () => {
     const r = await receiver();
     const t = await traced(r);
     for (let i = 0; i < 2; i++) await t.rls.call(property('reports', TOKEN)); // reports: 2 a second
@@ -131,10 +145,12 @@ describe('a decision span', () => {
     const t = await traced(r);
     const hostile = 'domain-holding-a-secret-9c1d';
     await t.rls.call({ domain: hostile, descriptors: [{ entries: [{ key: 'k-secret-key', value: 'v-secret-value' }] }], hits_addend: 0 }, 5000, w3c());
-    const unknown = await r.waitFor((s) => s.traceId === CALLER_TRACE, 'the unknown domain\'s decision');
+    const unknown = await r.waitFor((s) => s.traceId === CALLER_TRACE, "the unknown domain's decision");
     expect(unknown.attributes['tollgate.domain.known']).toBe(false);
     expect(unknown.attributes['tollgate.domain']).toBeUndefined();
-    await expect(t.rls.call({ domain: 'property-api', descriptors: [], hits_addend: 0 }, 5000, meta({ traceparent: `00-${'1'.repeat(32)}-${CALLER_SPAN}-01` }))).rejects.toThrow(/INVALID_ARGUMENT|no descriptors/);
+    await expect(
+      t.rls.call({ domain: 'property-api', descriptors: [], hits_addend: 0 }, 5000, meta({ traceparent: `00-${'1'.repeat(32)}-${CALLER_SPAN}-01` })),
+    ).rejects.toThrow(/INVALID_ARGUMENT|no descriptors/);
     const refused = await r.waitFor((s) => s.traceId === '1'.repeat(32), 'the refused call');
     expect(refused.status.code).toBe(2);
     expect(refused.attributes).toMatchObject({ 'rpc.grpc.status_code': grpc.status.INVALID_ARGUMENT, 'error.type': 'InvalidRequestError' });
@@ -151,11 +167,14 @@ describe('sampling', () => {
     for (let i = 0; i < 20; i++) await t.rls.call(property('read', `t${i}`));
     await t.rls.call(property('read', TOKEN), 5000, w3c('00')); // the caller chose not to sample
     await t.rls.call(property('read', TOKEN), 5000, meta({ traceparent: `00-${'2'.repeat(32)}-${CALLER_SPAN}-01` }));
-    await r.waitFor((s) => s.traceId === '2'.repeat(32), 'the sampled caller\'s decision');
+    await r.waitFor((s) => s.traceId === '2'.repeat(32), "the sampled caller's decision");
     // Spans of one process leave in the order they ended: had any earlier one been sampled, it came first.
     expect(r.spans.map((s) => s.traceId)).toEqual(['2'.repeat(32)]);
     // The decision log names the caller's trace, sampled or not, and never an unsampled one started here.
-    const ids = log.lines().filter((l) => l.msg === 'decision').map((l) => l.trace_id);
+    const ids = log
+      .lines()
+      .filter((l) => l.msg === 'decision')
+      .map((l) => l.trace_id);
     expect(ids).toEqual([...Array(20).fill(undefined), CALLER_TRACE, '2'.repeat(32)]);
   });
 });
@@ -199,7 +218,11 @@ describe('a collector that is down or slow', () => {
     const answers = [];
     for (let i = 0; i < 12; i++) answers.push((await t.rls.call(property('reports', TOKEN), 1000, w3c())).overall_code);
     expect(answers).toEqual(['OK', 'OK', ...Array(10).fill('OVER_LIMIT')]); // reports: 2 a second, as without tracing
-    await within(15_000, async () => (metric((await scrape(t.service.httpPort)).series, 'tollgate_tracing_spans_total', { result: 'export_failed' }) ?? 0) >= 12, 'failed exports counted');
+    await within(
+      15_000,
+      async () => (metric((await scrape(t.service.httpPort)).series, 'tollgate_tracing_spans_total', { result: 'export_failed' }) ?? 0) >= 12,
+      'failed exports counted',
+    );
   });
 
   it('holds no more spans than its queue and drops the rest, counted, while every call is answered in time', async () => {
@@ -250,8 +273,15 @@ describe('the decision log', () => {
     const lines = log.lines().filter((l) => l.log === 'decision');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({
-      msg: 'decision', trace_id: CALLER_TRACE, domain: 'property-api', client: fingerprint(TOKEN), code: 'OVER_LIMIT',
-      rule: 'category_reports.token', limit: 'reports-per-second', remaining: 0, source: 'store',
+      msg: 'decision',
+      trace_id: CALLER_TRACE,
+      domain: 'property-api',
+      client: fingerprint(TOKEN),
+      code: 'OVER_LIMIT',
+      rule: 'category_reports.token',
+      limit: 'reports-per-second',
+      remaining: 0,
+      source: 'store',
     });
     expect(lines[0]!.retry_after_ms).toBeGreaterThan(0);
     expect(JSON.stringify(log.lines())).not.toContain('secret-token');
@@ -277,7 +307,11 @@ describe('tollgate serve and tollgate explain --log', () => {
     const r = await receiver();
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
     const d = await startCli(['serve', '--grpc-port', String(grpcPort), '--http-port', String(httpPort), '--admin-port', '0'], /tollgate serving/, {
-      TRACING_ENABLED: 'true', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: r.endpoint, OTEL_BSP_SCHEDULE_DELAY: '20', TRACING_SERVICE_NAME: 'rl-prod', DECISION_LOG: 'over',
+      TRACING_ENABLED: 'true',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: r.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '20',
+      TRACING_SERVICE_NAME: 'rl-prod',
+      DECISION_LOG: 'over',
     });
     open.push({
       close: async () => {
@@ -304,7 +338,12 @@ describe('tollgate serve and tollgate explain --log', () => {
     const found = await runCli(['explain', '--log', file, '--client', TOKEN]);
     expect(found.code).toBe(0);
     expect(found.stdout).toMatch(/1 decision match/);
-    expect(found.stdout).toMatch(new RegExp(`OVER_LIMIT .*property-api .*client ${fingerprint(TOKEN)} .*rule category_reports.token .*limit reports-per-second .*remaining 0 .*retry in .*trace ${CALLER_TRACE}`));
+    expect(found.stdout).toMatch(
+      new RegExp(
+        `OVER_LIMIT .*property-api .*client ${fingerprint(TOKEN)} .*rule category_reports.token .*limit reports-per-second .*remaining 0 .*retry in ` +
+          `.*trace ${CALLER_TRACE}`,
+      ),
+    );
     expect(found.stdout).not.toContain('secret-token');
     const byTrace = await runCli(['explain', '--log', file, '--trace-id', CALLER_TRACE.toUpperCase(), '--json']);
     expect((JSON.parse(byTrace.stdout) as unknown[]).length).toBe(1);

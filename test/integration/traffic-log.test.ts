@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
-import { detectFormat, MAX_LINE_CHARS, readTraffic, type ReadOptions, type TrafficLine } from '../../src/tuning/traffic.js';
+import { detectFormat, MAX_LINE_CHARS, type ReadOptions, readTraffic, type TrafficLine } from '../../src/tuning/traffic.js';
 import { runCli } from '../helpers/process.js';
 
 const T0 = Date.UTC(2026, 10, 21, 10, 0, 0);
@@ -14,7 +14,8 @@ function file(name: string, text: string): string {
   return path;
 }
 
-const json = (i: number, token = 'Bearer t'): string => JSON.stringify({ timestamp: new Date(T0 + i * 10).toISOString(), method: 'GET', path: '/invoices', authorization: token });
+const json = (i: number, token = 'Bearer t'): string =>
+  JSON.stringify({ timestamp: new Date(T0 + i * 10).toISOString(), method: 'GET', path: '/invoices', authorization: token });
 
 async function read(path: string, opts: ReadOptions = {}): Promise<{ lines: TrafficLine[]; bad: [number, string][] }> {
   const bad: [number, string][] = [];
@@ -28,7 +29,10 @@ describe('traffic logs: the format is decided once per file', () => {
     const path = file('t.jsonl', ['# exported from the gateway', json(0), '   ', json(1), '{"timestamp": "2026-11-21T10:00:00Z", "met'].join('\n'));
     const { lines, bad } = await read(path);
     expect(lines).toHaveLength(2);
-    expect(bad).toEqual([[1, 'not valid JSON'], [5, 'not valid JSON']]);
+    expect(bad).toEqual([
+      [1, 'not valid JSON'],
+      [5, 'not valid JSON'],
+    ]);
   });
 
   it('by extension, else by the first non-blank line; --format overrides', () => {
@@ -48,7 +52,10 @@ describe('traffic logs: the format is decided once per file', () => {
     const path = file('t.csv', `timestamp,method,path,authorization\n${T0 / 1000},GET,"/invoices/a,b","Bearer x,""y"""\n${T0 / 1000},GET,/modules,plain\n`);
     const { lines, bad } = await read(path);
     expect(bad).toEqual([]);
-    expect(lines.map((l) => [l.path, l.authorization])).toEqual([['/invoices/a,b', 'Bearer x,"y"'], ['/modules', 'plain']]);
+    expect(lines.map((l) => [l.path, l.authorization])).toEqual([
+      ['/invoices/a,b', 'Bearer x,"y"'],
+      ['/modules', 'plain'],
+    ]);
   });
 
   it('CSV: a short row and an unclosed quote are bad lines whose reason never quotes the field', async () => {
@@ -67,14 +74,28 @@ describe('traffic logs: the format is decided once per file', () => {
 });
 
 describe('simulate with bad lines', () => {
-  const log = (): string => file('t.jsonl', ['# header comment', json(0, 'Bearer a'), '{"method": "GET"}', json(1, 'Bearer a'), '{"timestamp": "not a time", "method": "GET", "path": "/x", "authorization": "Bearer secret-token"}', '{trunc'].join('\n'));
+  const log = (): string =>
+    file(
+      't.jsonl',
+      [
+        '# header comment',
+        json(0, 'Bearer a'),
+        '{"method": "GET"}',
+        json(1, 'Bearer a'),
+        '{"timestamp": "not a time", "method": "GET", "path": "/x", "authorization": "Bearer secret-token"}',
+        '{trunc',
+      ].join('\n'),
+    );
 
   it('fails, naming every bad line by number in one line, without reporting', async () => {
     const run = await runCli(['simulate', '--traffic', log()]);
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
     expect(run.stderr.split('\n')).toHaveLength(2);
-    expect(run.stderr).toMatch(/t\.jsonl: 4 bad lines: line 1: not valid JSON; line 3: needs a timestamp, a method and a path .*; line 5: cannot read the time \(10 characters; .*\); line 6: not valid JSON \(nothing reported; --skip-bad-lines replays the other lines\)/);
+    expect(run.stderr).toMatch(/t\.jsonl: 4 bad lines: line 1: not valid JSON; line 3: needs a timestamp, a method and a path .*; /);
+    expect(run.stderr).toMatch(
+      /; line 5: cannot read the time \(10 characters; .*\); line 6: not valid JSON \(nothing reported; --skip-bad-lines replays the other lines\)/,
+    );
     expect(run.stderr).not.toContain('secret-token');
   });
 
@@ -106,7 +127,13 @@ describe('simulate with bad lines', () => {
 
   it('a fingerprint field that is not one (a token pasted by mistake) is a bad line, never printed', async () => {
     const line = (fp: string): string => JSON.stringify({ timestamp: new Date(T0).toISOString(), method: 'GET', path: '/invoices', fingerprint: fp });
-    const run = await runCli(['simulate', '--traffic', file('t.jsonl', `${line(fingerprint('ok'))}\n${line('Bearer secret-token-value')}\n`), '--report', file('r.html', '')]);
+    const run = await runCli([
+      'simulate',
+      '--traffic',
+      file('t.jsonl', `${line(fingerprint('ok'))}\n${line('Bearer secret-token-value')}\n`),
+      '--report',
+      file('r.html', ''),
+    ]);
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/line 2: the fingerprint field is not one \(25 characters; expected 32 hex/);
     expect(run.stderr + run.stdout).not.toContain('secret-token-value');

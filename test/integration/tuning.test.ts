@@ -23,9 +23,15 @@ function trafficFile(lines: string[], name = 'traffic.jsonl'): string {
 }
 
 const reads = (n: number, token: string, startMs = T0, stepMs = 50): string[] =>
-  Array.from({ length: n }, (_, i) => JSON.stringify({ timestamp: new Date(startMs + i * stepMs).toISOString(), method: 'GET', path: '/invoices', authorization: token }));
+  Array.from({ length: n }, (_, i) =>
+    JSON.stringify({ timestamp: new Date(startMs + i * stepMs).toISOString(), method: 'GET', path: '/invoices', authorization: token }),
+  );
 
-async function simulate(file: string, dir = 'config', tiers: { fingerprint: string; tier: string; assignedAt: string; by: string }[] = []): Promise<SimulationReport> {
+async function simulate(
+  file: string,
+  dir = 'config',
+  tiers: { fingerprint: string; tier: string; assignedAt: string; by: string }[] = [],
+): Promise<SimulationReport> {
   const sim = new Simulation(loadConfigDir(dir), envoy, tiers);
   for await (const line of readTraffic(file)) await sim.feed(line);
   return sim.report();
@@ -37,7 +43,14 @@ describe('tollgate simulate', () => {
   it('15 reads in one second for one token: 10 admitted, 5 rejected', async () => {
     const r = await simulate(trafficFile(reads(15, 'Bearer one')));
     expect({ admitted: r.admitted, rejected: r.rejected }).toEqual({ admitted: 10, rejected: 5 });
-    expect(rule(r, 'category_read.token')).toMatchObject({ category: 'read', requests: 15, admitted: 10, rejected: 5, peakPerSecond: 15, peakAdmittedPerSecond: 10 });
+    expect(rule(r, 'category_read.token')).toMatchObject({
+      category: 'read',
+      requests: 15,
+      admitted: 10,
+      rejected: 5,
+      peakPerSecond: 15,
+      peakAdmittedPerSecond: 10,
+    });
     expect(r.topLimited).toEqual([{ fingerprint: fingerprint('one'), requests: 15, rejected: 5 }]);
   });
 
@@ -48,7 +61,11 @@ describe('tollgate simulate', () => {
 
   it('reads CSV, Envoy access-log field names, and fingerprints instead of tokens', async () => {
     const fp = fingerprint('csv-client');
-    const csv = ['start_time,method,path,fingerprint', ...Array.from({ length: 8 }, (_, i) => `${(T0 + i * 10) / 1000},POST,/invoices,${fp}`), `${T0 / 1000},GET,/healthz,${fp}`];
+    const csv = [
+      'start_time,method,path,fingerprint',
+      ...Array.from({ length: 8 }, (_, i) => `${(T0 + i * 10) / 1000},POST,/invoices,${fp}`),
+      `${T0 / 1000},GET,/healthz,${fp}`,
+    ];
     const r = await simulate(trafficFile(csv, 'traffic.csv'));
     expect(rule(r, 'category_write.token')).toMatchObject({ requests: 8, admitted: 5, rejected: 3 });
     expect(r.notLimited).toBe(1);
@@ -75,7 +92,12 @@ describe('tollgate simulate', () => {
   });
 
   it('--compare shows a raised limit admitting more', async () => {
-    const raised = configDir({ 'property-api.yaml': readFileSync('config/property-api.yaml', 'utf8').replace('{unit: second, requests_per_unit: 10, name: read-per-second}', '{unit: second, requests_per_unit: 12, name: read-per-second}') });
+    const raised = configDir({
+      'property-api.yaml': readFileSync('config/property-api.yaml', 'utf8').replace(
+        '{unit: second, requests_per_unit: 10, name: read-per-second}',
+        '{unit: second, requests_per_unit: 12, name: read-per-second}',
+      ),
+    });
     const file = trafficFile(reads(15, 'Bearer cmp'));
     const run = await runCli(['simulate', '--traffic', file, '--compare', raised, '--json']);
     expect(run.code).toBe(0);
@@ -109,7 +131,6 @@ describe('tollgate simulate', () => {
   });
 });
 
-
 describe('tollgate explain', () => {
   const RULES = `
 domain: paths
@@ -124,7 +145,9 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 6, name: any-path}
 `;
   const config = loadConfigDir(configDir({ 'paths.yaml': RULES }));
-  const why = async (path: string) => (await explain(config, { tierOf: () => undefined }, { domain: 'paths', descriptors: [{ entries: [{ key: 'path', value: path }] }], hits: 1 })).descriptors[0]!;
+  const why = async (path: string) =>
+    (await explain(config, { tierOf: () => undefined }, { domain: 'paths', descriptors: [{ entries: [{ key: 'path', value: path }] }], hits: 1 }))
+      .descriptors[0]!;
 
   it('names the rule and how it matched: exact, wildcard, default', async () => {
     expect(await why('/admin/exact')).toMatchObject({ steps: [{ matched: 'exact' }], limits: [{ name: 'admin-exact' }] });
@@ -169,7 +192,9 @@ descriptors:
     expect(hits).toEqual([4, 0]);
     const bad = await runCli(['explain', 'property-api', 'category=read', '@limit=5/fortnight']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr.trim().split('\n')).toEqual(['tollgate: @limit takes N/UNIT, e.g. @limit=5/minute (units: second, minute, hour, day, month, year, week)']);
+    expect(bad.stderr.trim().split('\n')).toEqual([
+      'tollgate: @limit takes N/UNIT, e.g. @limit=5/minute (units: second, minute, hour, day, month, year, week)',
+    ]);
   });
 
   it('POST /explain adds live counters and says which window would reject', async () => {
@@ -196,7 +221,13 @@ descriptors:
 
   it('shows a value only when the config holds it: wildcard and default matches by fingerprint', async () => {
     const wildcard = await why('/admin/s3cr3t');
-    expect(wildcard.steps[0]).toMatchObject({ entry: 0, key: 'path', value: `fingerprint:${fingerprint('/admin/s3cr3t')}`, valueBytes: 13, matched: 'wildcard' });
+    expect(wildcard.steps[0]).toMatchObject({
+      entry: 0,
+      key: 'path',
+      value: `fingerprint:${fingerprint('/admin/s3cr3t')}`,
+      valueBytes: 13,
+      matched: 'wildcard',
+    });
     expect((await why('/admin/exact')).steps[0]!.value).toBe('/admin/exact');
     expect(JSON.stringify(await why('/s3cr3t'))).not.toContain('s3cr3t');
   });
@@ -216,15 +247,41 @@ descriptors:
       return JSON.parse(text);
     };
     try {
-      const unknown = await ask({ domain: 's3cr3t-domain', descriptors: [{ entries: [{ key: 's3cr3t-key', value: SECRET }, { key: 'token', value: SECRET }] }] });
+      const unknown = await ask({
+        domain: 's3cr3t-domain',
+        descriptors: [
+          {
+            entries: [
+              { key: 's3cr3t-key', value: SECRET },
+              { key: 'token', value: SECRET },
+            ],
+          },
+        ],
+      });
       expect(unknown).toMatchObject({ domain: `fingerprint:${fingerprint('s3cr3t-domain')}`, domainBytes: 13, known: false });
-      expect(unknown.descriptors[0].steps[0]).toMatchObject({ entry: 0, key: `fingerprint:${fingerprint('s3cr3t-key')}`, keyBytes: 10, valueBytes: SECRET.length });
+      expect(unknown.descriptors[0].steps[0]).toMatchObject({
+        entry: 0,
+        key: `fingerprint:${fingerprint('s3cr3t-key')}`,
+        keyBytes: 10,
+        valueBytes: SECRET.length,
+      });
       const elsewhere = await ask({
         domain: 'property-api',
         descriptors: [
           { entries: [{ key: 'category', value: SECRET }] },
-          { entries: [{ key: 'category', value: 'read' }, { key: 's3cr3t-key', value: SECRET }] },
-          { entries: [{ key: 'category', value: 'read' }, { key: 'token', value: 'Bearer x' }, { key: 'extra', value: SECRET }] },
+          {
+            entries: [
+              { key: 'category', value: 'read' },
+              { key: 's3cr3t-key', value: SECRET },
+            ],
+          },
+          {
+            entries: [
+              { key: 'category', value: 'read' },
+              { key: 'token', value: 'Bearer x' },
+              { key: 'extra', value: SECRET },
+            ],
+          },
         ],
       });
       expect(elsewhere.descriptors[0].steps[0]).toMatchObject({ key: 'category', value: `fingerprint:${fingerprint(SECRET)}`, matched: 'none' });

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
-import { freePort, runCli, startCli, type Daemon } from '../helpers/process.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
-import { bounded, within } from '../helpers/time.js';
+import { type Daemon, freePort, runCli, startCli } from '../helpers/process.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { property, RlsClient } from '../helpers/service.js';
+import { bounded, within } from '../helpers/time.js';
 
 describe('serve --workers 2 (Redis store)', () => {
   let redis: RedisServer;
@@ -14,7 +14,23 @@ describe('serve --workers 2 (Redis store)', () => {
     redis = await startRedis();
     [grpcPort, httpPort] = [await freePort(), await freePort()];
     daemon = await startCli(
-      ['serve', '--workers', '2', '--store', 'redis', '--redis-url', redis.url, '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort)],
+      [
+        'serve',
+        '--workers',
+        '2',
+        '--store',
+        'redis',
+        '--redis-url',
+        redis.url,
+        '--grpc-host',
+        '127.0.0.1',
+        '--http-host',
+        '127.0.0.1',
+        '--grpc-port',
+        String(grpcPort),
+        '--http-port',
+        String(httpPort),
+      ],
       /tollgate serving[\s\S]*tollgate serving/,
     );
   });
@@ -90,7 +106,21 @@ describe('--workers in a crash loop', () => {
     const holder = createServer().listen(busy, '127.0.0.1');
     try {
       // Every worker fails to bind the port the holder keeps, and exits.
-      const run = await runCli(['serve', '--workers', '2', '--store', 'redis', '--redis-url', redis.url, '--grpc-host', '127.0.0.1', '--grpc-port', String(busy), '--http-port', String(await freePort())]);
+      const run = await runCli([
+        'serve',
+        '--workers',
+        '2',
+        '--store',
+        'redis',
+        '--redis-url',
+        redis.url,
+        '--grpc-host',
+        '127.0.0.1',
+        '--grpc-port',
+        String(busy),
+        '--http-port',
+        String(await freePort()),
+      ]);
       expect(run.code).toBe(1);
       expect(run.stdout + run.stderr).toContain('workers keep exiting');
     } finally {

@@ -1,11 +1,11 @@
-import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AdsServer, encodeConfig, RLC_TYPE, type Resource } from '../helpers/ads-server.js';
+import { AdsServer, encodeConfig, type Resource, RLC_TYPE } from '../helpers/ads-server.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/process.js';
-import { capturingLogger, healthClient, startTestService, type RlsRequest, type TestService } from '../helpers/service.js';
+import { capturingLogger, healthClient, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 import { makeCertificates } from '../helpers/tls.js';
 
@@ -15,7 +15,10 @@ import { makeCertificates } from '../helpers/tls.js';
 const limit = (perMinute: number, unit = 'MINUTE'): Resource => ({
   config: { name: 'api', domain: 'xds', descriptors: [{ key: 'client', rate_limit: { unit, requests_per_unit: perMinute, name: 'per-client' } }] },
 });
-const req = (client: string, hits = 1): RlsRequest => ({ domain: 'xds', descriptors: [{ entries: [{ key: 'client', value: client }], ...(hits === 1 ? {} : { hits_addend: { value: hits } }) }] });
+const req = (client: string, hits = 1): RlsRequest => ({
+  domain: 'xds',
+  descriptors: [{ entries: [{ key: 'client', value: client }], ...(hits === 1 ? {} : { hits_addend: { value: hits } }) }],
+});
 const limitNow = async (t: TestService): Promise<number | undefined> => (await t.rls.call(req('probe', 0))).statuses[0]?.current_limit?.requests_per_unit;
 const admitted = async (t: TestService, client: string, n: number): Promise<number> => {
   let ok = 0;
@@ -26,11 +29,23 @@ const readyz = async (t: TestService): Promise<number> => (await fetch(`http://1
 const grpcHealth = (t: TestService): Promise<number> => {
   const client = healthClient(t.service.grpcPort);
   return new Promise<number>((resolve, reject) =>
-    client.Check({ service: 'envoy.service.ratelimit.v3.RateLimitService' }, (err: Error | null, r: { status: number }) => (err ? reject(err) : resolve(r.status)))).finally(() => client.close());
+    client.Check({ service: 'envoy.service.ratelimit.v3.RateLimitService' }, (err: Error | null, r: { status: number }) =>
+      err ? reject(err) : resolve(r.status),
+    ),
+  ).finally(() => client.close());
 };
 const xdsArgs = (port: number, ...more: string[]): string[] => [
-  '--config-type', 'GRPC_XDS_SOTW', '--xds-server-url', `127.0.0.1:${port}`, '--xds-backoff-initial', '100ms', '--xds-backoff-max', '400ms',
-  '--xds-connect-retry-interval', '100ms', ...more,
+  '--config-type',
+  'GRPC_XDS_SOTW',
+  '--xds-server-url',
+  `127.0.0.1:${port}`,
+  '--xds-backoff-initial',
+  '100ms',
+  '--xds-backoff-max',
+  '400ms',
+  '--xds-connect-retry-interval',
+  '100ms',
+  ...more,
 ];
 
 // One service and one management server per test, whichever describe it is in.
@@ -43,7 +58,6 @@ afterEach(async () => {
 });
 
 describe('descriptor configs from an xDS management server (ADS, state of the world)', () => {
-
   it('first config: not ready until it arrives; subscribes as envoyproxy/ratelimit does; ACKs with version and nonce', async () => {
     ads = new AdsServer();
     const port = await ads.start();
@@ -59,7 +73,10 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     const first = ads.received[0]!;
     expect(first.request).toMatchObject({ version_info: '', resource_names: [], type_url: RLC_TYPE, response_nonce: '', error_detail: null });
     expect(first.request.node).toMatchObject({ id: 'rls-node', user_agent_name: 'tollgate' });
-    expect(first.request.node!.metadata!.fields).toEqual({ cluster: { stringValue: 'eg', kind: 'stringValue' }, zone: { stringValue: 'a=b', kind: 'stringValue' } });
+    expect(first.request.node!.metadata!.fields).toEqual({
+      cluster: { stringValue: 'eg', kind: 'stringValue' },
+      zone: { stringValue: 'a=b', kind: 'stringValue' },
+    });
     expect(first.metadata).toMatchObject({ 'x-auth': 'secret-1', 'x-team': 'rl' });
 
     ads.push('v1', [limit(3)]);
@@ -87,7 +104,12 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     ads.push('v2', [limit(4)]);
     await within(5000, async () => (await limitNow(t!)) === 4, 'v2 applied');
     expect(await admitted(t, 'kept', 5)).toBe(2); // 2 counted under v1: 2 more fit under 4
-    expect(log.lines().filter((l) => l.msg === 'config reloaded').at(-1)).toMatchObject({ changed: ['xds/client'], added: [], removed: [] });
+    expect(
+      log
+        .lines()
+        .filter((l) => l.msg === 'config reloaded')
+        .at(-1),
+    ).toMatchObject({ changed: ['xds/client'], added: [], removed: [] });
 
     ads.push('v3', [{ config: { name: 'api', domain: 'xds', descriptors: [{ key: 'client', rate_limit: { unit: 'UNKNOWN', requests_per_unit: 9 } }] } }]);
     await within(5000, () => ads!.requests().some((r) => r.error_detail !== null), 'NACK');
@@ -158,7 +180,6 @@ function nestedDescriptors(depth: number): Uint8Array {
 }
 
 describe('xDS: bad input from the management server', () => {
-
   async function started(...more: string[]): Promise<{ t: TestService; ads: AdsServer }> {
     ads = new AdsServer();
     const port = await ads.start();
@@ -211,7 +232,11 @@ describe('xDS: bad input from the management server', () => {
     const s = await started();
     const huge = new Uint8Array(100 * 1024 * 1024);
     s.ads.push('huge', [{ bytes: huge }]);
-    await within(15_000, async () => (metric((await scrape(s.t.service.httpPort)).series, 'tollgate_xds_stream_errors_total', { code: 'RESOURCE_EXHAUSTED' }) ?? 0) >= 1, 'refused as too large');
+    await within(
+      15_000,
+      async () => (metric((await scrape(s.t.service.httpPort)).series, 'tollgate_xds_stream_errors_total', { code: 'RESOURCE_EXHAUSTED' }) ?? 0) >= 1,
+      'refused as too large',
+    );
     expect(await limitNow(s.t)).toBe(3);
     s.ads.push('after', [limit(7)]);
     await within(10_000, async () => (await limitNow(s.t)) === 7, 'a later config still applies');
@@ -232,11 +257,18 @@ describe('xDS over TLS', () => {
   let dir: string;
 
   beforeAll(() => {
-    dir = makeCertificates([{ name: 'server', san: 'DNS:xds.internal' }, { name: 'client', san: 'DNS:tollgate' }]).dir;
+    dir = makeCertificates([
+      { name: 'server', san: 'DNS:xds.internal' },
+      { name: 'client', san: 'DNS:tollgate' },
+    ]).dir;
   }, 30_000);
 
   const serverTls = (mutual: boolean): grpc.ServerCredentials =>
-    grpc.ServerCredentials.createSsl(readFileSync(join(dir, 'ca.pem')), [{ private_key: readFileSync(join(dir, 'server.key')), cert_chain: readFileSync(join(dir, 'server.pem')) }], mutual);
+    grpc.ServerCredentials.createSsl(
+      readFileSync(join(dir, 'ca.pem')),
+      [{ private_key: readFileSync(join(dir, 'server.key')), cert_chain: readFileSync(join(dir, 'server.pem')) }],
+      mutual,
+    );
   const tlsEnv = (client: boolean): NodeJS.ProcessEnv => ({
     CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true',
     CONFIG_GRPC_XDS_SERVER_TLS_CACERT: join(dir, 'ca.pem'),
@@ -257,7 +289,10 @@ describe('xDS over TLS', () => {
     ads.push('v1', [limit(2)]);
     const port = await ads.start(0, serverTls(true));
     t = await startTestService({ args: xdsArgs(port, '--xds-node-id', 'no-cert'), env: tlsEnv(false) });
-    const wrongSan = await startTestService({ args: xdsArgs(port, '--xds-node-id', 'wrong-san'), env: { ...tlsEnv(true), CONFIG_GRPC_XDS_SERVER_TLS_SAN: 'someone.else' } });
+    const wrongSan = await startTestService({
+      args: xdsArgs(port, '--xds-node-id', 'wrong-san'),
+      env: { ...tlsEnv(true), CONFIG_GRPC_XDS_SERVER_TLS_SAN: 'someone.else' },
+    });
     // The control: started last, configured right, it gets its config; the other two had as long to try.
     const good = await startTestService({ args: xdsArgs(port, '--xds-node-id', 'good'), env: tlsEnv(true) });
     try {
@@ -274,7 +309,6 @@ describe('xDS over TLS', () => {
 });
 
 describe('xDS: a large config pushed under load', () => {
-
   it('5,000 descriptors pushed while 1,000 decisions a second flow: every decision answered, the longest gap reported', async () => {
     ads = new AdsServer();
     const port = await ads.start();
@@ -290,7 +324,10 @@ describe('xDS: a large config pushed under load', () => {
     const tick = setInterval(() => {
       for (let i = 0; i < 10; i++) {
         sent++;
-        t!.rls.call(req(`c${sent % 5000}`)).then(() => answeredAt.push(performance.now()), () => failed++);
+        t!.rls.call(req(`c${sent % 5000}`)).then(
+          () => answeredAt.push(performance.now()),
+          () => failed++,
+        );
       }
     }, 10); // 10 every 10 ms: 1,000 a second
     try {
@@ -307,7 +344,10 @@ describe('xDS: a large config pushed under load', () => {
       const during = answeredAt.filter((at) => at >= pushedAt - 100);
       let gap = 0;
       for (let i = 1; i < during.length; i++) gap = Math.max(gap, during[i]! - during[i - 1]!);
-      console.info(`xDS 5,000-descriptor push under 1,000 decisions/s: applied in ${appliedMs.toFixed(0)} ms, longest gap between answers ${gap.toFixed(1)} ms, ${sent} decisions`);
+      console.info(
+        `xDS 5,000-descriptor push under 1,000 decisions/s: applied in ${appliedMs.toFixed(0)} ms, longest gap between answers ${gap.toFixed(1)} ` +
+          `ms, ${sent} decisions`,
+      );
       expect(ads.requests().at(-1)).toMatchObject({ version_info: 'large', error_detail: null });
     } finally {
       clearInterval(tick);

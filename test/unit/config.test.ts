@@ -5,8 +5,17 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, type ConfigProblem } from '../../src/config/errors.js';
 import {
-  ConfigAssembler, configLimits, compileSources, compileSpecs, DEFAULT_MAX_CONFIG_BYTES, hashSources, loadConfigDir, readConfigSources,
-  sliceSpecs, validateSources, type ConfigSource,
+  ConfigAssembler,
+  type ConfigSource,
+  compileSources,
+  compileSpecs,
+  configLimits,
+  DEFAULT_MAX_CONFIG_BYTES,
+  hashSources,
+  loadConfigDir,
+  readConfigSources,
+  sliceSpecs,
+  validateSources,
 } from '../../src/config/load.js';
 import { matchRule } from '../../src/config/match.js';
 import { parseServeArgs, SettingsError } from '../../src/settings.js';
@@ -71,7 +80,9 @@ describe('descriptor config errors name the file, the line and the key', () => {
   });
 
   it('a bad burst points at file:line:column', () => {
-    expect(() => loadConfigDir(join(FIXTURES, 'burst-below-one.yaml'))).toThrow(`${join(FIXTURES, 'burst-below-one.yaml')}:5:62: descriptors[0].rate_limit.burst: must be at least 1`);
+    expect(() => loadConfigDir(join(FIXTURES, 'burst-below-one.yaml'))).toThrow(
+      `${join(FIXTURES, 'burst-below-one.yaml')}:5:62: descriptors[0].rate_limit.burst: must be at least 1`,
+    );
     expect(() => loadConfigDir(join(FIXTURES, 'burst-without-token-bucket.yaml'))).toThrow(
       `${join(FIXTURES, 'burst-without-token-bucket.yaml')}:7:79: descriptors[0].rate_limits[1].burst: only a token_bucket limit has a burst`,
     );
@@ -79,13 +90,24 @@ describe('descriptor config errors name the file, the line and the key', () => {
 
   it("token_bucket: a limit's own algorithm wins over its rule's, burst defaults to requests_per_unit", () => {
     const text = [
-      'domain: x', 'descriptors:', '  - key: a', '    algorithm: token_bucket', '    rate_limits:',
-      '      - {unit: second, requests_per_unit: 10, burst: 20}', '      - {unit: minute, requests_per_unit: 100}',
+      'domain: x',
+      'descriptors:',
+      '  - key: a',
+      '    algorithm: token_bucket',
+      '    rate_limits:',
+      '      - {unit: second, requests_per_unit: 10, burst: 20}',
+      '      - {unit: minute, requests_per_unit: 100}',
       '      - {unit: hour, requests_per_unit: 1000, algorithm: fixed_window}',
-      '  - key: b', '    rate_limit: {unit: second, requests_per_unit: 5, algorithm: token_bucket}', '',
+      '  - key: b',
+      '    rate_limit: {unit: second, requests_per_unit: 5, algorithm: token_bucket}',
+      '',
     ].join('\n');
     const rules = compileSources([{ file: 'tb.yaml', text }]).domains.get('x')!.rules;
-    expect(rules[0]!.limits.map((l) => [l.algorithm, l.burst])).toEqual([['token_bucket', 20], ['token_bucket', 100], ['fixed_window', 0]]);
+    expect(rules[0]!.limits.map((l) => [l.algorithm, l.burst])).toEqual([
+      ['token_bucket', 20],
+      ['token_bucket', 100],
+      ['fixed_window', 0],
+    ]);
     expect(rules[1]!.limits.map((l) => [l.algorithm, l.burst])).toEqual([['token_bucket', 5]]);
     expect(rules[1]!.algorithm).toBe('fixed_window');
   });
@@ -109,17 +131,38 @@ describe('the bundled config', () => {
   const config = loadConfigDir('config');
   const domain = config.domains.get('property-api')!;
   const limitsOf = (entries: [string, string][]): string[] | undefined =>
-    matchRule(domain, entries.map(([key, value]) => ({ key, value })))?.limits.map((l) => `${l.requestsPerUnit}/${l.unit}`);
+    matchRule(
+      domain,
+      entries.map(([key, value]) => ({ key, value })),
+    )?.limits.map((l) => `${l.requestsPerUnit}/${l.unit}`);
 
   it('has the property API limits per token and category', () => {
-    expect(limitsOf([['category', 'read'], ['token', 'Bearer a']])).toEqual(['10/second', '1000/hour']);
-    expect(limitsOf([['category', 'reports'], ['token', 'Bearer a']])).toEqual(['2/second', '200/hour']);
-    expect(limitsOf([['category', 'write'], ['token', 'Bearer a']])).toEqual(['5/second', '500/hour']);
+    expect(
+      limitsOf([
+        ['category', 'read'],
+        ['token', 'Bearer a'],
+      ]),
+    ).toEqual(['10/second', '1000/hour']);
+    expect(
+      limitsOf([
+        ['category', 'reports'],
+        ['token', 'Bearer a'],
+      ]),
+    ).toEqual(['2/second', '200/hour']);
+    expect(
+      limitsOf([
+        ['category', 'write'],
+        ['token', 'Bearer a'],
+      ]),
+    ).toEqual(['5/second', '500/hour']);
   });
 
   it('has the multi-property-group tier: read 30/s, write 15/s, hourly unchanged', () => {
     const tier = (category: string): string[] | undefined =>
-      matchRule(domain, [{ key: 'category', value: category }, { key: 'token', value: 't' }])
+      matchRule(domain, [
+        { key: 'category', value: category },
+        { key: 'token', value: 't' },
+      ])
         ?.tierLimits.get('multi-property-group')
         ?.map((l) => `${l.requestsPerUnit}/${l.unit}`);
     expect(tier('read')).toEqual(['30/second', '1000/hour']);
@@ -129,7 +172,12 @@ describe('the bundled config', () => {
 
   it('limits requests without a token with a separate rule', () => {
     expect(matchRule(domain, [{ key: 'category', value: 'read' }])?.id).toBe('category_read');
-    expect(matchRule(domain, [{ key: 'category', value: 'read' }, { key: 'token', value: 'x' }])?.id).toBe('category_read.token');
+    expect(
+      matchRule(domain, [
+        { key: 'category', value: 'read' },
+        { key: 'token', value: 'x' },
+      ])?.id,
+    ).toBe('category_read.token');
   });
 });
 
@@ -181,7 +229,11 @@ descriptors:
     // Each rule is compiled in exactly one slice.
     expect(rules.map((r) => `${r.domain}/${r.id}`)).toEqual([...whole.domains.values()].flatMap((d) => d.rules.map((r) => `${d.name}/${r.id}`)));
     const nested = sliced.domains.get('nested')!;
-    const match = (...e: [string, string][]): string | undefined => matchRule(nested, e.map(([key, value]) => ({ key, value })))?.id;
+    const match = (...e: [string, string][]): string | undefined =>
+      matchRule(
+        nested,
+        e.map(([key, value]) => ({ key, value })),
+      )?.id;
     expect(match(['tenant', 'acme-1'], ['path', '/abc'])).toBe('tenant_acme*.path_/abc');
     // The first wildcard in file order wins (envoyproxy/ratelimit's GetLimit), in whichever slice it was compiled.
     expect(match(['tenant', 'acme-1'], ['path', '/abd'])).toBe('tenant_acme*.path_/a*');
@@ -210,18 +262,28 @@ describe('reading a config directory: only regular files, within the bounds, che
     const dir = dirWith({ 'good.yaml': GOOD });
     writeFileSync(join(dir, 'huge.yaml'), '');
     truncateSync(join(dir, 'huge.yaml'), 64 * 1024 * 1024);
-    expect(problems(dir)).toEqual([{
-      file: join(dir, 'huge.yaml'), line: 0, column: 0, key: '', code: 'TOO_LARGE',
-      message: `67108864 bytes (64.0 MiB), more than the maximum of ${DEFAULT_MAX_CONFIG_BYTES} bytes (4.0 MiB) per file (--max-config-bytes)`,
-    }]);
+    expect(problems(dir)).toEqual([
+      {
+        file: join(dir, 'huge.yaml'),
+        line: 0,
+        column: 0,
+        key: '',
+        code: 'TOO_LARGE',
+        message: `67108864 bytes (64.0 MiB), more than the maximum of ${DEFAULT_MAX_CONFIG_BYTES} bytes (4.0 MiB) per file (--max-config-bytes)`,
+      },
+    ]);
     expect(DEFAULT_MAX_CONFIG_BYTES).toBe(4 * 1024 * 1024);
   });
 
   it('bounds the directory at 4 times the file bound', () => {
     const dir = dirWith(Object.fromEntries([0, 1, 2, 3, 4].map((i) => [`f${i}.yaml`, 'x'.repeat(900)])));
-    expect(problems(dir, configLimits(1000))).toEqual([expect.objectContaining({
-      file: dir, code: 'TOO_LARGE', message: expect.stringContaining('add up to 4500 bytes, more than the maximum of 4000 bytes per directory'),
-    })]);
+    expect(problems(dir, configLimits(1000))).toEqual([
+      expect.objectContaining({
+        file: dir,
+        code: 'TOO_LARGE',
+        message: expect.stringContaining('add up to 4500 bytes, more than the maximum of 4000 bytes per directory'),
+      }),
+    ]);
     expect(readConfigSources(dir, configLimits(1200))).toHaveLength(5);
   });
 
@@ -240,8 +302,12 @@ describe('reading a config directory: only regular files, within the bounds, che
   it('names a symlink loop and a missing directory with their error codes', () => {
     const dir = dirWith({ 'good.yaml': GOOD });
     symlinkSync('loop.yaml', join(dir, 'loop.yaml'));
-    expect(problems(dir)).toEqual([expect.objectContaining({ file: join(dir, 'loop.yaml'), code: 'ELOOP', message: expect.stringMatching(/^cannot read \(ELOOP: /) })]);
-    expect(problems(join(dir, 'gone'))).toEqual([expect.objectContaining({ code: 'ENOENT', message: expect.stringMatching(/^cannot read the config directory \(ENOENT: /) })]);
+    expect(problems(dir)).toEqual([
+      expect.objectContaining({ file: join(dir, 'loop.yaml'), code: 'ELOOP', message: expect.stringMatching(/^cannot read \(ELOOP: /) }),
+    ]);
+    expect(problems(join(dir, 'gone'))).toEqual([
+      expect.objectContaining({ code: 'ENOENT', message: expect.stringMatching(/^cannot read the config directory \(ENOENT: /) }),
+    ]);
     expect(() => loadConfigDir(join(dir, 'gone'))).toThrow(`${join(dir, 'gone')}: cannot read the config directory (ENOENT: no such file or directory)`);
   });
 

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { summarize } from '../../src/response/summary.js';
 import { DecisionLog } from '../../src/server/decision-log.js';
-import { capturingLogger } from '../helpers/service.js';
 import { harness } from '../helpers/decide.js';
+import { capturingLogger } from '../helpers/service.js';
 
 const YAML = `
 domain: api
@@ -31,7 +31,21 @@ describe('a decision summarised for spans and the decision log', () => {
     await h.decide('api', [input('tok-a')]);
     h.clock.advance(1000);
     const third = await h.decide('api', [input('tok-a')]);
-    const s3 = summarize({ domain: 'api', hits: 1, descriptors: [{ entries: [{ key: 'category', value: 'read' }, { key: 'token', value: 'tok-a' }] }] }, third);
+    const s3 = summarize(
+      {
+        domain: 'api',
+        hits: 1,
+        descriptors: [
+          {
+            entries: [
+              { key: 'category', value: 'read' },
+              { key: 'token', value: 'tok-a' },
+            ],
+          },
+        ],
+      },
+      third,
+    );
     expect(s3).toMatchObject({ code: 'OK', client: fingerprint('tok-a'), remaining: 0, blocking: undefined });
     expect(s3.descriptors[0]).toMatchObject({ rule: 'category_read.token', limit: 'read-per-minute', remaining: 0 });
     h.clock.advance(1000);
@@ -63,7 +77,16 @@ describe('the decision log bound', () => {
     let now = 10_000;
     let dropped = 0;
     const log = new DecisionLog(logger, { mode: 'all', maxPerSecond: 3, now: () => now, onDropped: (n) => (dropped += n) });
-    const ok = { domain: 'api', code: 'OK' as const, client: undefined, source: 'store' as const, blocking: undefined, remaining: 5, retryAfterMs: 0, descriptors: [] };
+    const ok = {
+      domain: 'api',
+      code: 'OK' as const,
+      client: undefined,
+      source: 'store' as const,
+      blocking: undefined,
+      remaining: 5,
+      retryAfterMs: 0,
+      descriptors: [],
+    };
     for (let i = 0; i < 10; i++) log.decided(ok, undefined);
     expect(lines().filter((l) => l.msg === 'decision')).toHaveLength(3);
     expect(dropped).toBe(7);

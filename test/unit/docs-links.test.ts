@@ -6,11 +6,22 @@ import { describe, expect, it } from 'vitest';
  * exists, and every #anchor a heading of that file (GitHub's slugs), so moving a section cannot strand a
  * link; and every page of docs/ is reachable from README. */
 
-const PAGES = ['README.md', 'BENCHMARKS.md', 'CHANGELOG.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+const PAGES = [
+  'README.md',
+  'BENCHMARKS.md',
+  'CHANGELOG.md',
+  ...readdirSync('docs')
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => join('docs', f)),
+];
 
 /** GitHub's anchor for a heading: lower case, punctuation but '-' and '_' dropped, spaces to '-'. */
 function slug(heading: string): string {
-  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\- _]/gu, '').replace(/ /g, '-');
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\- _]/gu, '')
+    .replace(/ /g, '-');
 }
 
 function anchorsOf(file: string): Set<string> {
@@ -28,7 +39,9 @@ function anchorsOf(file: string): Set<string> {
 
 /** [label](target) outside code blocks and code spans; absolute URLs and mailto: are not checked here. */
 function linksOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
+  const text = readFileSync(file, 'utf8')
+    .replace(/```[\s\S]*?```/g, '')
+    .replace(/`[^`\n]*`/g, '');
   return [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((t) => !/^[a-z]+:/i.test(t));
 }
 
@@ -54,7 +67,9 @@ describe('links in the documentation', () => {
 
   it('README links every page of docs/', () => {
     const linked = new Set(linksOf('README.md').map((t) => t.split('#')[0]));
-    const pages = readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+    const pages = readdirSync('docs')
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`);
     expect(pages.filter((p) => !linked.has(p))).toEqual([]);
   });
 

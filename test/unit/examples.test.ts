@@ -5,7 +5,10 @@ import { matchRule } from '../../src/config/match.js';
 // examples/: descriptor configs for common setups. Each loads, and does what its comments say.
 const config = loadConfigDir('examples');
 const limitsOf = (domain: string, ...entries: [string, string][]): string | undefined => {
-  const rule = matchRule(config.domains.get(domain)!, entries.map(([key, value]) => ({ key, value })));
+  const rule = matchRule(
+    config.domains.get(domain)!,
+    entries.map(([key, value]) => ({ key, value })),
+  );
   if (!rule) return undefined;
   return rule.unlimited ? 'unlimited' : `${rule.limits.map((l) => `${l.requestsPerUnit}/${l.unit}`).join('+')}${rule.shadow ? ' shadow' : ''}`;
 };

@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { counterId, counterKey, counterKeyOf, eventsChannel, hashTag, overrideCounterKey, storeKey, tierHashKey, windowCounterName, windowKey } from '../../src/counters/keys.js';
+import {
+  counterId,
+  counterKey,
+  counterKeyOf,
+  eventsChannel,
+  hashTag,
+  overrideCounterKey,
+  storeKey,
+  tierHashKey,
+  windowCounterName,
+  windowKey,
+} from '../../src/counters/keys.js';
 import { fingerprint } from '../../src/fingerprint.js';
 
 const SECRET = 'Bearer s3cr3t-token';
@@ -57,7 +68,7 @@ describe('counter keys (src/counters/keys.ts)', () => {
     expect(overrideCounterKey('d', entries(['k1', SECRET]))).not.toBe(overrideCounterKey('d', entries(['k2', SECRET])));
   });
 
-  it('window key: the counter key and the unit; the hash tag is the counter key\'s', () => {
+  it("window key: the counter key and the unit; the hash tag is the counter key's", () => {
     const counter = counterKeyOf('d:r', 'ab');
     expect(windowKey(counter, 'hour')).toBe('d:r:{ab}:hour');
     expect(hashTag(windowKey(counter, 'hour'))).toBe('ab');
@@ -69,7 +80,7 @@ describe('counter keys (src/counters/keys.ts)', () => {
     expect(hashTag(storeKey('tollgate:', 'd:r:{ab}:hour'))).toBe('ab');
   });
 
-  it('counter name (layout 2): the store key and the window\'s index since the epoch; same hash tag', () => {
+  it("counter name (layout 2): the store key and the window's index since the epoch; same hash tag", () => {
     const key = storeKey('tollgate:', 'd:r:{ab}:hour');
     expect(windowCounterName(key, 3_600_000, 1_800_000_000_000)).toBe('tollgate:v2:d:r:{ab}:hour:500000');
     expect(windowCounterName(key, 3_600_000, 1_800_003_599_999)).toBe('tollgate:v2:d:r:{ab}:hour:500000');

@@ -110,7 +110,7 @@ describe('several windows: all or nothing', () => {
 });
 
 describe('replaces', () => {
-  it('a limit named in another matched descriptor\'s replaces does not apply, and is not counted', async () => {
+  it("a limit named in another matched descriptor's replaces does not apply, and is not counted", async () => {
     const h = harness(SHOP);
     const rs = await times(3, () => h.decide('shop', [{ general: 'g' }, { specific: 's' }]));
     expect(over(rs)).toEqual([false, false, false]);
@@ -123,7 +123,7 @@ describe('replaces', () => {
 });
 
 describe('tiers', () => {
-  it('a client in a tier is held to the tier\'s limits; others to the rule\'s', async () => {
+  it("a client in a tier is held to the tier's limits; others to the rule's", async () => {
     const gold = fingerprint('Bearer gold');
     const h = harness(SHOP, { tiers: { tierOf: (fp) => (fp === gold ? 'gold' : undefined) } });
     const golden = await times(5, () => h.decide('shop', [{ token: 'Bearer gold' }]));
@@ -222,12 +222,14 @@ describe('shadow mode', () => {
 });
 
 describe('nothing to count', () => {
-  it('an unknown domain is admitted without a store call, at the injected clock\'s time, even with an override', async () => {
+  it("an unknown domain is admitted without a store call, at the injected clock's time, even with an override", async () => {
     const h = harness(SHOP);
     h.clock.advance(123);
     const d = await h.decide('nowhere', [{ entries: entries({ fixed: 'x' }), override: { requestsPerUnit: 0, unit: 'second' } }]);
     expect(d).toMatchObject({ domain: undefined, overLimit: false, source: 'none', nowMs: T0 + 123, retryAfterMs: 0 });
-    expect(d.descriptors).toEqual([{ rule: undefined, hits: 1, tier: undefined, shadow: false, shadowStatus: false, quota: false, unlimited: false, over: false, windows: [] }]);
+    expect(d.descriptors).toEqual([
+      { rule: undefined, hits: 1, tier: undefined, shadow: false, shadowStatus: false, quota: false, unlimited: false, over: false, windows: [] },
+    ]);
     expect(h.store.size).toBe(0);
   });
 
@@ -235,7 +237,10 @@ describe('nothing to count', () => {
     const h = harness(SHOP);
     const d = await h.decide('shop', [{ colour: 'blue' }, { free: 'x' }]);
     expect(d).toMatchObject({ overLimit: false, source: 'none' });
-    expect(d.descriptors.map((o) => [o.rule?.id, o.windows.length])).toEqual([[undefined, 0], ['free', 0]]);
+    expect(d.descriptors.map((o) => [o.rule?.id, o.windows.length])).toEqual([
+      [undefined, 0],
+      ['free', 0],
+    ]);
     expect(h.store.size).toBe(0);
   });
 });
@@ -297,7 +302,10 @@ describe('token buckets (GCRA): 10 per second, burst 20', () => {
     const h = harness(BUCKETS);
     await times(20, () => h.decide('tb', [{ mixed: 'a' }]));
     const d = await h.decide('tb', [{ mixed: 'a' }]);
-    expect(d.descriptors[0]!.windows.map((w) => [w.limit.name, w.over, w.retryAfterMs])).toEqual([['mixed-tb', true, 100], ['mixed-hour', true, 3_600_000]]);
+    expect(d.descriptors[0]!.windows.map((w) => [w.limit.name, w.over, w.retryAfterMs])).toEqual([
+      ['mixed-tb', true, 100],
+      ['mixed-hour', true, 3_600_000],
+    ]);
     expect(d.retryAfterMs).toBe(3_600_000);
   });
 
@@ -316,7 +324,8 @@ describe('peekWindows (explain, inspect) on a token bucket', () => {
   it('reads tokens taken, whole tokens left, full or not, and when it is full, counting nothing', async () => {
     const h = harness(BUCKETS);
     const config = compileYaml(BUCKETS);
-    const plans = () => planRequest(config.domains.get('tb'), { descriptors: [{ entries: entries({ bucket: 'p' }) }], hits: 1 }, { tiers: noTiers, globalShadow: false });
+    const plans = () =>
+      planRequest(config.domains.get('tb'), { descriptors: [{ entries: entries({ bucket: 'p' }) }], hits: 1 }, { tiers: noTiers, globalShadow: false });
     await times(20, () => h.decide('tb', [{ bucket: 'p' }]));
     h.clock.advance(50);
     const full = (await peekWindows(h.store, plans()))[0]![0];

@@ -5,7 +5,16 @@ import type { CounterCheck } from '../../src/store/store.js';
 
 const T0 = 1_800_000_000_000;
 const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false, ...over,
+  key: 'k',
+  windowMs: 1000,
+  limit: 3,
+  hits: 1,
+  sliding: false,
+  burst: 0,
+  group: 0,
+  shadow: false,
+  quota: false,
+  ...over,
 });
 
 describe('memory store', () => {
@@ -111,14 +120,22 @@ describe('memory store', () => {
   it('with nothing on probation, evicts the smallest count among the oldest', async () => {
     const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 3 });
     const hour = (key: string): CounterCheck => check({ key, windowMs: 3_600_000, limit: 100 });
-    for (const [key, n] of [['a', 9], ['b', 2], ['c', 5]] as const) for (let i = 0; i < n; i++) store.check([hour(key)]);
+    for (const [key, n] of [
+      ['a', 9],
+      ['b', 2],
+      ['c', 5],
+    ] as const)
+      for (let i = 0; i < n; i++) store.check([hour(key)]);
     store.check([hour('d')]); // full: b (2) goes, not a (the oldest, 9)
     expect(['a', 'b', 'c', 'd'].map((k) => store.peek(k, 3_600_000))).toEqual([9, 0, 5, 1]);
   });
 
   it("a full store never evicts a counter the same check just created: a new client's two windows both count", async () => {
     const store = new MemoryStore({ clock: new ManualClock(T0), maxCounters: 4 });
-    const two = (key: string): CounterCheck[] => [check({ key: `${key}:s`, windowMs: 60_000, limit: 100 }), check({ key: `${key}:h`, windowMs: 3_600_000, limit: 100, group: 0 })];
+    const two = (key: string): CounterCheck[] => [
+      check({ key: `${key}:s`, windowMs: 60_000, limit: 100 }),
+      check({ key: `${key}:h`, windowMs: 3_600_000, limit: 100, group: 0 }),
+    ];
     for (const key of ['a', 'b']) for (let i = 0; i < 3; i++) store.check(two(key)); // full, nothing on probation
     for (let i = 0; i < 3; i++) store.check(two('new'));
     expect([store.peek('new:s', 60_000), store.peek('new:h', 3_600_000)]).toEqual([3, 3]);

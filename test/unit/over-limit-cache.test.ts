@@ -6,7 +6,16 @@ import type { CheckResult, CounterCheck, Maybe, Store } from '../../src/store/st
 
 const T0 = 1_800_000_000_000;
 const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k', windowMs: 1000, limit: 2, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false, ...over,
+  key: 'k',
+  windowMs: 1000,
+  limit: 2,
+  hits: 1,
+  sliding: false,
+  burst: 0,
+  group: 0,
+  shadow: false,
+  quota: false,
+  ...over,
 });
 
 /** Counts the calls that reach the real store underneath. */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { compileSources } from '../../src/config/load.js';
 import { counterKey, counterKeyOf, windowKey } from '../../src/counters/keys.js';
 import { fingerprint } from '../../src/fingerprint.js';
-import { noTiers, planForClient, planRequest, toChecks, traceRequest, type DescriptorInput, type PlanContext } from '../../src/limiter/plan.js';
+import { type DescriptorInput, noTiers, type PlanContext, planForClient, planRequest, toChecks, traceRequest } from '../../src/limiter/plan.js';
 
 const YAML = `
 domain: p
@@ -49,7 +49,7 @@ describe('planRequest: what each descriptor counts against', () => {
     expect(p!.key).toBe(counterKeyOf(p!.rule!.counterId, fingerprint('t')));
   });
 
-  it('the tier lookup: the token\'s fingerprint selects the tier\'s limits', () => {
+  it("the tier lookup: the token's fingerprint selects the tier's limits", () => {
     const tiers = { tierOf: (fp: string) => (fp === fingerprint('big-client') ? 'big' : undefined) };
     const [p] = planRequest(domain, { descriptors: [d({ category: 'read', token: 'big-client' })], hits: 1 }, { ...ctx, tiers });
     expect(p!.tier).toBe('big');
@@ -67,7 +67,11 @@ describe('planRequest: what each descriptor counts against', () => {
 
   it("Envoy's per-descriptor limit replaces the config's and counts on the rule's counters", () => {
     const override = { requestsPerUnit: 2, unit: 'hour' as const };
-    const [withRule, without] = planRequest(domain, { descriptors: [d({ category: 'read', token: 't' }, { override }), d({ nothing: 'here' }, { override })], hits: 1 }, ctx);
+    const [withRule, without] = planRequest(
+      domain,
+      { descriptors: [d({ category: 'read', token: 't' }, { override }), d({ nothing: 'here' }, { override })], hits: 1 },
+      ctx,
+    );
     expect(withRule).toMatchObject({ override: true, tier: undefined });
     expect(withRule!.limits).toEqual([expect.objectContaining({ name: 'p.override.per_hour', requestsPerUnit: 2, windowSeconds: 3600 })]);
     expect(withRule!.key).toBe(counterKey(withRule!.rule!.counterId, withRule!.rule!.variable, d({ category: 'read', token: 't' }).entries));
@@ -75,13 +79,13 @@ describe('planRequest: what each descriptor counts against', () => {
     expect(without!.key).toMatch(/^p:~override:[0-9a-f]{32}:\{[0-9a-f]{32}\}$/);
   });
 
-  it('shadow: the rule\'s shadow_mode, or the service\'s --shadow-mode for every descriptor', () => {
+  it("shadow: the rule's shadow_mode, or the service's --shadow-mode for every descriptor", () => {
     const request = { descriptors: [d({ quiet: 'x' }), d({ category: 'read', token: 't' })], hits: 1 };
     expect(planRequest(domain, request, ctx).map((p) => p.shadow)).toEqual([true, false]);
     expect(planRequest(domain, request, { ...ctx, globalShadow: true }).map((p) => p.shadow)).toEqual([true, true]);
   });
 
-  it('hits: the descriptor\'s own hits_addend wins over the request\'s', () => {
+  it("hits: the descriptor's own hits_addend wins over the request's", () => {
     const plans = planRequest(domain, { descriptors: [d({ category: 'read' }, { hits: 0 }), d({ category: 'read' })], hits: 4 }, ctx);
     expect(plans.map((p) => p.hits)).toEqual([0, 4]);
   });
@@ -107,13 +111,18 @@ describe('planRequest: what each descriptor counts against', () => {
 
 describe('traceRequest: how each entry matched', () => {
   it('exact, wildcard and default key, with file:line; the walk stops at the first entry that matches nothing', () => {
-    const { trace } = traceRequest(domain, { descriptors: [d({ category: 'read', token: 't' }), d({ path: '/admin/users' }), d({ category: 'nope', token: 't' })], hits: 1 }, ctx);
+    const { trace } = traceRequest(
+      domain,
+      { descriptors: [d({ category: 'read', token: 't' }), d({ path: '/admin/users' }), d({ category: 'nope', token: 't' })], hits: 1 },
+      ctx,
+    );
     expect(trace.steps[0]).toEqual([
       { matched: 'exact', level: true, knownKey: true, source: 'p.yaml:7' },
       { matched: 'default', level: true, knownKey: true, source: 'p.yaml:11' },
     ]);
     expect(trace.steps[1]).toEqual([{ matched: 'wildcard', level: true, knownKey: true, pattern: '/admin*', shared: false, source: 'p.yaml:18' }]);
-    expect(trace.steps[2]).toEqual([{ matched: 'none', level: true, knownKey: true }]);
+    // Where nothing matched, what the config has there: its keys at that level and the key's values.
+    expect(trace.steps[2]).toEqual([{ matched: 'none', level: true, knownKey: true, expected: { keys: ['category', 'path', 'quiet', 'free'], values: ['read'] } }]);
   });
 
   it('keeps the limits before replaces, and who replaced what', () => {
@@ -134,7 +143,9 @@ describe('planForClient: a client known only by fingerprint (the admin API)', ()
 });
 
 describe("Envoy's limit on a token-bucket rule (issue 22, item 5)", () => {
-  const bucket = compileSources([{ file: 'b.yaml', text: 'domain: b\ndescriptors:\n  - key: client\n    algorithm: token_bucket\n    rate_limit: {unit: year, requests_per_unit: 100}\n' }]).domains.get('b')!;
+  const bucket = compileSources([
+    { file: 'b.yaml', text: 'domain: b\ndescriptors:\n  - key: client\n    algorithm: token_bucket\n    rate_limit: {unit: year, requests_per_unit: 100}\n' },
+  ]).domains.get('b')!;
   const plan = (requestsPerUnit: number, unit: 'year' | 'second') =>
     toChecks(planRequest(bucket, { descriptors: [{ entries: [{ key: 'client', value: 'x' }], override: { requestsPerUnit, unit } }], hits: 1 }, ctx))[0]!;
 

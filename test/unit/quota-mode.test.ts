@@ -25,7 +25,7 @@ descriptors:
 `;
 
 describe('quota mode', () => {
-  it("a quota_mode rule whose limits are all replaced is not a quota descriptor (its limit is nil there): it does not make the others unable to block", async () => {
+  it('a quota_mode rule whose limits all are replaced is no quota descriptor (its limit is nil there): the others can still block', async () => {
     const h = harness(YAML);
     const req: Record<string, string>[] = [{ soft_a: 'x' }, { replaced_soft: 'x' }, { replacer: 'x' }];
     expect((await h.decide('q', req)).overLimit).toBe(false);
@@ -66,7 +66,11 @@ describe('quota mode', () => {
 
   it('explain: a burst is not stopped by quota limits when one quota descriptor always passes', async () => {
     const config = compileSources([{ file: 'q.yaml', text: YAML.replace('name: soft-b}', 'name: soft-b}\n    shadow_mode: true') }]);
-    const e = await explain(config, noTiers, { domain: 'q', hits: 1, descriptors: [{ entries: [{ key: 'soft_a', value: 'x' }] }, { entries: [{ key: 'soft_b', value: 'x' }] }] });
+    const e = await explain(config, noTiers, {
+      domain: 'q',
+      hits: 1,
+      descriptors: [{ entries: [{ key: 'soft_a', value: 'x' }] }, { entries: [{ key: 'soft_b', value: 'x' }] }],
+    });
     expect(e.firstToReject).toBeNull();
   });
 });

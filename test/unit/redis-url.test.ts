@@ -1,11 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { parseServeArgs, SettingsError } from '../../src/settings.js';
+import { parseRedisUrl } from '../../src/store/redis-connection.js';
 
 describe('Redis URL', () => {
   it('single: host, port, db, user and password, TLS with rediss', () => {
     expect(parseRedisUrl('rediss://app:p%40ss:word@cache.internal:6380/2', 'single')).toEqual({
-      type: 'single', nodes: [{ host: 'cache.internal', port: 6380 }], username: 'app', password: 'p@ss:word', tls: true, db: 2, masterName: undefined,
+      type: 'single',
+      nodes: [{ host: 'cache.internal', port: 6380 }],
+      username: 'app',
+      password: 'p@ss:word',
+      tls: true,
+      db: 2,
+      masterName: undefined,
     });
     expect(parseRedisUrl('redis://127.0.0.1', 'single').nodes).toEqual([{ host: '127.0.0.1', port: 6379 }]);
     expect(parseRedisUrl('redis://:onlypass@h:1', 'single')).toMatchObject({ username: undefined, password: 'onlypass' });
@@ -13,7 +19,11 @@ describe('Redis URL', () => {
 
   it('sentinel: the sentinels and the master name', () => {
     expect(parseRedisUrl('redis://s1:26379,s2/mymaster', 'sentinel')).toMatchObject({
-      nodes: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }], masterName: 'mymaster',
+      nodes: [
+        { host: 's1', port: 26379 },
+        { host: 's2', port: 26379 },
+      ],
+      masterName: 'mymaster',
     });
     expect(() => parseRedisUrl('redis://s1:26379', 'sentinel')).toThrow(/master name/);
   });
@@ -24,7 +34,11 @@ describe('Redis URL', () => {
   });
 
   it('errors never echo the password', () => {
-    for (const [url, type] of [['redis://u:hunter2@h:99999', 'single'], ['http://u:hunter2@h', 'single'], ['redis://u:hunter2@a,b', 'single']] as const) {
+    for (const [url, type] of [
+      ['redis://u:hunter2@h:99999', 'single'],
+      ['http://u:hunter2@h', 'single'],
+      ['redis://u:hunter2@a,b', 'single'],
+    ] as const) {
       let message = '';
       try {
         parseRedisUrl(url, type);

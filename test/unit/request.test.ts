@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../src/errors.js';
-import { defaultBounds, toDecisionInput, type RequestBounds, type WireDescriptor, type WireRequest } from '../../src/server/request.js';
+import { defaultBounds, type RequestBounds, toDecisionInput, type WireDescriptor, type WireRequest } from '../../src/server/request.js';
 
 // A marker in every place a client's text can be: no message may repeat it.
 const MARK = 'Bearer MARKER-5ec2e7';
@@ -44,7 +44,10 @@ describe('toDecisionInput: a valid request', () => {
   });
 
   it('accepts exactly the bounds: descriptors, entries, and bytes (not characters) of keys and values', () => {
-    const entries = [{ key: 'k'.repeat(32), value: 'é'.repeat(16) }, { key: 'b', value: 'v' }];
+    const entries = [
+      { key: 'k'.repeat(32), value: 'é'.repeat(16) },
+      { key: 'b', value: 'v' },
+    ];
     const at = request({ domain: 'd'.repeat(32), descriptors: [descriptor({ entries }), descriptor(), descriptor()] });
     expect(toDecisionInput(at, SMALL).descriptors).toHaveLength(3);
   });
@@ -67,18 +70,73 @@ describe('toDecisionInput: every refusal says what and where, and never repeats 
     ['a descriptor without entries', request({ descriptors: [descriptor(), descriptor({ entries: [] })] }), 'descriptors[1] has no entries'],
     [
       'too many entries',
-      request({ descriptors: [descriptor({ entries: [{ key: 'a', value: MARK }, { key: 'b', value: MARK }, { key: 'c', value: MARK }] })] }),
+      request({
+        descriptors: [
+          descriptor({
+            entries: [
+              { key: 'a', value: MARK },
+              { key: 'b', value: MARK },
+              { key: 'c', value: MARK },
+            ],
+          }),
+        ],
+      }),
       'descriptors[0] has 3 entries, more than the maximum of 2',
     ],
-    ['an empty key', request({ descriptors: [descriptor({ entries: [{ key: 'a', value: MARK }, { key: '', value: MARK }] })] }), 'descriptors[0].entries[1] has an empty key'],
-    ['a key over the bound', request({ descriptors: [descriptor({ entries: [{ key: MARK.repeat(2), value: 'v' }] })] }), 'descriptors[0].entries[0]: key is longer than 32 bytes'],
-    ['a value over the bound', request({ descriptors: [descriptor({ entries: [{ key: 'token', value: MARK.repeat(2) }] })] }), 'descriptors[0].entries[0]: value is 40 bytes, more than the maximum of 32'],
-    ['a value over the bound in bytes, not characters', request({ descriptors: [descriptor({ entries: [{ key: 'token', value: twoByteValue }] })] }), 'descriptors[0].entries[0]: value is 33 bytes, more than the maximum of 32'],
-    ['an override unit of 0 (UNKNOWN)', request({ descriptors: [descriptor({ limit: { requests_per_unit: 1, unit: 0 } })] }), 'descriptors[0].limit.unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got 0)'],
-    ['an override unit past YEAR', request({ descriptors: [descriptor({ limit: { requests_per_unit: 1, unit: 7 } })] }), 'descriptors[0].limit.unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got 7)'],
-    ['a negative hits_addend', request({ descriptors: [descriptor({ hits_addend: { value: -1 } })] }), 'descriptors[0].hits_addend must be a whole number from 0 to 4294967295'],
-    ['a fractional hits_addend', request({ descriptors: [descriptor({ hits_addend: { value: 1.5 } })] }), 'descriptors[0].hits_addend must be a whole number from 0 to 4294967295'],
-    ['a hits_addend past uint32', request({ descriptors: [descriptor({ hits_addend: { value: 2 ** 32 } })] }), 'descriptors[0].hits_addend must be a whole number from 0 to 4294967295'],
+    [
+      'an empty key',
+      request({
+        descriptors: [
+          descriptor({
+            entries: [
+              { key: 'a', value: MARK },
+              { key: '', value: MARK },
+            ],
+          }),
+        ],
+      }),
+      'descriptors[0].entries[1] has an empty key',
+    ],
+    [
+      'a key over the bound',
+      request({ descriptors: [descriptor({ entries: [{ key: MARK.repeat(2), value: 'v' }] })] }),
+      'descriptors[0].entries[0]: key is longer than 32 bytes',
+    ],
+    [
+      'a value over the bound',
+      request({ descriptors: [descriptor({ entries: [{ key: 'token', value: MARK.repeat(2) }] })] }),
+      'descriptors[0].entries[0]: value is 40 bytes, more than the maximum of 32',
+    ],
+    [
+      'a value over the bound in bytes, not characters',
+      request({ descriptors: [descriptor({ entries: [{ key: 'token', value: twoByteValue }] })] }),
+      'descriptors[0].entries[0]: value is 33 bytes, more than the maximum of 32',
+    ],
+    [
+      'an override unit of 0 (UNKNOWN)',
+      request({ descriptors: [descriptor({ limit: { requests_per_unit: 1, unit: 0 } })] }),
+      'descriptors[0].limit.unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got 0)',
+    ],
+    [
+      'an override unit past YEAR',
+      request({ descriptors: [descriptor({ limit: { requests_per_unit: 1, unit: 7 } })] }),
+      'descriptors[0].limit.unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got 7)',
+    ],
+    [
+      'a negative hits_addend',
+      request({ descriptors: [descriptor({ hits_addend: { value: -1 } })] }),
+      'descriptors[0].hits_addend must be a whole number from 0 to 4294967295',
+    ],
+    [
+      'a fractional hits_addend',
+      request({ descriptors: [descriptor({ hits_addend: { value: 1.5 } })] }),
+      'descriptors[0].hits_addend must be a whole number from 0 to 4294967295',
+    ],
+    [
+      'a hits_addend past uint32',
+      request({ descriptors: [descriptor({ hits_addend: { value: 2 ** 32 } })] }),
+      'descriptors[0].hits_addend must be a whole number from 0 to 4294967295',
+    ],
   ];
 
   it.each(cases)('%s', (_name, req, message) => {

@@ -1,3 +1,4 @@
+import { type Item, parseList } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import type { Decision } from '../../src/limiter/limiter.js';
@@ -5,8 +6,7 @@ import { rateLimitHeaders, retryAfterSeconds } from '../../src/response/headers.
 import { bindingWindow, reportedWindow } from '../../src/response/pick.js';
 import { toWireResponse } from '../../src/response/response.js';
 import { Code, type WireHeader } from '../../src/response/wire.js';
-import { parseList, type Item } from 'structured-headers';
-import { compileYaml, entries, harness, T0, type Harness } from '../helpers/decide.js';
+import { compileYaml, entries, type Harness, harness, T0 } from '../helpers/decide.js';
 
 // Responses built from real decisions (the Limiter over the in-process store, manual clock).
 
@@ -69,7 +69,10 @@ describe('rate-limit headers by style', () => {
   it('tightest: a window over its limit is tighter than any with room, whatever is left in each', async () => {
     const h = fresh();
     // client asks for 6: both its windows are over with 2 and 5 left; burst only checks and has 1 left.
-    const d = await h.decide('tight', [{ entries: entries({ client: 'c' }), hits: 6 }, { entries: entries({ burst: 'b' }), hits: 0 }]);
+    const d = await h.decide('tight', [
+      { entries: entries({ client: 'c' }), hits: 6 },
+      { entries: entries({ burst: 'b' }), hits: 0 },
+    ]);
     expect(d.descriptors.map((o) => o.over)).toEqual([true, false]);
     expect(headersOf(d)['X-Quota-Limit']).toBe('5');
   });
@@ -123,7 +126,10 @@ describe('Retry-After', () => {
     h.clock.advance(500);
     await times(h, 2, 'api', [{ client: 'c' }]); // its second is full: 500 ms to wait
     await h.decide('api', [{ burst: 'b' }]); // its minute is full: 59.5 s to wait
-    const orders: Record<string, string>[][] = [[{ client: 'c' }, { burst: 'b' }], [{ burst: 'b' }, { client: 'c' }]];
+    const orders: Record<string, string>[][] = [
+      [{ client: 'c' }, { burst: 'b' }],
+      [{ burst: 'b' }, { client: 'c' }],
+    ];
     for (const order of orders) {
       const d = await h.decide('api', order);
       expect(d.retryAfterMs).toBe(59_500);
@@ -220,7 +226,9 @@ describe('the 429 problem body', () => {
 });
 
 describe('a token bucket in the response (10 per second, burst 20)', () => {
-  const BUCKET = compileYaml(`domain: tb\ndescriptors:\n  - key: b\n    algorithm: token_bucket\n    rate_limit: {unit: second, requests_per_unit: 10, burst: 20, name: tb}\n`);
+  const BUCKET = compileYaml(
+    `domain: tb\ndescriptors:\n  - key: b\n    algorithm: token_bucket\n    rate_limit: {unit: second, requests_per_unit: 10, burst: 20, name: tb}\n`,
+  );
 
   it('X-RateLimit-Limit is the burst, Remaining whole tokens, Reset when the bucket is full again', async () => {
     const h = harness(BUCKET);
@@ -230,7 +238,12 @@ describe('a token bucket in the response (10 per second, burst 20)', () => {
     // Debt: 4 × 100 ms − 150 ms + 100 ms = 350 ms: full at T0 + 500, 16 tokens left.
     expect(headersOf(d)).toEqual({ 'X-RateLimit-Limit': '20', 'X-RateLimit-Remaining': '16', 'X-RateLimit-Reset': String(Math.ceil((T0 + 500) / 1000)) });
     const status = toWireResponse(d).statuses[0]!;
-    expect(status).toMatchObject({ code: Code.OK, limit_remaining: 16, current_limit: { requests_per_unit: 10 }, duration_until_reset: { seconds: 0, nanos: 350_000_000 } });
+    expect(status).toMatchObject({
+      code: Code.OK,
+      limit_remaining: 16,
+      current_limit: { requests_per_unit: 10 },
+      duration_until_reset: { seconds: 0, nanos: 350_000_000 },
+    });
   });
 
   it('over limit: Retry-After is at least 1 s, duration_until_reset is when the request would fit', async () => {
@@ -268,7 +281,12 @@ describe('draft headers (draft-ietf-httpapi-ratelimit-headers-11), read with a S
   });
 
   it('RateLimit of a bucket: r whole tokens, t the seconds until the next token; a full bucket has no t', async () => {
-    const h = harness(compileYaml(`domain: d\nresponse_headers: {style: draft, window: tightest}\ndescriptors:\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: token_bucket, burst: 4, name: slow}\n`));
+    const h = harness(
+      compileYaml(
+        `domain: d\nresponse_headers: {style: draft, window: tightest}\ndescriptors:\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: ` +
+          `2, algorithm: token_bucket, burst: 4, name: slow}\n`,
+      ),
+    );
     const first = headersOf(await h.decide('d', [{ b: 'x' }]));
     // 3 tokens left; the one taken is back in 30 s (2 a minute).
     expect(items(first.RateLimit!)).toEqual([{ name: 'slow', params: { r: 3, t: 30 } }]);

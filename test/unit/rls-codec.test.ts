@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { decodeRateLimitRequest, encodeRateLimitResponse, UndecodableRequest } from '../../src/server/rls-codec.js';
-import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
 import type { WireResponse } from '../../src/response/wire.js';
+import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
+import { decodeRateLimitRequest, encodeRateLimitResponse, UndecodableRequest } from '../../src/server/rls-codec.js';
 
 /** protobufjs, through @grpc/proto-loader with Tollgate's options: the reference both directions must match. */
 const reference = clientConstructor(RLS_SERVICE).service.ShouldRateLimit!;
@@ -119,7 +119,8 @@ describe(`RLS codec against protobufjs (seed ${SEED})`, () => {
       const descriptor = Buffer.concat([Buffer.from([0x0a, entry.length]), entry]);
       return Buffer.concat([Buffer.from([0x0a, 0x01, 0x64, 0x12, descriptor.length]), descriptor]);
     };
-    const value = (bytes: number[]): string => (decodeRateLimitRequest(request(bytes)) as { descriptors: { entries: { value: string }[] }[] }).descriptors[0]!.entries[0]!.value;
+    const value = (bytes: number[]): string =>
+      (decodeRateLimitRequest(request(bytes)) as { descriptors: { entries: { value: string }[] }[] }).descriptors[0]!.entries[0]!.value;
     expect(value([0x61, 0xc3, 0x28])).toBe('a\udcc3(');
     expect(value([0xff])).not.toBe(value([0xfe]));
     expect(value([0xc3, 0xa9])).toBe('é');
@@ -151,15 +152,18 @@ describe('10-byte varints in 32-bit fields (issue 22, item 4)', () => {
   };
   const len = (bytes: number[]): number[] => [bytes.length, ...bytes];
 
-  it.each([2n ** 64n - 1n, 2n ** 63n + 5n, 2n ** 53n + 3n, 2n ** 40n * 3n + 7n, 2n ** 32n + 1n])('hits_addend %s reads as its low 32 bits, as protobufjs reads it', (v) => {
-    const entry = [0x0a, ...len([0x0a, 1, 0x6b, 0x12, 1, 0x76])]; // key "k", value "v"
-    const bytes = Buffer.from([0x0a, 1, 0x64, 0x12, ...len(entry), 0x18, ...varint(v)]);
-    const mine = decodeRateLimitRequest(bytes);
-    expect(mine).not.toBeInstanceOf(UndecodableRequest);
-    const theirs = reference.requestDeserialize(bytes) as { hits_addend: number };
-    expect((mine as { hits_addend: number }).hits_addend).toBe(Number(v % 2n ** 32n));
-    expect((mine as { hits_addend: number }).hits_addend).toBe(theirs.hits_addend);
-  });
+  it.each([2n ** 64n - 1n, 2n ** 63n + 5n, 2n ** 53n + 3n, 2n ** 40n * 3n + 7n, 2n ** 32n + 1n])(
+    'hits_addend %s reads as its low 32 bits, as protobufjs reads it',
+    (v) => {
+      const entry = [0x0a, ...len([0x0a, 1, 0x6b, 0x12, 1, 0x76])]; // key "k", value "v"
+      const bytes = Buffer.from([0x0a, 1, 0x64, 0x12, ...len(entry), 0x18, ...varint(v)]);
+      const mine = decodeRateLimitRequest(bytes);
+      expect(mine).not.toBeInstanceOf(UndecodableRequest);
+      const theirs = reference.requestDeserialize(bytes) as { hits_addend: number };
+      expect((mine as { hits_addend: number }).hits_addend).toBe(Number(v % 2n ** 32n));
+      expect((mine as { hits_addend: number }).hits_addend).toBe(theirs.hits_addend);
+    },
+  );
 
   it("an override's requests_per_unit too", () => {
     const limit = [0x08, ...varint(2n ** 64n - 1n), 0x10, 1];

@@ -1,19 +1,21 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
 import { DESCRIPTOR_KEYS, DOMAIN_KEYS, HEADER_KEYS, RATE_LIMIT_KEYS } from '../../src/config/validate.js';
 
 // The JSON Schema that editors use while typing, held to the loader that is the authority.
 // biome-ignore lint/suspicious/noExplicitAny: the schema document, walked by path; a wrong path fails the test
 const schema = JSON.parse(readFileSync('schema/descriptor-config.schema.json', 'utf8')) as Record<string, any>;
-const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false }) // required inside not: is the point;
+const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false }); // required inside not: is the point;
 const validate = ajv.compile(schema);
 
 const yamlFiles = (dir: string): string[] =>
-  readdirSync(dir).filter((f) => /\.ya?ml$/.test(f) && statSync(join(dir, f)).isFile()).map((f) => join(dir, f));
+  readdirSync(dir)
+    .filter((f) => /\.ya?ml$/.test(f) && statSync(join(dir, f)).isFile())
+    .map((f) => join(dir, f));
 
 /** Bad fixtures whose problem a schema cannot state: across entries, across files, or in the YAML text. */
 const BEYOND_A_SCHEMA: Record<string, string> = {
@@ -37,7 +39,13 @@ describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {
     expect(Object.keys(schema.$defs.responseHeaders.anyOf[1].properties).sort()).toEqual([...HEADER_KEYS].sort());
   });
 
-  const good = [...yamlFiles('config'), ...yamlFiles('examples'), ...yamlFiles('test/fixtures/config-good'), ...yamlFiles('test/fixtures/config/duplicate-domain'), ...yamlFiles('deploy/kubernetes').filter((f) => f.endsWith('property-api.yaml'))];
+  const good = [
+    ...yamlFiles('config'),
+    ...yamlFiles('examples'),
+    ...yamlFiles('test/fixtures/config-good'),
+    ...yamlFiles('test/fixtures/config/duplicate-domain'),
+    ...yamlFiles('deploy/kubernetes').filter((f) => f.endsWith('property-api.yaml')),
+  ];
   it.each(good)('accepts %s, which the loader accepts too', (file) => {
     expect(() => loadConfigDir(file)).not.toThrow();
     const ok = validate(parse(readFileSync(file, 'utf8')));
@@ -66,6 +74,7 @@ describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {
   it('ships in the package, and the examples point editors at it', () => {
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { files: string[] };
     expect(pkg.files).toContain('schema');
-    for (const f of yamlFiles('examples')) expect(readFileSync(f, 'utf8')).toMatch(/^# yaml-language-server: \$schema=\.\.\/schema\/descriptor-config\.schema\.json$/m);
+    for (const f of yamlFiles('examples'))
+      expect(readFileSync(f, 'utf8')).toMatch(/^# yaml-language-server: \$schema=\.\.\/schema\/descriptor-config\.schema\.json$/m);
   });
 });

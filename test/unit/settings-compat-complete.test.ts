@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { logSettingNotes } from '../../src/service.js';
-import { READ_BY_COMPAT } from '../../src/settings-compat.js';
 import { parseServeArgs, SERVE_ENV_NAMES, serveHelp } from '../../src/settings.js';
+import { READ_BY_COMPAT } from '../../src/settings-compat.js';
 
 /** Every variable envoyproxy/ratelimit reads (test/fixtures/ratelimit-settings.txt, from its settings.go) is
  * either read by Tollgate with the same meaning, or named in the start-up warning when set to something
@@ -29,8 +29,13 @@ const TOLLGATE_DOES_NON_DEFAULT: Record<string, string> = {
 
 /** What Tollgate does whatever the variable says, when that is the default: set to the default, no warning. */
 const TOLLGATE_DOES_DEFAULT = [
-  'RUNTIME_WATCH_ROOT', 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', 'USE_DOG_STATSD', 'DISABLE_STATS',
-  'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'REDIS_PERSECOND',
+  'RUNTIME_WATCH_ROOT',
+  'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED',
+  'USE_DOG_STATSD',
+  'DISABLE_STATS',
+  'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION',
+  'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION',
+  'REDIS_PERSECOND',
 ];
 
 /** A value other than the default: a boolean's opposite, else text no default has. */
@@ -70,7 +75,10 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   GRPC_SERVER_USE_TLS: { value: 'true' },
   GRPC_SERVER_TLS_CERT: { base: { GRPC_SERVER_USE_TLS: 'true' }, value: '/nonexistent/cert.pem' },
   GRPC_SERVER_TLS_KEY: { base: { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: 'package.json' }, value: '/nonexistent/key.pem' },
-  GRPC_CLIENT_TLS_CACERT: { base: { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: 'package.json', GRPC_SERVER_TLS_KEY: 'package.json' }, value: '/nonexistent/ca.pem' },
+  GRPC_CLIENT_TLS_CACERT: {
+    base: { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: 'package.json', GRPC_SERVER_TLS_KEY: 'package.json' },
+    value: '/nonexistent/ca.pem',
+  },
   FORCE_START_WITHOUT_INITIAL_CONFIG: { value: 'true' },
   CONFIG_GRPC_XDS_SERVER_URL: { base: XDS, value: 'eg.internal:18001' },
   CONFIG_GRPC_XDS_NODE_ID: { base: XDS, value: 'ratelimit' },
@@ -132,17 +140,26 @@ describe("envoyproxy/ratelimit's settings, every one", () => {
     }
   });
 
-  it.each(unread.filter((v) => v.default !== ''))('$name, not read, set to its default ($default): warned unless Tollgate does that', ({ name, default: d }) => {
-    const doesDefault = TOLLGATE_DOES_DEFAULT.includes(name);
-    expect(warned({ [name]: d })).toEqual(doesDefault ? [] : [name]);
-  });
+  it.each(unread.filter((v) => v.default !== ''))(
+    '$name, not read, set to its default ($default): warned unless Tollgate does that',
+    ({ name, default: d }) => {
+      const doesDefault = TOLLGATE_DOES_DEFAULT.includes(name);
+      expect(warned({ [name]: d })).toEqual(doesDefault ? [] : [name]);
+    },
+  );
 
   it('a variable set to nothing is unset: no warning (a manifest\'s NAME: "")', () => {
     expect(warned(Object.fromEntries(unread.map((v) => [v.name, ''])))).toEqual([]);
   });
 
   it('several at once: one sorted list of names, never values', () => {
-    const s = parseServeArgs([], { USE_STATSD: 'true', STATSD_HOST: 'statsd.internal', MEMCACHE_HOST_PORT: 'm:11211', REDIS_PERSECOND_URL: 'r2:6379', PATH: '/usr/bin' });
+    const s = parseServeArgs([], {
+      USE_STATSD: 'true',
+      STATSD_HOST: 'statsd.internal',
+      MEMCACHE_HOST_PORT: 'm:11211',
+      REDIS_PERSECOND_URL: 'r2:6379',
+      PATH: '/usr/bin',
+    });
     expect(s.unsupported).toEqual(['MEMCACHE_HOST_PORT', 'REDIS_PERSECOND_URL', 'STATSD_HOST', 'USE_STATSD']);
   });
 
@@ -155,11 +172,14 @@ describe("envoyproxy/ratelimit's settings, every one", () => {
   });
 
   it("DOG_STATSD_MOGRIFIER_<name>_*, read by envoyproxy/ratelimit's godogstats outside settings.go, is warned about too", () => {
-    expect(warned({ DOG_STATSD_MOGRIFIER_HTTP_PATTERN: '^x$', DOG_STATSD_MOGRIFIER_HTTP_NAME: 'y' })).toEqual(['DOG_STATSD_MOGRIFIER_HTTP_NAME', 'DOG_STATSD_MOGRIFIER_HTTP_PATTERN']);
+    expect(warned({ DOG_STATSD_MOGRIFIER_HTTP_PATTERN: '^x$', DOG_STATSD_MOGRIFIER_HTTP_NAME: 'y' })).toEqual([
+      'DOG_STATSD_MOGRIFIER_HTTP_NAME',
+      'DOG_STATSD_MOGRIFIER_HTTP_PATTERN',
+    ]);
   });
 });
 
-describe('no store chosen, but envoyproxy/ratelimit\'s Redis variables set', () => {
+describe("no store chosen, but envoyproxy/ratelimit's Redis variables set", () => {
   it('REDIS_URL without BACKEND_TYPE chooses the Redis store, as envoyproxy/ratelimit (whose default backend is redis) would', () => {
     const s = parseServeArgs([], { REDIS_URL: '127.0.0.1:6380' });
     expect(s.store).toBe('redis');
@@ -173,7 +193,12 @@ describe('no store chosen, but envoyproxy/ratelimit\'s Redis variables set', () 
       expect(parseServeArgs([], { [name]: value })).toMatchObject({ store: 'redis', storeInferredFrom: [name] });
     }
     expect(parseServeArgs([], { REDIS_SOCKET_TYPE: 'tcp' })).toMatchObject({ store: 'redis', storeInferredFrom: ['REDIS_SOCKET_TYPE'] });
-    expect(parseServeArgs([], { REDIS_TLS: 'true', REDIS_AUTH: 'pw', REDIS_URL: 'r:6379', REDIS_SOCKET_TYPE: 'tcp' }).storeInferredFrom).toEqual(['REDIS_URL', 'REDIS_SOCKET_TYPE', 'REDIS_AUTH', 'REDIS_TLS']);
+    expect(parseServeArgs([], { REDIS_TLS: 'true', REDIS_AUTH: 'pw', REDIS_URL: 'r:6379', REDIS_SOCKET_TYPE: 'tcp' }).storeInferredFrom).toEqual([
+      'REDIS_URL',
+      'REDIS_SOCKET_TYPE',
+      'REDIS_AUTH',
+      'REDIS_TLS',
+    ]);
     // envoyproxy/ratelimit's default socket type is unix, which Tollgate cannot reach: refused by name.
     expect(() => parseServeArgs([], { REDIS_SOCKET_TYPE: 'unix', REDIS_URL: '/var/run/nutcracker/ratelimit.sock' })).toThrow(/^REDIS_SOCKET_TYPE must be tcp/);
   });
@@ -225,12 +250,20 @@ describe('QUOTA_MODE, RESPONSE_DYNAMIC_METADATA, MERGE_DOMAIN_CONFIG', () => {
     const s = parseServeArgs(['--quota-mode', 'true', '--response-dynamic-metadata', 'true', '--merge-domain-config', 'yes'], {});
     expect(fields(s)).toEqual([true, true, true]);
     const env = { QUOTA_MODE: 'true', RESPONSE_DYNAMIC_METADATA: 'true', MERGE_DOMAIN_CONFIG: 'true' };
-    expect(fields(parseServeArgs(['--quota-mode', 'false', '--response-dynamic-metadata', 'false', '--merge-domain-config', 'false'], env))).toEqual([false, false, false]);
+    expect(fields(parseServeArgs(['--quota-mode', 'false', '--response-dynamic-metadata', 'false', '--merge-domain-config', 'false'], env))).toEqual([
+      false,
+      false,
+      false,
+    ]);
   });
 
   it('--help names each flag, its variable and its default', () => {
     const help = serveHelp();
-    for (const [flag, env] of [['quota-mode', 'QUOTA_MODE'], ['response-dynamic-metadata', 'RESPONSE_DYNAMIC_METADATA'], ['merge-domain-config', 'MERGE_DOMAIN_CONFIG']]) {
+    for (const [flag, env] of [
+      ['quota-mode', 'QUOTA_MODE'],
+      ['response-dynamic-metadata', 'RESPONSE_DYNAMIC_METADATA'],
+      ['merge-domain-config', 'MERGE_DOMAIN_CONFIG'],
+    ]) {
       expect(help).toMatch(new RegExp(`--${flag} +\\S[^\\n]*\\n +env ${env}, default false\\n`));
     }
   });

@@ -8,7 +8,12 @@ const redisOf = (env: NodeJS.ProcessEnv) => parseServeArgs([], { BACKEND_TYPE: '
 
 describe('moving from envoyproxy/ratelimit: Redis settings', () => {
   it('REDIS_URL in its host:port form', () => {
-    expect(redisOf({ REDIS_URL: 'redis.internal:6380' })).toMatchObject({ type: 'single', nodes: [{ host: 'redis.internal', port: 6380 }], tls: false, password: undefined });
+    expect(redisOf({ REDIS_URL: 'redis.internal:6380' })).toMatchObject({
+      type: 'single',
+      nodes: [{ host: 'redis.internal', port: 6380 }],
+      tls: false,
+      password: undefined,
+    });
   });
 
   it('REDIS_AUTH as a password, or user:password; REDIS_TLS turns TLS on', () => {
@@ -18,9 +23,22 @@ describe('moving from envoyproxy/ratelimit: Redis settings', () => {
     expect(redisOf({ REDIS_URL: 'redis://r:6379', REDIS_TLS: 'true', REDIS_AUTH: 'pw' })).toMatchObject({ tls: true, password: 'pw' });
   });
 
-  it('REDIS_TYPE in any case; cluster seeds and sentinel\'s master,sentinel,… list', () => {
-    expect(redisOf({ REDIS_TYPE: 'CLUSTER', REDIS_URL: 'a:7000,b:7001' })).toMatchObject({ type: 'cluster', nodes: [{ host: 'a', port: 7000 }, { host: 'b', port: 7001 }] });
-    expect(redisOf({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'mymaster,s1:26379,s2:26380' })).toMatchObject({ type: 'sentinel', masterName: 'mymaster', nodes: [{ host: 's1', port: 26379 }, { host: 's2', port: 26380 }] });
+  it("REDIS_TYPE in any case; cluster seeds and sentinel's master,sentinel,… list", () => {
+    expect(redisOf({ REDIS_TYPE: 'CLUSTER', REDIS_URL: 'a:7000,b:7001' })).toMatchObject({
+      type: 'cluster',
+      nodes: [
+        { host: 'a', port: 7000 },
+        { host: 'b', port: 7001 },
+      ],
+    });
+    expect(redisOf({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'mymaster,s1:26379,s2:26380' })).toMatchObject({
+      type: 'sentinel',
+      masterName: 'mymaster',
+      nodes: [
+        { host: 's1', port: 26379 },
+        { host: 's2', port: 26380 },
+      ],
+    });
   });
 
   it('REDIS_SOCKET_TYPE tcp is accepted, unix refused by name; credentials twice refused without echoing them', () => {
@@ -46,7 +64,9 @@ describe('moving from envoyproxy/ratelimit: Redis settings', () => {
 describe('moving from envoyproxy/ratelimit: other settings', () => {
   it('RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config is the config directory; RUNTIME_CONFIG_DIR and --config win', () => {
     expect(parseServeArgs([], { RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'ratelimit' }).configDir).toBe(join('/data', 'ratelimit', 'config'));
-    expect(parseServeArgs([], { RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'rl', RUNTIME_APPDIRECTORY: 'limits' }).configDir).toBe(join('/data', 'rl', 'limits'));
+    expect(parseServeArgs([], { RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'rl', RUNTIME_APPDIRECTORY: 'limits' }).configDir).toBe(
+      join('/data', 'rl', 'limits'),
+    );
     expect(parseServeArgs([], { RUNTIME_ROOT: '/data', RUNTIME_CONFIG_DIR: '/mine' }).configDir).toBe('/mine');
     expect(parseServeArgs(['--config', '/flag'], { RUNTIME_ROOT: '/data' }).configDir).toBe('/flag');
   });
@@ -67,8 +87,14 @@ describe('moving from envoyproxy/ratelimit: other settings', () => {
 
   it('settings Tollgate does not act on are listed by name, unless set to what Tollgate does anyway', () => {
     const s = parseServeArgs([], {
-      USE_STATSD: 'true', STATSD_HOST: 'statsd', MEMCACHE_HOST_PORT: 'm:11211', LIMIT_RESPONSE_HEADERS_ENABLED: 'false',
-      USE_DOG_STATSD: 'false', STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', CONFIG_TYPE: 'FILE', PATH: '/usr/bin',
+      USE_STATSD: 'true',
+      STATSD_HOST: 'statsd',
+      MEMCACHE_HOST_PORT: 'm:11211',
+      LIMIT_RESPONSE_HEADERS_ENABLED: 'false',
+      USE_DOG_STATSD: 'false',
+      STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true',
+      CONFIG_TYPE: 'FILE',
+      PATH: '/usr/bin',
     });
     expect(s.unsupported).toEqual(['LIMIT_RESPONSE_HEADERS_ENABLED', 'MEMCACHE_HOST_PORT', 'STATSD_HOST', 'USE_STATSD']);
     expect(parseServeArgs([], { USE_STATSD: 'false' }).unsupported).toEqual([]);
@@ -84,7 +110,12 @@ describe('moving from envoyproxy/ratelimit: other settings', () => {
 describe('an environment variable set to nothing', () => {
   it('is unset: the default applies (a manifest line `GRPC_PORT=` or `value: ""` does not fail the start)', () => {
     const s = parseServeArgs([], { GRPC_PORT: '', PORT: '', REDIS_TIMEOUT_MS: '', SHADOW_MODE: '' });
-    expect({ grpc: s.grpcPort, http: s.httpPort, timeout: s.redisTimeoutMs, shadow: s.shadowMode }).toEqual({ grpc: 8081, http: 8080, timeout: 25, shadow: false });
+    expect({ grpc: s.grpcPort, http: s.httpPort, timeout: s.redisTimeoutMs, shadow: s.shadowMode }).toEqual({
+      grpc: 8081,
+      http: 8080,
+      timeout: 25,
+      shadow: false,
+    });
   });
 });
 
@@ -96,7 +127,9 @@ describe('moving from envoyproxy/ratelimit: tracing', () => {
     expect(t.queue).toEqual({ maxQueueSize: 2048, maxExportBatchSize: 512, scheduledDelayMs: 5000, exportTimeoutMs: 30000 });
     expect(parseServeArgs([], { TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '0' }).tracing!.samplingRate).toBe(0);
     expect(() => parseServeArgs([], { TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '1.5' })).toThrow(/TRACING_SAMPLING_RATE must be a number from 0 to 1/);
-    expect(() => parseServeArgs([], { TRACING_ENABLED: 'true', TRACING_EXPORTER_PROTOCOL: 'zipkin' })).toThrow(/TRACING_EXPORTER_PROTOCOL must be http, http\/protobuf, http\/json or grpc/);
+    expect(() => parseServeArgs([], { TRACING_ENABLED: 'true', TRACING_EXPORTER_PROTOCOL: 'zipkin' })).toThrow(
+      /TRACING_EXPORTER_PROTOCOL must be http, http\/protobuf, http\/json or grpc/,
+    );
   });
 
   it('the standard OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL and OTEL_BSP_* apply when TRACING_* does not say', () => {

@@ -14,13 +14,17 @@ describe('withTimeout', () => {
   });
 
   it('does not count time the process could not run against the call', async () => {
-    const answer = withTimeout(new Promise<string>((resolve) => {
-      // The process is blocked past the timeout; the answer comes 5 ms after it can run again.
-      setImmediate(() => {
-        busy(30);
-        setTimeout(() => resolve('answered'), 5);
-      });
-    }), 20, 40);
+    const answer = withTimeout(
+      new Promise<string>((resolve) => {
+        // The process is blocked past the timeout; the answer comes 5 ms after it can run again.
+        setImmediate(() => {
+          busy(30);
+          setTimeout(() => resolve('answered'), 5);
+        });
+      }),
+      20,
+      40,
+    );
     await expect(answer).resolves.toBe('answered');
   });
 

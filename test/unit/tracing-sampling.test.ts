@@ -7,7 +7,12 @@ import { Tracing } from '../../src/tracing/tracing.js';
  * is exported. */
 
 const queue = { maxQueueSize: 16, maxExportBatchSize: 16, scheduledDelayMs: 60_000, exportTimeoutMs: 1000 };
-const tracing = (samplingRate: number) => Tracing.create({ protocol: 'http/json', serviceName: 't', serviceNamespace: '', serviceInstanceId: 'i', samplingRate, version: '0', queue }, 'memory', () => {});
+const tracing = (samplingRate: number) =>
+  Tracing.create(
+    { protocol: 'http/json', serviceName: 't', serviceNamespace: '', serviceInstanceId: 'i', samplingRate, version: '0', queue },
+    'memory',
+    () => {},
+  );
 
 function withParent(flags: '00' | '01'): Metadata {
   const m = new Metadata();

@@ -14,7 +14,8 @@ describe('wire contract: proto/ field numbers equal Envoy RLS v3', () => {
   it('decodes a RateLimitRequest encoded independently', () => {
     const bytes = Buffer.from([
       ...enc.string(1, 'property-api'), // domain = 1
-      ...enc.message(2, // descriptors = 2
+      ...enc.message(
+        2, // descriptors = 2
         enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), // entries = 1 {key = 1, value = 2}
         enc.message(1, enc.string(1, 'token'), enc.string(2, 'Bearer abc')),
         enc.message(2, enc.varint(1, 7), enc.varint(2, 3)), // limit = 2 {requests_per_unit = 1, unit = 2 (HOUR)}
@@ -28,7 +29,10 @@ describe('wire contract: proto/ field numbers equal Envoy RLS v3', () => {
       hits_addend: 2,
       descriptors: [
         {
-          entries: [{ key: 'category', value: 'read' }, { key: 'token', value: 'Bearer abc' }],
+          entries: [
+            { key: 'category', value: 'read' },
+            { key: 'token', value: 'Bearer abc' },
+          ],
           limit: { requests_per_unit: 7, unit: 3 },
           hits_addend: { value: 5 },
         },
@@ -70,7 +74,10 @@ describe('wire contract: proto/ field numbers equal Envoy RLS v3', () => {
     expect(only(limit, 2).value).toBe(7n); // unit = 2, WEEK = 7
     expect(only(status, 3).value).toBe(4n); // limit_remaining = 3
     const duration = only(status, 4).value as Buffer; // duration_until_reset = 4
-    expect(decode(duration).map((f) => [f.field, f.value])).toEqual([[1, 3n], [2, 5n]]);
+    expect(decode(duration).map((f) => [f.field, f.value])).toEqual([
+      [1, 3n],
+      [2, 5n],
+    ]);
     const statusQuota = only(status, 5).value as Buffer; // quota = 5
     expect(only(statusQuota, 1).value).toBe(8n);
     const header = only(bytes, 3).value as Buffer; // response_headers_to_add = 3

@@ -16,28 +16,68 @@ const resource = (config: Record<string, unknown>) => ({ typeUrl: RLS_CONFIG_TYP
 
 describe('xDS RateLimitConfig → the YAML envoyproxy/ratelimit makes of it (config_xds.go)', () => {
   it('carries every field of rls_conf.proto', () => {
-    const [source] = xdsSources([resource({
-      name: 'eg-policy',
-      domain: 'gw',
-      descriptors: [{
-        key: 'remote_address',
-        descriptors: [
-          { key: 'path', value: '/a', rate_limit: { unit: 'WEEK', requests_per_unit: 7, name: 'weekly' }, shadow_mode: true, detailed_metric: true, quota_mode: true },
-          { key: 'path', value: '/b', rate_limit: { unlimited: true, replaces: [{ name: 'weekly' }] },
-            metadata: { fields: { team: { stringValue: 'web' }, n: { numberValue: 2 }, on: { boolValue: true }, tags: { listValue: { values: [{ stringValue: 'x' }] } }, nested: { structValue: { fields: { z: { nullValue: 0 } } } } } } },
-        ],
-      }],
-    })], configLimits());
+    const [source] = xdsSources(
+      [
+        resource({
+          name: 'eg-policy',
+          domain: 'gw',
+          descriptors: [
+            {
+              key: 'remote_address',
+              descriptors: [
+                {
+                  key: 'path',
+                  value: '/a',
+                  rate_limit: { unit: 'WEEK', requests_per_unit: 7, name: 'weekly' },
+                  shadow_mode: true,
+                  detailed_metric: true,
+                  quota_mode: true,
+                },
+                {
+                  key: 'path',
+                  value: '/b',
+                  rate_limit: { unlimited: true, replaces: [{ name: 'weekly' }] },
+                  metadata: {
+                    fields: {
+                      team: { stringValue: 'web' },
+                      n: { numberValue: 2 },
+                      on: { boolValue: true },
+                      tags: { listValue: { values: [{ stringValue: 'x' }] } },
+                      nested: { structValue: { fields: { z: { nullValue: 0 } } } },
+                    },
+                  },
+                },
+              ],
+            },
+          ],
+        }),
+      ],
+      configLimits(),
+    );
     expect(source!.file).toBe('xDS resource #0 "eg-policy"');
     expect(parse(source!.text)).toEqual({
       domain: 'gw',
-      descriptors: [{
-        key: 'remote_address',
-        descriptors: [
-          { key: 'path', value: '/a', rate_limit: { unit: 'WEEK', requests_per_unit: 7, name: 'weekly' }, shadow_mode: true, detailed_metric: true, quota_mode: true },
-          { key: 'path', value: '/b', rate_limit: { unlimited: true, replaces: [{ name: 'weekly' }] }, metadata: { team: 'web', n: 2, on: true, tags: ['x'], nested: { z: null } } },
-        ],
-      }],
+      descriptors: [
+        {
+          key: 'remote_address',
+          descriptors: [
+            {
+              key: 'path',
+              value: '/a',
+              rate_limit: { unit: 'WEEK', requests_per_unit: 7, name: 'weekly' },
+              shadow_mode: true,
+              detailed_metric: true,
+              quota_mode: true,
+            },
+            {
+              key: 'path',
+              value: '/b',
+              rate_limit: { unlimited: true, replaces: [{ name: 'weekly' }] },
+              metadata: { team: 'web', n: 2, on: true, tags: ['x'], nested: { z: null } },
+            },
+          ],
+        },
+      ],
     });
     // And it loads: the same validation and compile as a file.
     const config = compileSources([source!]);
@@ -45,29 +85,43 @@ describe('xDS RateLimitConfig → the YAML envoyproxy/ratelimit makes of it (con
   });
 
   it('values that YAML would read as something else stay strings', () => {
-    const [source] = xdsSources([resource({ domain: 'd', descriptors: [{ key: 'k', value: '123', descriptors: [{ key: 'yes', value: 'null', rate_limit: { unit: 'SECOND', requests_per_unit: 1 } }] }] })], configLimits());
+    const [source] = xdsSources(
+      [
+        resource({
+          domain: 'd',
+          descriptors: [{ key: 'k', value: '123', descriptors: [{ key: 'yes', value: 'null', rate_limit: { unit: 'SECOND', requests_per_unit: 1 } }] }],
+        }),
+      ],
+      configLimits(),
+    );
     expect(parse(source!.text).descriptors[0]).toMatchObject({ value: '123', descriptors: [{ key: 'yes', value: 'null' }] });
   });
 
   it('every bad resource is reported at once, by index and name', () => {
     let err: unknown;
     try {
-      xdsSources([
-        { typeUrl: 'type.googleapis.com/other.Type\u0007', value: new Uint8Array() },
-        { typeUrl: RLS_CONFIG_TYPE_URL, value: Uint8Array.from([0x1a, 0x05, 0x0a]) },
-        resource({ name: 'fine', domain: 'ok' }),
-      ], configLimits());
+      xdsSources(
+        [
+          { typeUrl: 'type.googleapis.com/other.Type\u0007', value: new Uint8Array() },
+          { typeUrl: RLS_CONFIG_TYPE_URL, value: Uint8Array.from([0x1a, 0x05, 0x0a]) },
+          resource({ name: 'fine', domain: 'ok' }),
+        ],
+        configLimits(),
+      );
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
     const problems = (err as ConfigError).problems;
-    expect(problems.map((p) => [p.file, p.code])).toEqual([['xDS resource #0', 'WRONG_TYPE'], ['xDS resource #1', 'UNDECODABLE']]);
+    expect(problems.map((p) => [p.file, p.code])).toEqual([
+      ['xDS resource #0', 'WRONG_TYPE'],
+      ['xDS resource #1', 'UNDECODABLE'],
+    ]);
     expect(problems[0]!.message).toContain('"type.googleapis.com/other.Type?"'); // control characters never reach a log line
   });
 });
 
-describe('the proto subsets Tollgate ships match Envoy\'s own', () => {
+describe("the proto subsets Tollgate ships match Envoy's own", () => {
   const require = createRequire(import.meta.url);
   const deps = join(dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
   const ours = fileURLToPath(new URL('../../proto', import.meta.url));
@@ -80,11 +134,19 @@ describe('the proto subsets Tollgate ships match Envoy\'s own', () => {
     root.loadSync(file, { keepCase: true });
     return root;
   };
-  const envoyRoots = [...['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map((d) => join(deps, d)), dirname(require.resolve('protobufjs/package.json'))];
+  const envoyRoots = [
+    ...['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map((d) => join(deps, d)),
+    dirname(require.resolve('protobufjs/package.json')),
+  ];
   const envoy = load(envoyRoots, 'envoy/service/discovery/v3/ads.proto');
   const mine = load([ours], 'envoy/service/discovery/v3/ads.proto');
 
-  for (const name of ['envoy.service.discovery.v3.DiscoveryRequest', 'envoy.service.discovery.v3.DiscoveryResponse', 'envoy.config.core.v3.Node', 'google.rpc.Status']) {
+  for (const name of [
+    'envoy.service.discovery.v3.DiscoveryRequest',
+    'envoy.service.discovery.v3.DiscoveryResponse',
+    'envoy.config.core.v3.Node',
+    'google.rpc.Status',
+  ]) {
     it(`${name}: every field we have, with Envoy's number and type`, () => {
       const a = mine.lookupType(name);
       const b = envoy.lookupType(name);
@@ -96,7 +158,7 @@ describe('the proto subsets Tollgate ships match Envoy\'s own', () => {
     });
   }
 
-  it('the service and method names are Envoy\'s', () => {
+  it("the service and method names are Envoy's", () => {
     const a = mine.lookupService('envoy.service.discovery.v3.AggregatedDiscoveryService').methods.StreamAggregatedResources!;
     const b = envoy.lookupService('envoy.service.discovery.v3.AggregatedDiscoveryService').methods.StreamAggregatedResources!;
     expect([a.requestType, a.responseType, a.requestStream, a.responseStream]).toEqual([b.requestType, b.responseType, b.requestStream, b.responseStream]);

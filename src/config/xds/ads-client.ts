@@ -1,6 +1,6 @@
+import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { Backoff } from './backoff.js';
 import { shown, type XdsResource } from './rls-conf.js';
@@ -196,10 +196,12 @@ export class AdsClient {
     const code = err ? (grpc.status[err.code] ?? 'UNKNOWN') : 'ENDED';
     this.o.events.streamError(code);
     const delayMs = this.o.backoff.next();
-    this.o.logger.warn({ server: this.o.target, code, details: err ? shown(err.details ?? '') : undefined, retryInMs: delayMs, keeping: this.applied },
+    this.o.logger.warn(
+      { server: this.o.target, code, details: err ? shown(err.details ?? '') : undefined, retryInMs: delayMs, keeping: this.applied },
       err?.code === grpc.status.RESOURCE_EXHAUSTED
         ? 'xDS stream broken by a message over the size limit (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES): keeping the applied config'
-        : 'xDS stream broken: keeping the applied config, decisions go on');
+        : 'xDS stream broken: keeping the applied config, decisions go on',
+    );
     this.retry = setTimeout(() => this.open(), delayMs);
     this.retry.unref();
   }
@@ -209,8 +211,17 @@ let adsCtor: grpc.ServiceClientConstructor | undefined;
 
 function adsConstructor(): grpc.ServiceClientConstructor {
   if (!adsCtor) {
-    const def = protoLoader.loadSync('envoy/service/discovery/v3/ads.proto', { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true, includeDirs: [PROTO_DIR] });
-    const root = grpc.loadPackageDefinition(def) as unknown as { envoy: { service: { discovery: { v3: { AggregatedDiscoveryService: grpc.ServiceClientConstructor } } } } };
+    const def = protoLoader.loadSync('envoy/service/discovery/v3/ads.proto', {
+      keepCase: true,
+      longs: Number,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+      includeDirs: [PROTO_DIR],
+    });
+    const root = grpc.loadPackageDefinition(def) as unknown as {
+      envoy: { service: { discovery: { v3: { AggregatedDiscoveryService: grpc.ServiceClientConstructor } } } };
+    };
     adsCtor = root.envoy.service.discovery.v3.AggregatedDiscoveryService;
   }
   return adsCtor;

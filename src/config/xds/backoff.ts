@@ -13,7 +13,10 @@ export interface BackoffOptions {
 export class Backoff {
   private attempt = 0;
 
-  constructor(private readonly o: BackoffOptions, private readonly random: () => number = Math.random) {}
+  constructor(
+    private readonly o: BackoffOptions,
+    private readonly random: () => number = Math.random,
+  ) {}
 
   /** The next delay; each call is one more attempt. */
   next(): number {

@@ -1,8 +1,8 @@
-import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 import { stringify } from 'yaml';
-import { ConfigError, fileProblem, type ConfigProblem } from '../errors.js';
+import { ConfigError, type ConfigProblem, fileProblem } from '../errors.js';
 import type { ConfigLimits, ConfigSource } from '../load.js';
 
 /** The xDS type of envoyproxy/ratelimit's descriptor config (its api/ratelimit/config/ratelimit/v3/rls_conf.proto),
@@ -48,7 +48,8 @@ export function shown(text: string): string {
  * a RateLimitConfig, does not decode, nests too deep or is larger than a config file may be. */
 export function xdsSources(resources: readonly XdsResource[], limits: ConfigLimits): ConfigSource[] {
   const problems: ConfigProblem[] = [];
-  if (resources.length > MAX_RESOURCES) throw new ConfigError([fileProblem('xDS response', 'TOO_MANY', `${resources.length} resources, more than the maximum of ${MAX_RESOURCES}`)]);
+  if (resources.length > MAX_RESOURCES)
+    throw new ConfigError([fileProblem('xDS response', 'TOO_MANY', `${resources.length} resources, more than the maximum of ${MAX_RESOURCES}`)]);
   const sources: ConfigSource[] = [];
   let total = 0;
   resources.forEach((r, i) => {
@@ -57,7 +58,14 @@ export function xdsSources(resources: readonly XdsResource[], limits: ConfigLimi
     total += Buffer.byteLength(source.text);
     sources.push(source);
   });
-  if (total > limits.maxDirBytes) problems.push(fileProblem('xDS response', 'TOO_LARGE', `the resources add up to ${total} bytes of config, more than the maximum of ${limits.maxDirBytes} (4 × --max-config-bytes)`));
+  if (total > limits.maxDirBytes)
+    problems.push(
+      fileProblem(
+        'xDS response',
+        'TOO_LARGE',
+        `the resources add up to ${total} bytes of config, more than the maximum of ${limits.maxDirBytes} (4 × --max-config-bytes)`,
+      ),
+    );
   if (problems.length > 0) throw new ConfigError(problems);
   return sources;
 }
@@ -85,7 +93,13 @@ function xdsSource(r: XdsResource, index: number, limits: ConfigLimits, problems
   }
   const text = stringify({ domain: config.domain, descriptors: descriptors.map(yamlDescriptor) }, { lineWidth: 0 });
   if (Buffer.byteLength(text) > limits.maxFileBytes) {
-    problems.push(fileProblem(file, 'TOO_LARGE', `${Buffer.byteLength(text)} bytes of config, more than the maximum of ${limits.maxFileBytes} per resource (--max-config-bytes)`));
+    problems.push(
+      fileProblem(
+        file,
+        'TOO_LARGE',
+        `${Buffer.byteLength(text)} bytes of config, more than the maximum of ${limits.maxFileBytes} per resource (--max-config-bytes)`,
+      ),
+    );
     return undefined;
   }
   return { file, text };

@@ -92,7 +92,8 @@ export class XdsConfigSource {
     if (swapped.type === 'invalid') return this.rejected(new ConfigError(swapped.problems));
     // The server is the source of truth: an empty set drops every limit, as envoyproxy/ratelimit and Envoy do
     // with an empty state of the world. Said loudly, since it admits everything.
-    if (read.domains === 0 && swapped.previous.domains.size > 0) logger.warn('xDS server sent no rate-limit config: every request will pass until it sends one');
+    if (read.domains === 0 && swapped.previous.domains.size > 0)
+      logger.warn('xDS server sent no rate-limit config: every request will pass until it sends one');
     this.opts.onReload(swapped.next, swapped.previous, swapped.diff);
     return this.applied();
   }
