@@ -122,7 +122,9 @@ describe('traceRequest: how each entry matched', () => {
     ]);
     expect(trace.steps[1]).toEqual([{ matched: 'wildcard', level: true, knownKey: true, pattern: '/admin*', shared: false, source: 'p.yaml:18' }]);
     // Where nothing matched, what the config has there: its keys at that level and the key's values.
-    expect(trace.steps[2]).toEqual([{ matched: 'none', level: true, knownKey: true, expected: { keys: ['category', 'path', 'quiet', 'free'], values: ['read'] } }]);
+    expect(trace.steps[2]).toEqual([
+      { matched: 'none', level: true, knownKey: true, expected: { keys: ['category', 'path', 'quiet', 'free'], values: ['read'] } },
+    ]);
   });
 
   it('keeps the limits before replaces, and who replaced what', () => {
