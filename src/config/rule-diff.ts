@@ -16,12 +16,13 @@ export type RuleDigest = Map<string, { text: string; buckets: Set<string>; units
 
 export const ruleKey = (r: Rule): string => `${r.domain}/${r.id}`;
 
-const limitText = (l: CompiledLimit): string =>
+/** A limit as the digest compares it: what decides its counts (not how it is shown: cli.ts has that). */
+const limitDigest = (l: CompiledLimit): string =>
   `${l.requestsPerUnit}/${l.unit}${l.burst > 0 ? `:bucket${l.burst}` : l.algorithm === 'sliding_window' ? ':sliding' : ''}`;
 
 export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: Set<string> } {
-  const tiers = [...r.tierLimits].map(([t, ls]) => `${t}:${ls.map(limitText).join('+')}`);
-  const limits = r.unlimited ? 'unlimited' : r.limits.map(limitText).join('+');
+  const tiers = [...r.tierLimits].map(([t, ls]) => `${t}:${ls.map(limitDigest).join('+')}`);
+  const limits = r.unlimited ? 'unlimited' : r.limits.map(limitDigest).join('+');
   const all = [...r.limits, ...[...r.tierLimits.values()].flat()];
   return {
     text: [

@@ -37,3 +37,6 @@ export function overrideCodeOf(name: string): number {
 export function bucketIsExact(burst: number, unit: Unit): boolean {
   return burst * UNITS[unit].seconds * 1000 <= Number.MAX_SAFE_INTEGER;
 }
+
+/** The largest uint32: every count on the wire (requests_per_unit, hits_addend, limit_remaining) is one. */
+export const MAX_UINT32 = 0xffff_ffff;

@@ -2,9 +2,7 @@ import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAM
 import type { ConfigProblem } from './errors.js';
 import { MAX_WILDCARDS } from './glob.js';
 import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type LimitSpec, type Metadata } from './spec.js';
-import { bucketIsExact, parseUnit, UNIT_NAMES } from './units.js';
-
-const MAX_UINT32 = 0xffff_ffff;
+import { bucketIsExact, MAX_UINT32, parseUnit, UNIT_NAMES } from './units.js';
 
 // Exported so the JSON Schema (schema/descriptor-config.schema.json) can be held to the same keys.
 export const DOMAIN_KEYS = ['domain', 'descriptors', 'response_headers', 'tiers', 'token_key', 'algorithm'];

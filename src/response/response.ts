@@ -1,10 +1,9 @@
 import { DEFAULT_HEADERS } from '../config/spec.js';
+import { MAX_UINT32 } from '../config/units.js';
 import type { Decision, DescriptorOutcome } from '../limiter/limiter.js';
 import { rateLimitHeaders, retryAfterSeconds } from './headers.js';
 import { bindingWindow } from './pick.js';
 import { Code, durationFromMs, type WireResponse, type WireStatus } from './wire.js';
-
-const MAX_UINT32 = 0xffff_ffff;
 
 /** Turns a decision into the RLS response: statuses in descriptor order, headers, and a problem body. */
 export function toWireResponse(d: Decision): WireResponse {

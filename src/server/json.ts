@@ -1,4 +1,4 @@
-import { overrideCodeOf } from '../config/units.js';
+import { MAX_UINT32, overrideCodeOf } from '../config/units.js';
 import { InvalidRequestError } from '../errors.js';
 import { structToJson } from '../response/metadata.js';
 import { CODE_NAMES, UNIT_CODE_NAMES, type WireDuration, type WireResponse } from '../response/wire.js';
@@ -65,8 +65,6 @@ function asString(v: unknown, at: string): string {
   if (LONE_SURROGATE.test(v)) throw new InvalidRequestError(`${at} is not valid Unicode (a lone surrogate)`);
   return v;
 }
-
-const MAX_UINT32 = 0xffff_ffff;
 
 /** A uint32 as protobuf JSON writes it: a JSON number or a string of decimal digits, whole, from 0 to
  * 4294967295. Anything else ("0x10", 1e300, 1.5, -1, " 7") is refused rather than reinterpreted. */

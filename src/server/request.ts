@@ -1,4 +1,4 @@
-import { unitFromOverrideCode } from '../config/units.js';
+import { MAX_UINT32, unitFromOverrideCode } from '../config/units.js';
 import { InvalidRequestError } from '../errors.js';
 import type { DecisionInput, DescriptorInput } from '../limiter/limiter.js';
 
@@ -30,7 +30,7 @@ export const defaultBounds: RequestBounds = {
   maxValueBytes: 64 * 1024,
 };
 
-const MAX_HITS = 0xffff_ffff;
+const MAX_HITS = MAX_UINT32;
 
 /** Checks a request against the contract and the bounds; the messages say what is wrong and where, and
  * never echo a value (it may be a token). */

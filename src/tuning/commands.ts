@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfigDir } from '../config/load.js';
-import { parseUnit, UNIT_NAMES } from '../config/units.js';
+import { MAX_UINT32, parseUnit, UNIT_NAMES } from '../config/units.js';
 import type { TierAssignment } from '../control/tier-store.js';
 import { loadEnvoyConfig } from '../envoy/routes.js';
 import { CliError, systemCause } from '../errors.js';
@@ -263,6 +263,6 @@ function addToDescriptor(d: DescriptorInput, arg: string): void {
 
 function wholeNumber(text: string, what: string): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text) || n > 0xffff_ffff) throw new CliError(`${what} takes a whole number from 0 to 4294967295`, 2);
+  if (!/^\d+$/.test(text) || n > MAX_UINT32) throw new CliError(`${what} takes a whole number from 0 to ${MAX_UINT32}`, 2);
   return n;
 }
