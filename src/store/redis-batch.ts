@@ -1,0 +1,132 @@
+import { hashTag, storeKey } from '../counters/keys.js';
+import type { StoreKeyError } from '../errors.js';
+import { type BatchSpan, type BatchTracer, type CheckResult, type CounterCheck, settle, type TraceLink } from './store.js';
+
+/** The wire format of a batch for check-and-incr.lua (its header is the contract): the script's KEYS and ARGV
+ * from the requests of one event-loop turn, and each request's answer from the script's reply. Pure: the
+ * Redis store (redis-store.ts) owns the connection, the timing and the failures. */
+
+/** A request waiting for the next batch: its windows, and how to answer it. */
+export interface Pending {
+  mode: 'peek' | 'count';
+  checks: readonly CounterCheck[];
+  /** Set only for a sampled decision. */
+  trace: TraceLink | undefined;
+  resolve: (r: CheckResult) => void;
+  reject: (e: Error) => void;
+}
+
+/** check-and-incr.lua's modes for a plain request, which sends shapes without groups. */
+const SHORT_MODE = { count: 'c', peek: 'p' } as const;
+
+/** A fixed window that is neither shadow nor quota: the script's fast path. */
+function isPlain(c: CounterCheck): boolean {
+  return !c.sliding && !c.shadow && !c.quota && c.burst === 0;
+}
+
+/** KEYS (every window's store key, in order) and ARGV (the clock, the shapes, then per request its mode, its
+ * window count and per window its shape and, unless plain, its group) of one script call. */
+export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs: number): { keys: string[]; args: (string | number)[] } {
+  const keys: string[] = [];
+  const shapes: CounterCheck[] = [];
+  const tail: (string | number)[] = [];
+  for (const p of batch) {
+    // A plain request's groups change nothing (its windows are admitted together or not at all): not sent.
+    const plain = p.checks.every(isPlain);
+    tail.push(plain ? SHORT_MODE[p.mode] : p.mode, p.checks.length);
+    for (const c of p.checks) {
+      keys.push(storeKey(keyPrefix, c.key));
+      if (plain) tail.push(shapeOf(shapes, c));
+      else tail.push(shapeOf(shapes, c), c.group);
+    }
+  }
+  const args: (string | number)[] = [nowMs, shapes.length];
+  for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0);
+  for (const a of tail) args.push(a);
+  return { keys, args };
+}
+
+/** A span for a script call that carries at least one sampled decision, linked to each of them; none
+ * otherwise (the usual case at a low sampling rate costs one pass over the batch). */
+export function batchSpan(tracer: BatchTracer, batch: readonly Pending[], keys: number): BatchSpan | undefined {
+  let links: TraceLink[] | undefined;
+  for (const p of batch) {
+    if (!p.trace) continue;
+    links ??= [];
+    links.push(p.trace);
+  }
+  return links && tracer.start(links, { requests: batch.length, keys });
+}
+
+/** Indexes of the checks by hash tag. */
+export function byHashTag(checks: readonly CounterCheck[]): number[][] {
+  const byTag = new Map<string, number[]>();
+  checks.forEach((c, i) => {
+    const tag = hashTag(c.key);
+    const list = byTag.get(tag);
+    if (list) list.push(i);
+    else byTag.set(tag, [i]);
+  });
+  return [...byTag.values()];
+}
+
+/** The answers of several slots as one, admitted by the admission rule over all of them (a slot alone
+ * cannot tell: quota mode spans slots). */
+export function merge(checks: readonly CounterCheck[], slots: number[][], parts: CheckResult[]): CheckResult {
+  const n = checks.length;
+  const out: CheckResult = { nowMs: parts[0]!.nowMs, admitted: false, curr: new Array(n), prev: new Array(n), over: new Array(n) };
+  slots.forEach((idx, s) => {
+    idx.forEach((i, j) => {
+      out.curr[i] = parts[s]!.curr[j]!;
+      out.prev[i] = parts[s]!.prev[j]!;
+      out.over[i] = parts[s]!.over[j]!;
+    });
+  });
+  out.admitted = settle(checks, out.over).admitted;
+  return out;
+}
+
+/** The 1-based index of a window's shape (everything but its key and group) in `shapes`, added if new. A
+ * batch holds few: a linear search beats building a key per window. */
+function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
+  for (let i = 0; i < shapes.length; i++) {
+    const s = shapes[i]!;
+    if (
+      s.windowMs === c.windowMs &&
+      s.limit === c.limit &&
+      s.hits === c.hits &&
+      s.sliding === c.sliding &&
+      s.shadow === c.shadow &&
+      s.burst === c.burst &&
+      s.quota === c.quota
+    )
+      return i + 1;
+  }
+  return shapes.push(c);
+}
+
+/** Splits a batch's reply into each request's answer (layout in check-and-incr.lua: per window its count,
+ * negative when it has no room, and the previous count after a sliding one); a request whose keys Redis
+ * refused is one string, and fails alone. */
+export function answerBatch(batch: Pending[], reply: (number | string)[], refused: (kind: string) => StoreKeyError): void {
+  const nowMs = reply[0] as number;
+  let at = 1;
+  for (const p of batch) {
+    const head = reply[at++];
+    if (typeof head === 'string') {
+      p.reject(refused(head));
+      continue;
+    }
+    const n = p.checks.length;
+    const curr = new Array<number>(n);
+    const prev = new Array<number>(n);
+    const over = new Array<boolean>(n);
+    for (let i = 0; i < n; i++) {
+      const v = reply[at++] as number;
+      over[i] = v < 0;
+      curr[i] = v < 0 ? -v - 1 : v;
+      prev[i] = p.checks[i]!.sliding && p.checks[i]!.burst === 0 ? (reply[at++] as number) : 0;
+    }
+    p.resolve({ nowMs, admitted: head === 1, curr, prev, over });
+  }
+}
