@@ -8,6 +8,7 @@ import { type ConfigError, formatProblem } from './config/errors.js';
 import { type ConfigLimits, configLimits, emptyConfig, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
 import { type ConfigDiff, ConfigWatcher, type ReloadOutcome } from './config/watcher.js';
 import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './config/xds/source.js';
+import { type ConfigSource, configSource, logNotes } from './config-source.js';
 import { type AdminHandler, adminApi } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
@@ -19,6 +20,7 @@ import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
 import { HealthService } from './server/health.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
+import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
 import type { DecisionObserver } from './server/observer.js';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { type HandlerDeps, rateLimitService } from './server/ratelimit-handler.js';
@@ -234,138 +236,20 @@ async function startServers(
   grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
   const https: HttpServer[] = [];
   try {
-    const grpcPort = await bindGrpc(grpcServer, settings.grpcHost, settings.grpcPort, await grpcServerCredentials(settings.grpcTls));
+    const grpcPort = await bindGrpc(grpcServer, address(settings.grpcHost, settings.grpcPort, 'gRPC', 'grpc'), await grpcServerCredentials(settings.grpcTls));
     const metricsText = isWorker() && deps.handler.metrics ? workerMetrics(deps.handler.metrics.registry) : undefined;
     const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain, metricsText });
     https.push(http);
-    const httpPort = await listen(http, settings.httpHost, settings.httpPort, 'HTTP', 'http-port');
+    const httpPort = await listen(http, address(settings.httpHost, settings.httpPort, 'HTTP', 'http'));
     const adminServer = deps.admin && createAdminServer(deps.admin, { logger: deps.logger, metrics: deps.handler.metrics });
     if (adminServer) https.push(adminServer);
-    const adminPort = adminServer ? await listen(adminServer, settings.adminHost, settings.adminPort, 'the admin API', 'admin-port') : undefined;
+    const adminPort = adminServer ? await listen(adminServer, address(settings.adminHost, settings.adminPort, 'the admin API', 'admin')) : undefined;
     return { grpc: grpcServer, https, grpcPort, httpPort, adminPort };
   } catch (err) {
     grpcServer.forceShutdown();
     for (const h of https) h.close();
     throw err;
   }
-}
-
-/** Keys that load but change nothing (detailed_metric): one line, naming where each is written. */
-function logNotes(logger: Logger, config: CompiledConfig): void {
-  const notes = [...config.domains.values()].flatMap((d) => d.notes);
-  if (notes.length > 0)
-    logger.warn(
-      { notes: notes.slice(0, 50), count: notes.length },
-      `descriptor config: ${notes[0]}${notes.length > 1 ? ` (and ${notes.length - 1} more)` : ''}`,
-    );
-}
-
-/** Where configs come from once serving: the config directory (watched) or an xDS management server. */
-interface ConfigSource {
-  start(): void;
-  stop(): void;
-  /** Re-reads the config directory now; an xDS config arrives when the server sends it ('unchanged'). */
-  reload(): Promise<ReloadOutcome>;
-  /** Why there is no config to decide by yet, or undefined once there is. */
-  waiting(): string | undefined;
-}
-
-interface SourceDeps {
-  logger: Logger;
-  metrics: Metrics;
-  clock: Clock;
-  stack: StoreStack;
-  /** The first config has arrived (xDS). */
-  onReady: () => void;
-}
-
-/** Reloads swap the config in through `swap`, and are counted and logged; rejections keep it. */
-function configSource(settings: Settings, limits: ConfigLimits, initial: CompiledConfig, deps: SourceDeps, swap: (next: CompiledConfig) => void): ConfigSource {
-  const { logger, metrics, clock, stack } = deps;
-  let current = initial;
-  const where = settings.xds ? `xDS server ${settings.xds.target}` : settings.configDir;
-  const onReload = (next: CompiledConfig, previous: CompiledConfig, diff: ConfigDiff): void => {
-    current = next;
-    swap(next);
-    stack.cache?.clear(); // limits may have changed under the cached "full until" times
-    metrics.configReloads.inc({ result: 'success' });
-    metrics.configLoaded(next.hash, clock.now());
-    logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
-    if (diff.restarted.length > 0)
-      logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
-    logNotes(logger, next);
-  };
-  const onFailure = (err: ConfigError): void => {
-    metrics.configReloads.inc({ result: 'failure' });
-    const detail = settings.xds ? { problems: err.problems.map(formatProblem).slice(0, 50) } : { dir: settings.configDir, ...causes(settings.configDir, err) };
-    logger.error({ ...detail, from: where, keeping: current.hash }, 'config reload rejected: keeping the last good config');
-  };
-  if (settings.xds) return xdsSource(settings, settings.xds, { limits, initial, deps, onReload, onFailure });
-  const watcher = new ConfigWatcher({ dir: settings.configDir, pollMs: settings.configPollMs, limits, current: initial, logger, onReload, onFailure });
-  return {
-    start: () => settings.configPollMs > 0 && watcher.start(),
-    stop: () => watcher.stop(),
-    reload: () => watcher.check(),
-    waiting: () => undefined,
-  };
-}
-
-function xdsSource(
-  settings: Settings,
-  xds: XdsOptions,
-  p: { limits: ConfigLimits; initial: CompiledConfig; deps: SourceDeps; onReload: XdsSourceOptions['onReload']; onFailure: XdsSourceOptions['onFailure'] },
-): ConfigSource {
-  const { logger, metrics, clock } = p.deps;
-  const counters = metrics.xds();
-  let readyLogged = false;
-  const source = new XdsConfigSource({
-    xds,
-    limits: p.limits,
-    current: p.initial,
-    logger,
-    onReload: p.onReload,
-    onFailure: p.onFailure,
-    events: {
-      response: (result) => {
-        counters.responses.inc({ result });
-        if (result === 'applied') counters.lastApplied.set(Math.floor(clock.now() / 1000));
-        if (result === 'applied' && !readyLogged) {
-          readyLogged = true;
-          logger.info({ version: source.version }, 'first config from the xDS server applied: ready');
-          p.deps.onReady();
-        }
-      },
-      streamError: (code) => counters.streamErrors.inc({ code }),
-    },
-  });
-  metrics.gauge('tollgate_xds_connected', 'Whether the stream to the xDS management server is up (1) or not (0)', () => (source.connected ? 1 : 0), {}, 'min');
-  return {
-    start: () => source.start(),
-    stop: () => source.stop(),
-    reload: () => Promise.resolve('unchanged'),
-    waiting: () =>
-      source.ready || settings.forceStart
-        ? undefined
-        : `waiting for the first config from the xDS server ${xds.target} (FORCE_START_WITHOUT_INITIAL_CONFIG=true to be ready without it)`,
-  };
-}
-
-/** A reload of thousands of rules would otherwise log them all on one line: name the first few, count all. */
-function shortDiff(diff: ConfigDiff): Record<string, unknown> {
-  const MAX = 50;
-  const out: Record<string, unknown> = {};
-  for (const [k, list] of Object.entries(diff) as [keyof ConfigDiff, string[]][]) {
-    out[k] = list.slice(0, MAX);
-    if (list.length > MAX) out[`${k}Count`] = list.length;
-  }
-  return out;
-}
-
-/** The problems as lines, and for a file or directory that could not be read, its name within the config
- * directory and the error code, to search logs by. */
-function causes(dir: string, err: ConfigError): { problems: string[]; causes?: { file: string; code: string }[] } {
-  const read = err.problems.filter((p) => p.code !== undefined).map((p) => ({ file: relative(dir, p.file) || '.', code: p.code! }));
-  return { problems: err.problems.map(formatProblem), ...(read.length > 0 ? { causes: read } : {}) };
 }
 
 async function createTierStore(settings: Settings, stack: StoreStack, logger: Logger): Promise<TierStore> {
@@ -410,41 +294,10 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): 
   }
 }
 
-function bindGrpc(server: grpc.Server, host: string, port: number, credentials: grpc.ServerCredentials): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.bindAsync(`${host}:${port}`, credentials, (err, bound) => {
-      // grpc-js reports the listen error only inside its message: "… errors: [listen EADDRINUSE: …]".
-      const code = err && (/\b(E[A-Z]+)\b/.exec(err.message)?.[1] ?? 'EIO');
-      if (err) reject(new ListenError(listenMessage(host, port, 'gRPC', 'grpc-port', code!)));
-      else resolve(bound);
-    });
-  });
-}
-
-function listen(server: HttpServer, host: string, port: number, what: string, option: 'http-port' | 'admin-port'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const fail = (err: NodeJS.ErrnoException): void => reject(new ListenError(listenMessage(host, port, what, option, err.code ?? 'EIO')));
-    server.once('error', fail);
-    server.listen(port, host, () => {
-      server.off('error', fail);
-      resolve((server.address() as AddressInfo).port);
-    });
-  });
-}
-
-const LISTEN_CAUSES: Record<string, string> = {
-  EADDRINUSE: 'the port is already in use',
-  EACCES: 'permission denied (ports below 1024 need privileges)',
-  EADDRNOTAVAIL: "the address is not one of this machine's",
-  ENOTFOUND: 'the host name does not resolve',
-};
-
-/** "cannot listen for gRPC on 0.0.0.0:8081: the port is already in use (set --grpc-port or GRPC_PORT)". */
-function listenMessage(host: string, port: number, what: string, option: 'grpc-port' | 'http-port' | 'admin-port', code: string): string {
-  const hostOption = option === 'grpc-port' ? 'grpc-host' : option === 'http-port' ? 'http-host' : 'admin-host';
-  const env = (o: keyof typeof SERVE_OPTIONS): string => SERVE_OPTIONS[o].env;
-  const cause = LISTEN_CAUSES[code] ?? code;
-  return `cannot listen for ${what} on ${host}:${port}: ${cause} (set --${option} or ${env(option)}, --${hostOption} or ${env(hostOption)})`;
+/** A listener's address, and for its error the flags and variables that set it. */
+function address(host: string, port: number, what: string, option: 'grpc' | 'http' | 'admin'): ListenAddress {
+  const set = (o: keyof typeof SERVE_OPTIONS): string => `--${o} or ${SERVE_OPTIONS[o].env}`;
+  return { host, port, what, setBy: `${set(`${option}-port`)}, ${set(`${option}-host`)}` };
 }
 
 async function stopAll(p: {
