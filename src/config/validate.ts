@@ -3,6 +3,8 @@ import type { ConfigProblem } from './errors.js';
 import { MAX_WILDCARDS } from './glob.js';
 import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type LimitSpec, type Metadata } from './spec.js';
 import { bucketIsExact, MAX_UINT32, parseUnit, UNIT_NAMES } from './units.js';
+import { type DescriptorContext, readAlgorithm, readLimitList, readSingleLimit, readTierLimits } from './validate-limits.js';
+import { Reader } from './yaml-reader.js';
 
 // Exported so the JSON Schema (schema/descriptor-config.schema.json) can be held to the same keys.
 export const DOMAIN_KEYS = ['domain', 'descriptors', 'response_headers', 'tiers', 'token_key', 'algorithm'];
@@ -21,7 +23,7 @@ export const DESCRIPTOR_KEYS = [
   'quota_mode',
   'metadata',
 ];
-export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst'];
+export { RATE_LIMIT_KEYS } from './validate-limits.js';
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
 
 /** Keys accepted for envoyproxy/ratelimit's sake that change nothing in Tollgate: a config using them gets a
@@ -33,105 +35,6 @@ const NO_EFFECT: Record<string, string> = {
     'has no effect in Tollgate: metrics are labelled by rule, never by a descriptor value (accepted for compatibility with envoyproxy/ratelimit)',
 };
 
-/** Walks one YAML document, collecting every problem with its file, line, column and key path. */
-class Reader {
-  readonly problems: ConfigProblem[] = [];
-  /** Things that load but deserve a word: `file:line: key: note`. */
-  readonly notes: string[] = [];
-  constructor(
-    readonly file: string,
-    private readonly lines: LineCounter,
-  ) {}
-
-  fail(node: Node | null | undefined, key: string, message: string): void {
-    const offset = node?.range?.[0] ?? 0;
-    const { line, col } = this.lines.linePos(offset);
-    this.problems.push({ file: this.file, line, column: col, key, message });
-  }
-
-  note(node: Node | undefined, key: string, message: string): void {
-    this.notes.push(`${this.file}:${this.line(node)}: ${key}: ${message}`);
-  }
-
-  line(node: Node | null | undefined): number {
-    return this.lines.linePos(node?.range?.[0] ?? 0).line;
-  }
-
-  /** The map's entries, after reporting keys that are not in `allowed`. */
-  fields(node: unknown, path: string, allowed: readonly string[]): Map<string, Node> | undefined {
-    if (!isMap(node)) {
-      this.fail(node as Node, path, 'must be a mapping');
-      return undefined;
-    }
-    const out = new Map<string, Node>();
-    for (const pair of (node as YAMLMap).items) {
-      const keyNode = pair.key as Node;
-      const name = isScalar(keyNode) ? String(keyNode.value) : '';
-      const at = path ? `${path}.${name}` : name;
-      if (!allowed.includes(name)) {
-        this.fail(keyNode, at, `unknown key (allowed: ${allowed.join(', ')})`);
-        continue;
-      }
-      out.set(name, (pair.value ?? keyNode) as Node);
-    }
-    return out;
-  }
-
-  string(node: Node | undefined, path: string, opts: { nonEmpty?: boolean; numbers?: boolean } = {}): string | undefined {
-    if (node === undefined) {
-      return undefined;
-    }
-    if (isScalar(node) && typeof node.value === 'string') {
-      if (opts.nonEmpty && node.value === '') this.fail(node, path, 'must not be empty');
-      return node.value;
-    }
-    if (opts.numbers && isScalar(node) && typeof node.value === 'number') return String(node.source ?? node.value);
-    this.fail(node, path, 'must be a string');
-    return undefined;
-  }
-
-  boolean(node: Node | undefined, path: string): boolean {
-    if (node === undefined) return false;
-    if (isScalar(node) && typeof node.value === 'boolean') return node.value;
-    this.fail(node, path, 'must be true or false');
-    return false;
-  }
-
-  count(node: Node | undefined, path: string): number | undefined {
-    if (node === undefined) return undefined;
-    const v = isScalar(node) ? node.value : undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v)) {
-      this.fail(node, path, 'must be a whole number');
-    } else if (v < 0) {
-      this.fail(node, path, `must not be negative (got ${v})`);
-    } else if (v > MAX_UINT32) {
-      this.fail(node, path, `must be at most ${MAX_UINT32}`);
-    } else {
-      return v;
-    }
-    return undefined;
-  }
-
-  oneOf<T extends string>(node: Node | undefined, path: string, options: readonly T[]): T | undefined {
-    const text = this.string(node, path);
-    if (text === undefined) return undefined;
-    if ((options as readonly string[]).includes(text)) return text as T;
-    this.fail(node, path, `must be one of ${options.join(', ')} (got "${text}")`);
-    return undefined;
-  }
-
-  list(node: Node | undefined, path: string): Node[] {
-    // `descriptors:` with nothing after it is an empty list, as envoyproxy/ratelimit reads it.
-    if (node === undefined || (isScalar(node) && node.value === null)) return [];
-    if (isSeq(node)) return node.items as Node[];
-    this.fail(node, path, 'must be a list');
-    return [];
-  }
-}
-
-/** What validating one file found: the domain (undefined when the file has problems, listed in `out`), and
- * its name and line whenever the file names one, so a domain defined twice is reported together with every
- * other problem rather than only once both files are otherwise valid. */
 export interface ValidatedFile {
   spec: DomainSpec | undefined;
   domain: { name: string; line: number } | undefined;
@@ -255,25 +158,6 @@ function readHeaders(r: Reader, node: Node | undefined): HeaderSpec {
   };
 }
 
-interface DescriptorContext {
-  domain: string;
-  tiers: string[];
-  /** Limit names seen so far in the domain, to reject duplicates (replaces refers to them). */
-  names: Map<string, string>;
-  /** The names compile gives unnamed limits, which replaces may also refer to. */
-  generated: Set<string>;
-  /** Every replaces entry, checked against the names once the file is read. */
-  replaces: { name: string; node: Node; path: string }[];
-  /** The rule path of the descriptor being read (key, or key_value, per level), as compile builds it. */
-  segments: string[];
-  /** Rule paths seen so far, with their line: two descriptors must not share one. */
-  rulePaths: Map<string, number>;
-  /** The domain's algorithm, and the one the descriptor being read gives its limits (its own, else the
-   * domain's): a limit's `burst` is checked against what applies to it. */
-  algorithm: Algorithm;
-  ruleAlgorithm: Algorithm;
-}
-
 function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): DescriptorSpec[] {
   const out: DescriptorSpec[] = [];
   const seen = new Set<string>();
@@ -375,111 +259,6 @@ function readMetadata(r: Reader, node: Node | undefined, path: string): Metadata
  * never does (metrics are labelled by rule, never by a descriptor value). */
 function metricOption(r: Reader, f: Map<string, Node>, name: keyof typeof NO_EFFECT, path: string): void {
   if (r.boolean(f.get(name), `${path}.${name}`)) r.note(f.get(name), `${path}.${name}`, NO_EFFECT[name]!);
-}
-
-function readSingleLimit(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): { limits: LimitSpec[]; unlimited: boolean } | undefined {
-  if (node === undefined) return undefined;
-  const f = r.fields(node, path, RATE_LIMIT_KEYS);
-  if (!f) return { limits: [], unlimited: false };
-  if (r.boolean(f.get('unlimited'), `${path}.unlimited`)) {
-    // envoyproxy/ratelimit refuses a unit beside unlimited ("should not specify rate limit unit when
-    // unlimited") and ignores requests_per_unit: so does Tollgate, with a note.
-    for (const k of ['unit', 'algorithm', 'burst']) {
-      if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, 'has no meaning with unlimited: true');
-    }
-    if (f.has('requests_per_unit')) r.note(f.get('requests_per_unit'), `${path}.requests_per_unit`, 'ignored: the limit is unlimited');
-    return { limits: [], unlimited: true };
-  }
-  const limit = readLimitFields(r, node, f, path, ctx, true);
-  return { limits: limit ? [limit] : [], unlimited: false };
-}
-
-function readLimitList(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext, named: boolean): LimitSpec[] {
-  const out: LimitSpec[] = [];
-  r.list(node, path).forEach((item, i) => {
-    const at = `${path}[${i}]`;
-    const f = r.fields(item, at, named ? RATE_LIMIT_KEYS.filter((k) => k !== 'unlimited') : ['unit', 'requests_per_unit', 'name', 'algorithm', 'burst']);
-    const limit = f && readLimitFields(r, item, f, at, ctx, named);
-    if (!limit) return;
-    if (out.some((l) => l.unit === limit.unit)) {
-      r.fail(f.get('unit'), `${at}.unit`, `duplicate window: another limit in this list is per ${limit.unit}`);
-      return;
-    }
-    out.push(limit);
-  });
-  if (node !== undefined && out.length === 0 && r.problems.length === 0) r.fail(node, path, 'must list at least one limit');
-  return out;
-}
-
-function readLimitFields(r: Reader, node: Node, f: Map<string, Node>, path: string, ctx: DescriptorContext, named: boolean): LimitSpec | undefined {
-  const unitText = r.string(f.get('unit'), `${path}.unit`, { nonEmpty: true });
-  const unit = unitText === undefined ? undefined : parseUnit(unitText);
-  if (!f.has('unit')) r.fail(node, `${path}.unit`, 'is required');
-  else if (unitText !== undefined && unit === undefined) {
-    r.fail(f.get('unit'), `${path}.unit`, `unknown unit "${unitText}" (use one of ${UNIT_NAMES.join(', ')})`);
-  }
-  const requestsPerUnit = r.count(f.get('requests_per_unit'), `${path}.requests_per_unit`);
-  if (!f.has('requests_per_unit')) r.fail(node, `${path}.requests_per_unit`, 'is required');
-  const name = r.string(f.get('name'), `${path}.name`, { nonEmpty: true });
-  if (unit !== undefined) ctx.generated.add(`${ctx.domain}.${ctx.segments.join('.')}.per_${unit}`);
-  if (name !== undefined && named) {
-    const first = ctx.names.get(name);
-    if (first) r.fail(f.get('name'), `${path}.name`, `duplicate limit name "${name}" (first used at ${first})`);
-    else ctx.names.set(name, `${r.file}:${r.line(f.get('name'))}`);
-  }
-  const own = name ?? (unit === undefined ? undefined : `${ctx.domain}.${ctx.segments.join('.')}.per_${unit}`);
-  const replaces = r.list(f.get('replaces'), `${path}.replaces`).flatMap((item, i) => {
-    const rf = r.fields(item, `${path}.replaces[${i}]`, ['name']);
-    const at = `${path}.replaces[${i}].name`;
-    const n = rf && r.string(rf.get('name'), at, { nonEmpty: true });
-    if (rf && !rf.has('name')) r.fail(item, at, 'is required');
-    // envoyproxy/ratelimit: "replaces should not contain name of same descriptor" (src/config/config_impl.go).
-    if (n !== undefined && n === own) r.fail(rf!.get('name'), at, `a limit cannot replace itself ("${n}")`);
-    else if (n) ctx.replaces.push({ name: n, node: rf.get('name')!, path: at });
-    return n === undefined ? [] : [n];
-  });
-  const { algorithm, burst } = readAlgorithm(r, f, path, ctx);
-  if (unit === undefined || requestsPerUnit === undefined) return undefined;
-  if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && !bucketIsExact(burst ?? requestsPerUnit, unit)) {
-    r.fail(
-      f.get(f.has('burst') ? 'burst' : 'requests_per_unit'),
-      `${path}.${f.has('burst') ? 'burst' : 'requests_per_unit'}`,
-      `too large for a token bucket per ${unit}`,
-    );
-  }
-  return { unit, requestsPerUnit, name, replaces, algorithm, burst };
-}
-
-/** A limit's own `algorithm`, and its `burst`, which only a token bucket has (whole number >= 1). */
-function readAlgorithm(r: Reader, f: Map<string, Node>, path: string, ctx: DescriptorContext): Pick<LimitSpec, 'algorithm' | 'burst'> {
-  const algorithm = r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS);
-  const burst = r.count(f.get('burst'), `${path}.burst`);
-  const applies = algorithm ?? ctx.ruleAlgorithm;
-  if (f.has('burst') && applies !== 'token_bucket') {
-    r.fail(f.get('burst'), `${path}.burst`, `only a token_bucket limit has a burst (this limit is ${applies})`);
-  } else if (burst === 0) {
-    r.fail(f.get('burst'), `${path}.burst`, 'must be at least 1');
-  }
-  return { algorithm, burst };
-}
-
-function readTierLimits(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): Map<string, LimitSpec[]> {
-  const out = new Map<string, LimitSpec[]>();
-  if (node === undefined) return out;
-  if (!isMap(node)) {
-    r.fail(node, path, 'must map tier names to lists of limits');
-    return out;
-  }
-  for (const pair of node.items) {
-    const tier = r.string(pair.key as Node, path, { nonEmpty: true });
-    if (tier === undefined) continue;
-    if (!ctx.tiers.includes(tier)) {
-      r.fail(pair.key as Node, `${path}.${tier}`, `unknown tier "${tier}" (declare it under tiers: at the top of the file)`);
-      continue;
-    }
-    out.set(tier, readLimitList(r, pair.value as Node, `${path}.${tier}`, ctx, false));
-  }
-  return out;
 }
 
 export type { Algorithm };
