@@ -5,15 +5,13 @@ import type { CompiledDomain, CompiledLimit } from './config/compiled.js';
 import { ConfigError } from './config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
 import { AdminClient, toFingerprint } from './control/admin-client.js';
-import { EnvoyConfigError } from './envoy/routes.js';
-import { CliError, ListenError } from './errors.js';
+import { CliError, ListenError, UserError } from './errors.js';
 import { fingerprint } from './fingerprint.js';
 import { createLogger } from './logger.js';
 import { logSettingNotes, startService } from './service.js';
-import { maxConfigBytesOf, parseServeArgs, SettingsError, serveHelp } from './settings.js';
+import { maxConfigBytesOf, parseServeArgs, serveHelp } from './settings.js';
 import { parseBool } from './settings-compat.js';
 import { EXPLAIN_HELP, explainCommand, SIMULATE_HELP, simulateCommand } from './tuning/commands.js';
-import { TrafficError } from './tuning/traffic.js';
 import { VERSION } from './version.js';
 import { isWorker, runPrimary } from './workers.js';
 
@@ -297,18 +295,10 @@ for (const stream of [process.stdout, process.stderr]) {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    if (err instanceof SettingsError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    // A flag node:util's parseArgs refused is a command line that is wrong, as a SettingsError is.
+    if (err instanceof UserError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`tollgate: ${(err as Error).message}\n`);
-      process.exit(2);
-    }
-    if (err instanceof CliError) {
-      process.stderr.write(`tollgate: ${err.message}\n`);
-      process.exit(err.exitCode);
-    }
-    // Problems in the user's files: the message says where; a stack trace would only hide it.
-    if (err instanceof ConfigError || err instanceof TrafficError || err instanceof EnvoyConfigError) {
-      process.stderr.write(`tollgate: ${err.message}\n`);
-      process.exit(1);
+      process.exit(err instanceof UserError ? err.exitCode : 2);
     }
     process.stderr.write(`tollgate: ${(err as Error).stack ?? String(err)}\n`);
     process.exit(1);

@@ -30,22 +30,29 @@ export class StoreKeyError extends StoreUnavailableError {
   }
 }
 
+/** A problem the user can fix (a flag, a file, a port): the CLI prints its message as one line,
+ * `tollgate: <message>`, and exits with its code (2: the command line itself is wrong; 1: anything else).
+ * No stack trace: the message says where. Every user-facing error class extends it, so the CLI decides how
+ * to exit from this one class. */
+export class UserError extends Error {
+  readonly exitCode: number = 1;
+}
+
 /** A server could not bind its address (port in use, no permission): the message names the address and the
  * flag and variable that set it. */
-export class ListenError extends Error {
+export class ListenError extends UserError {
   override readonly name = 'ListenError';
   readonly code = 'LISTEN_FAILED';
 }
 
 /** Something the user asked of the CLI that cannot be done (a missing file, a malformed argument): printed
  * as one line, `tollgate: <message>`, with this exit code (2: the command line itself is wrong). */
-export class CliError extends Error {
+export class CliError extends UserError {
   override readonly name = 'CliError';
-  constructor(
-    message: string,
-    readonly exitCode = 1,
-  ) {
+  override readonly exitCode: number;
+  constructor(message: string, exitCode = 1) {
     super(message);
+    this.exitCode = exitCode;
   }
 }
 

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { UserError } from './errors.js';
 
 /** envoyproxy/ratelimit's settings (the `envconfig` names of its src/settings/settings.go), for users moving
  * from it. Each is either read with the same meaning (settings.ts's table of settings, SERVE_OPTIONS, under
@@ -7,8 +8,9 @@ import { join } from 'node:path';
  * test/unit/settings-compat-complete.test.ts holds every name of settings.go to that. */
 
 /** Thrown for a value that cannot be used; the message names the flag or variable it came from. */
-export class SettingsError extends Error {
+export class SettingsError extends UserError {
   override readonly name = 'SettingsError';
+  override readonly exitCode = 2;
 }
 
 interface Unsupported {

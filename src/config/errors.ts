@@ -1,3 +1,4 @@
+import { UserError } from '../errors.js';
 /** One problem in a descriptor config file, located precisely enough to fix it without searching. */
 export interface ConfigProblem {
   file: string;
@@ -23,7 +24,7 @@ export function fileProblem(file: string, code: string, message: string): Config
 }
 
 /** Thrown when a config set is invalid; carries every problem found, not just the first. */
-export class ConfigError extends Error {
+export class ConfigError extends UserError {
   override readonly name = 'ConfigError';
   readonly code = 'CONFIG_INVALID';
   constructor(readonly problems: ConfigProblem[]) {

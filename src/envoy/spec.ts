@@ -1,4 +1,5 @@
 import type { EntryLike } from '../config/match.js';
+import { UserError } from '../errors.js';
 
 /** What Tollgate needs to know of an Envoy v3 bootstrap: the HTTP rate-limit filter's settings, the RLS
  * cluster, the connection manager's settings that decide which path a route sees and whether a request is
@@ -91,6 +92,6 @@ export const DEFAULT_PEER = '10.244.0.1';
 
 /** A bootstrap Tollgate cannot read, or reads a feature of that it does not model: the message names the file
  * and what is wrong. */
-export class EnvoyConfigError extends Error {
+export class EnvoyConfigError extends UserError {
   override readonly name = 'EnvoyConfigError';
 }

@@ -2,6 +2,7 @@ import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Readable } from 'node:stream';
 import { type CsvError, parse as parseCsv } from 'csv-parse';
+import { UserError } from '../errors.js';
 import { asFingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
 
 /** One request of a traffic log, as the simulator needs it. */
@@ -15,7 +16,7 @@ export interface TrafficLine {
   fingerprint?: string;
 }
 
-export class TrafficError extends Error {
+export class TrafficError extends UserError {
   override readonly name = 'TrafficError';
 }
 
