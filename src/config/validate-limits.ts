@@ -4,6 +4,8 @@ import { bucketIsExact, parseUnit, UNIT_NAMES } from './units.js';
 import type { Reader } from './yaml-reader.js';
 
 export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst'];
+/** A tier's limit: no unlimited, no replaces (the schema's tierLimit holds the same keys). */
+export const TIER_LIMIT_KEYS = ['unit', 'requests_per_unit', 'name', 'algorithm', 'burst'];
 
 /** The limits of a descriptor (rate_limit, rate_limits, tier_limits), read and checked: units, counts,
  * names unique in the domain, algorithm and burst. validate.ts reads the rest of the file. */
@@ -53,7 +55,7 @@ export function readLimitList(r: Reader, node: Node | undefined, path: string, c
   const out: LimitSpec[] = [];
   r.list(node, path).forEach((item, i) => {
     const at = `${path}[${i}]`;
-    const f = r.fields(item, at, named ? RATE_LIMIT_KEYS.filter((k) => k !== 'unlimited') : ['unit', 'requests_per_unit', 'name', 'algorithm', 'burst']);
+    const f = r.fields(item, at, named ? RATE_LIMIT_KEYS.filter((k) => k !== 'unlimited') : TIER_LIMIT_KEYS);
     const limit = f && readLimitFields(r, item, f, at, ctx, named);
     if (!limit) return;
     if (out.some((l) => l.unit === limit.unit)) {

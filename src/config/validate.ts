@@ -23,7 +23,7 @@ export const DESCRIPTOR_KEYS = [
   'quota_mode',
   'metadata',
 ];
-export { RATE_LIMIT_KEYS } from './validate-limits.js';
+export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
 
 /** Keys accepted for envoyproxy/ratelimit's sake that change nothing in Tollgate: a config using them gets a

@@ -4,7 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
-import { DESCRIPTOR_KEYS, DOMAIN_KEYS, HEADER_KEYS, RATE_LIMIT_KEYS } from '../../src/config/validate.js';
+import { DESCRIPTOR_KEYS, DOMAIN_KEYS, HEADER_KEYS, RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from '../../src/config/validate.js';
 
 // The JSON Schema that editors use while typing, held to the loader that is the authority.
 // biome-ignore lint/suspicious/noExplicitAny: the schema document, walked by path; a wrong path fails the test
@@ -36,6 +36,7 @@ describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {
     expect(Object.keys(schema.properties).sort()).toEqual([...DOMAIN_KEYS].sort());
     expect(Object.keys(schema.$defs.descriptor.properties).sort()).toEqual([...DESCRIPTOR_KEYS].sort());
     expect(Object.keys(schema.$defs.rateLimit.properties).sort()).toEqual([...RATE_LIMIT_KEYS].sort());
+    expect(Object.keys(schema.$defs.tierLimit.properties).sort()).toEqual([...TIER_LIMIT_KEYS].sort());
     expect(Object.keys(schema.$defs.responseHeaders.anyOf[1].properties).sort()).toEqual([...HEADER_KEYS].sort());
   });
 
