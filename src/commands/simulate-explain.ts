@@ -1,3 +1,5 @@
+/** The CLI side of the tuning tools: arguments, files and output of `tollgate simulate` and `tollgate explain`;
+ * what they compute is src/tuning/ (and src/limiter/explain.ts). */
 import { createWriteStream, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,12 +11,12 @@ import { loadEnvoyConfig } from '../envoy/routes.js';
 import { CliError, systemCause } from '../errors.js';
 import { explain } from '../limiter/explain.js';
 import type { DescriptorInput } from '../limiter/plan.js';
-import { findDecisions, formatDecision } from './decision-lines.js';
-import { generateDefaults, generateTraffic } from './generate.js';
-import { htmlReport, type ReportRun } from './html-report.js';
-import { compare, formatComparison, formatExplanation, formatSimulation } from './report.js';
-import { Simulation } from './simulate.js';
-import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from './traffic.js';
+import { findDecisions, formatDecision } from '../tuning/decision-lines.js';
+import { generateDefaults, generateTraffic } from '../tuning/generate.js';
+import { htmlReport, type ReportRun } from '../tuning/html-report.js';
+import { compare, formatComparison, formatExplanation, formatSimulation } from '../tuning/report.js';
+import { Simulation } from '../tuning/simulate.js';
+import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from '../tuning/traffic.js';
 
 export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config DIR] [--envoy FILE] [--compare DIR2] [--tiers FILE] [--top N]
                          [--json] [--report FILE.html] [--format auto|jsonl|csv] [--skip-bad-lines]
