@@ -9,7 +9,7 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { RequestBounds } from '../../src/server/request.js';
-import { freePort } from '../helpers/process.js';
+import { freePort, loopback } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, startTestService, type TestService } from '../helpers/service.js';
 
@@ -222,19 +222,7 @@ async function inProcess(name: string, args: string[], redis: RedisServer | unde
 /** `node dist/cli.js serve` on free ports; its stdout and stderr are scanned as they arrive, never kept whole. */
 async function childProcess(name: string, args: string[], redis: RedisServer | undefined, scanner: LeakScanner): Promise<Target> {
   const [grpcPort, httpPort, adminPort] = [await freePort(), await freePort(), await freePort()];
-  const all = [
-    ...args,
-    '--grpc-host',
-    '127.0.0.1',
-    '--http-host',
-    '127.0.0.1',
-    '--grpc-port',
-    String(grpcPort),
-    '--http-port',
-    String(httpPort),
-    '--admin-port',
-    String(adminPort),
-  ];
+  const all = [...args, ...loopback(grpcPort, httpPort), '--admin-port', String(adminPort)];
   const child: ChildProcess = spawn(process.execPath, ['dist/cli.js', 'serve', ...all], {
     env: { ...process.env, LOG_LEVEL: 'trace', TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
-import { type Daemon, freePort, startCli } from '../helpers/process.js';
+import { type Daemon, freePort, loopback, startCli } from '../helpers/process.js';
 import { RlsClient, type RlsRequest } from '../helpers/service.js';
 
 /** Resident memory of a process, in MB, from /proc. */
@@ -33,22 +33,7 @@ describe('memory stays bounded under distinct large values', () => {
   beforeAll(async () => {
     const grpcPort = await freePort();
     httpPort = await freePort();
-    daemon = await startCli(
-      [
-        'serve',
-        '--max-counters',
-        '1000',
-        '--grpc-host',
-        '127.0.0.1',
-        '--http-host',
-        '127.0.0.1',
-        '--grpc-port',
-        String(grpcPort),
-        '--http-port',
-        String(httpPort),
-      ],
-      /tollgate serving/,
-    );
+    daemon = await startCli(['serve', '--max-counters', '1000', ...loopback(grpcPort, httpPort)], /tollgate serving/);
     rls = new RlsClient(grpcPort);
   });
   afterAll(async () => {

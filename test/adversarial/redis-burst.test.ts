@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Daemon, freePort, startCli } from '../helpers/process.js';
+import { type Daemon, freePort, loopback, startCli } from '../helpers/process.js';
 import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
 import { property, RlsClient, type RlsRequest } from '../helpers/service.js';
 import { inOneSecond } from '../helpers/time.js';
@@ -14,23 +14,7 @@ async function startReplica(redisUrl: string, redisType = 'single'): Promise<Rep
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const daemon = await startCli(
-    [
-      'serve',
-      '--store',
-      'redis',
-      '--redis-url',
-      redisUrl,
-      '--redis-type',
-      redisType,
-      '--grpc-host',
-      '127.0.0.1',
-      '--http-host',
-      '127.0.0.1',
-      '--grpc-port',
-      String(grpcPort),
-      '--http-port',
-      String(httpPort),
-    ],
+    ['serve', '--store', 'redis', '--redis-url', redisUrl, '--redis-type', redisType, ...loopback(grpcPort, httpPort)],
     /tollgate serving/,
   );
   return { daemon, rls: new RlsClient(grpcPort) };

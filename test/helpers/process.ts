@@ -72,3 +72,8 @@ export async function startCli(args: string[], ready: RegExp, env: NodeJS.Proces
   });
   return { child, output: () => out, exited };
 }
+
+/** Serve flags that bind gRPC and HTTP on loopback at these ports. */
+export function loopback(grpcPort: number, httpPort: number): string[] {
+  return ['--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1', '--grpc-port', String(grpcPort), '--http-port', String(httpPort)];
+}

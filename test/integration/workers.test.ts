@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metric, scrape } from '../helpers/metrics.js';
-import { type Daemon, freePort, runCli, startCli } from '../helpers/process.js';
+import { type Daemon, freePort, loopback, runCli, startCli } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { property, RlsClient } from '../helpers/service.js';
 import { bounded, within } from '../helpers/time.js';
@@ -14,23 +14,7 @@ describe('serve --workers 2 (Redis store)', () => {
     redis = await startRedis();
     [grpcPort, httpPort] = [await freePort(), await freePort()];
     daemon = await startCli(
-      [
-        'serve',
-        '--workers',
-        '2',
-        '--store',
-        'redis',
-        '--redis-url',
-        redis.url,
-        '--grpc-host',
-        '127.0.0.1',
-        '--http-host',
-        '127.0.0.1',
-        '--grpc-port',
-        String(grpcPort),
-        '--http-port',
-        String(httpPort),
-      ],
+      ['serve', '--workers', '2', '--store', 'redis', '--redis-url', redis.url, ...loopback(grpcPort, httpPort)],
       /tollgate serving[\s\S]*tollgate serving/,
     );
   });
