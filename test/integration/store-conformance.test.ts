@@ -5,23 +5,13 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { CounterCheck, Store } from '../../src/store/store.js';
+import { counterCheck } from '../helpers/checks.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
 
 const T0 = 1_800_000_000_000;
 let keySeq = 0;
-const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k',
-  windowMs: 1000,
-  limit: 3,
-  hits: 1,
-  sliding: false,
-  burst: 0,
-  group: 0,
-  shadow: false,
-  quota: false,
-  ...over,
-});
+const check = counterCheck;
 
 /** The same scenarios against every store: they must decide identically. */
 const stores: [string, (clock: ManualClock) => Store][] = [];

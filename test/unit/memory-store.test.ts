@@ -2,20 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { CounterCheck } from '../../src/store/store.js';
+import { counterCheck } from '../helpers/checks.js';
 
 const T0 = 1_800_000_000_000;
-const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k',
-  windowMs: 1000,
-  limit: 3,
-  hits: 1,
-  sliding: false,
-  burst: 0,
-  group: 0,
-  shadow: false,
-  quota: false,
-  ...over,
-});
+const check = counterCheck;
 
 describe('memory store', () => {
   it('counts up to the limit in a window, then refuses without counting', async () => {

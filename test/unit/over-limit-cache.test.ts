@@ -3,20 +3,10 @@ import { ManualClock } from '../../src/counters/clock.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { OverLimitCache } from '../../src/store/over-limit-cache.js';
 import type { CheckResult, CounterCheck, Maybe, Store } from '../../src/store/store.js';
+import { counterCheck } from '../helpers/checks.js';
 
 const T0 = 1_800_000_000_000;
-const check = (over: Partial<CounterCheck> = {}): CounterCheck => ({
-  key: 'k',
-  windowMs: 1000,
-  limit: 2,
-  hits: 1,
-  sliding: false,
-  burst: 0,
-  group: 0,
-  shadow: false,
-  quota: false,
-  ...over,
-});
+const check = (over: Partial<CounterCheck> = {}): CounterCheck => counterCheck({ limit: 2, ...over });
 
 /** Counts the calls that reach the real store underneath. */
 class Counting implements Store {
