@@ -18,6 +18,8 @@ export interface DecisionSummary {
   blocking: { rule: string; limit: string } | undefined;
   /** The fewest requests left in any enforced window after this one; undefined when nothing limits. */
   remaining: number | undefined;
+  /** The rule and limit of that window (the first such descriptor on a tie). */
+  tightest: { rule: string; limit: string } | undefined;
   retryAfterMs: number;
   descriptors: DescriptorSummary[];
 }
@@ -38,6 +40,7 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
   let blocking: DecisionSummary['blocking'];
   let blockingWait = -1;
   let remaining: number | undefined;
+  let tightest: DecisionSummary['tightest'];
   for (const o of d.descriptors) {
     const w = bindingWindow(o.windows);
     const limit = w?.limit.name;
@@ -50,7 +53,10 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
       shadow: o.shadow,
     });
     if (!w || o.shadow) continue;
-    if (remaining === undefined || w.remaining < remaining) remaining = w.remaining;
+    if (remaining === undefined || w.remaining < remaining) {
+      remaining = w.remaining;
+      tightest = { rule: o.rule?.id ?? '(request limit)', limit: limit! };
+    }
     if (d.overLimit && o.over && w.retryAfterMs > blockingWait) {
       blockingWait = w.retryAfterMs;
       blocking = { rule: o.rule?.id ?? '(request limit)', limit: limit! };
@@ -63,6 +69,7 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
     source: d.source,
     blocking,
     remaining,
+    tightest,
     retryAfterMs: d.retryAfterMs,
     descriptors,
   };

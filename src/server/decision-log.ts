@@ -44,7 +44,7 @@ export class DecisionLog {
   decided(s: DecisionSummary, traceId: string | undefined): void {
     if (this.opts.mode === 'over' && s.code !== 'OVER_LIMIT') return;
     if (!this.admit()) return;
-    const binding = s.blocking ?? tightest(s);
+    const binding = s.blocking ?? s.tightest;
     this.out.info(
       {
         trace_id: traceId,
@@ -96,14 +96,4 @@ export class DecisionLog {
     this.opts.onDropped?.(1);
     return false;
   }
-}
-
-/** For an admitted request: the descriptor with the fewest requests left. */
-function tightest(s: DecisionSummary): { rule: string; limit: string } | undefined {
-  let best: DecisionSummary['descriptors'][number] | undefined;
-  for (const d of s.descriptors) {
-    if (d.shadow || d.remaining === undefined || d.limit === undefined) continue;
-    if (!best || d.remaining < best.remaining!) best = d;
-  }
-  return best && { rule: best.rule ?? '(request limit)', limit: best.limit! };
 }

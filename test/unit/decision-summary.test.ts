@@ -46,7 +46,13 @@ describe('a decision summarised for spans and the decision log', () => {
       },
       third,
     );
-    expect(s3).toMatchObject({ code: 'OK', client: fingerprint('tok-a'), remaining: 0, blocking: undefined });
+    expect(s3).toMatchObject({
+      code: 'OK',
+      client: fingerprint('tok-a'),
+      remaining: 0,
+      blocking: undefined,
+      tightest: { rule: 'category_read.token', limit: 'read-per-minute' },
+    });
     expect(s3.descriptors[0]).toMatchObject({ rule: 'category_read.token', limit: 'read-per-minute', remaining: 0 });
     h.clock.advance(1000);
     const fourth = await h.decide('api', [input('tok-a')]);
@@ -84,6 +90,7 @@ describe('the decision log bound', () => {
       source: 'store' as const,
       blocking: undefined,
       remaining: 5,
+      tightest: undefined,
       retryAfterMs: 0,
       descriptors: [],
     };
@@ -100,7 +107,7 @@ describe('the decision log bound', () => {
   it('over: only rejected requests', () => {
     const { logger, lines } = capturingLogger('info');
     const log = new DecisionLog(logger, { mode: 'over', maxPerSecond: 100 });
-    const base = { domain: 'api', client: undefined, source: 'store' as const, remaining: 0, retryAfterMs: 500, descriptors: [] };
+    const base = { domain: 'api', client: undefined, source: 'store' as const, remaining: 0, tightest: undefined, retryAfterMs: 500, descriptors: [] };
     log.decided({ ...base, code: 'OK', blocking: undefined }, undefined);
     log.decided({ ...base, code: 'OVER_LIMIT', blocking: { rule: 'r', limit: 'l' } }, undefined);
     log.failed('UNAVAILABLE', 'StoreTimeoutError', undefined);
