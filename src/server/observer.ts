@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { status as GrpcStatus, type Metadata } from '@grpc/grpc-js';
-import { isSpanContextValid, type Span, trace } from '@opentelemetry/api';
+import { type Context, isSpanContextValid, type Span, trace } from '@opentelemetry/api';
 import type { Decision, DecisionInput } from '../limiter/limiter.js';
 import { summarize } from '../response/summary.js';
 import type { TraceLink } from '../store/store.js';
@@ -31,9 +31,12 @@ export class DecisionObserver {
     private readonly log: DecisionLog | undefined,
   ) {}
 
+  /** The caller's headers are read here once when tracing (the span's parent and the log line's trace id);
+   * with the log alone, only for a line that is written. */
   begin(call: CallInfo): ObservedCall {
-    const span = this.tracing?.startDecision(call.kind, call.headers);
-    return new Observed(this.tracing, this.log, call.kind, span, call.headers);
+    const parent = this.tracing ? callerContext(call.headers) : undefined;
+    const span = parent && this.tracing!.startDecision(call.kind, parent);
+    return new Observed(this.tracing, this.log, call.kind, span, call.headers, parent);
   }
 }
 
@@ -46,6 +49,7 @@ class Observed implements ObservedCall {
     private readonly kind: CallKind,
     private readonly span: Span | undefined,
     private readonly headers: CallInfo['headers'],
+    private readonly parent: Context | undefined,
   ) {
     this.link = span && tracing!.linkOf(span);
   }
@@ -75,7 +79,7 @@ class Observed implements ObservedCall {
   /** The trace this decision is recorded in (its span's, when sampled), else the one the caller sent: never
    * the id of an unsampled trace that started here, which no tracing backend would find. */
   private traceId(): string | undefined {
-    const ctx = this.span?.isRecording() ? this.span.spanContext() : trace.getSpanContext(callerContext(this.headers));
+    const ctx = this.span?.isRecording() ? this.span.spanContext() : trace.getSpanContext(this.parent ?? callerContext(this.headers));
     return ctx && isSpanContextValid(ctx) ? ctx.traceId : undefined;
   }
 }

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Metadata } from '@grpc/grpc-js';
 import {
   type Attributes,
+  type Context,
   isSpanContextValid,
   type Link,
   ROOT_CONTEXT,
@@ -18,7 +17,6 @@ import { AlwaysOnSampler, ParentBasedSampler, TracerProvider } from '@openteleme
 import type { DecisionSummary } from '../response/summary.js';
 import type { BatchSpan, BatchTracer, TraceLink } from '../store/store.js';
 import { BoundedSpanProcessor, type ExportProtocol, otlpExporter, type QueueOptions, type SpanOutcome } from './export.js';
-import { callerContext } from './propagation.js';
 
 export interface TracingOptions {
   protocol: ExportProtocol;
@@ -76,10 +74,9 @@ export class Tracing implements BatchTracer {
 
   /** A decision's span, started under the caller's trace context; none for a trace that would start here
    * and is not sampled. That is envoyproxy/ratelimit's ParentBased(TraceIDRatioBased(rate)), with the ratio
-   * drawn before the SDK makes ids and an unrecorded span: at 1%, 99 of 100 untraced calls cost one random
-   * number. A caller's trace, sampled or not, goes to the SDK's parent-based sampler. */
-  startDecision(kind: CallKind, carrier: Metadata | IncomingHttpHeaders | undefined): Span | undefined {
-    const parent = callerContext(carrier);
+   * drawn before the SDK makes ids and an unrecorded span: at 1%, 99 of 100 untraced calls cost reading their
+   * headers (`parent`, propagation.ts) and one random number. A caller's trace, sampled or not, goes to the SDK's parent-based sampler. */
+  startDecision(kind: CallKind, parent: Context): Span | undefined {
     const remote = trace.getSpanContext(parent);
     if (!(remote && isSpanContextValid(remote)) && !(Math.random() < this.rootRate)) return undefined;
     return this.tracer.startSpan(SPAN_NAMES[kind], { kind: SpanKind.SERVER, attributes: START_ATTRIBUTES[kind] }, parent);

@@ -1,5 +1,6 @@
 import { Metadata } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
+import { callerContext } from '../../src/tracing/propagation.js';
 import { Tracing } from '../../src/tracing/tracing.js';
 
 /** envoyproxy/ratelimit samples ParentBased(TraceIDRatioBased(rate)); Tollgate draws the ratio itself for
@@ -24,7 +25,7 @@ describe('sampling of decisions', () => {
   it('samples about `rate` of the traces that start here (4,000 calls at 0.25: within 5 standard deviations of 1,000)', async () => {
     const t = await tracing(0.25);
     let sampled = 0;
-    for (let i = 0; i < 4000; i++) if (t.startDecision('grpc', new Metadata())?.isRecording()) sampled++;
+    for (let i = 0; i < 4000; i++) if (t.startDecision('grpc', callerContext(new Metadata()))?.isRecording()) sampled++;
     expect(sampled).toBeGreaterThan(860);
     expect(sampled).toBeLessThan(1140);
     await t.shutdown(100);
@@ -32,11 +33,11 @@ describe('sampling of decisions', () => {
 
   it('rate 0: none of its own; a sampled caller is followed, an unsampled one is not (whatever the rate)', async () => {
     const none = await tracing(0);
-    for (let i = 0; i < 200; i++) expect(none.startDecision('grpc', new Metadata())).toBeUndefined();
-    expect(none.startDecision('grpc', withParent('01'))?.isRecording()).toBe(true);
+    for (let i = 0; i < 200; i++) expect(none.startDecision('grpc', callerContext(new Metadata()))).toBeUndefined();
+    expect(none.startDecision('grpc', callerContext(withParent('01')))?.isRecording()).toBe(true);
     const all = await tracing(1);
-    expect(all.startDecision('grpc', new Metadata())?.isRecording()).toBe(true);
-    const unsampled = all.startDecision('grpc', withParent('00'));
+    expect(all.startDecision('grpc', callerContext(new Metadata()))?.isRecording()).toBe(true);
+    const unsampled = all.startDecision('grpc', callerContext(withParent('00')));
     expect(unsampled?.isRecording()).toBe(false);
     expect(unsampled?.spanContext().traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(all.linkOf(unsampled!)).toBeUndefined();
