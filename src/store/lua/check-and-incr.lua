@@ -262,12 +262,7 @@ local function decide_plain(count_it, n, k0)
     for i = 1, n do
       local j = k0 + i
       local w = shape_of[j]
-      if w.hits > 0 then
-        local n1 = cur[j]
-        local after = call('INCRBY', n1, w.hits)
-        values[n1] = after
-        if after == w.hits then call('PEXPIRE', n1, (w.index + 1) * w.window - now + 1000) end
-      end
+      if w.hits > 0 then write(j, w, 0) end
     end
   end
 end
