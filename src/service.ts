@@ -28,6 +28,7 @@ import { grpcServerCredentials } from './server/tls.js';
 import { SERVE_OPTIONS, type Settings } from './settings.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';
+import { readRedisMemory } from './store/redis-info.js';
 import type { BatchTracer, Store } from './store/store.js';
 import type { SpanOutcome } from './tracing/export.js';
 import type { Tracing } from './tracing/tracing.js';
@@ -133,7 +134,7 @@ async function openStores(
   }
   const tiers = deps.tiers ?? (await createTierStore(settings, stack, logger));
   tiers.onReset((keys) => stack.cache?.forget(keys));
-  registerGauges(metrics, stack, tiers);
+  registerGauges(metrics, stack, tiers, settings.redisTimeoutMs);
   return { stack, tiers };
 }
 
@@ -198,15 +199,18 @@ export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' 
 type Readiness = () => { ready: boolean; reason?: string };
 
 /** /readyz: a config to decide by (or FORCE_START_WITHOUT_INITIAL_CONFIG), serving, and the store usable or
- * its failure absorbed by the policy. */
+ * its failure absorbed by the policy. READY_REQUIRES_STORE absorbs nothing: a central replica that lost its store
+ * leaves the Service, so Envoy asks one that still counts (docs/kubernetes.md, "Readiness"). */
 function readiness(health: HealthService, stack: StoreStack, settings: Settings, source: ConfigSource): Readiness {
   return () => {
     const waiting = source.waiting();
     if (waiting !== undefined) return { ready: false, reason: waiting };
     if (!health.serving) return { ready: false, reason: 'shutting down' };
     const h = stack.store.health();
-    if (h.degraded) return { ready: stack.policy?.absorbs() ?? false, reason: `store degraded (${h.reason}), policy ${settings.redisFailure}` };
-    return { ready: true };
+    if (!h.degraded) return { ready: true };
+    const absorbed = !settings.readyRequiresStore && (stack.policy?.absorbs() ?? false);
+    const why = settings.readyRequiresStore ? 'READY_REQUIRES_STORE' : `policy ${settings.redisFailure}`;
+    return { ready: absorbed, reason: `store degraded (${h.reason}), ${why}` };
   };
 }
 
@@ -265,7 +269,7 @@ async function createTierStore(settings: Settings, stack: StoreStack, logger: Lo
   return store;
 }
 
-function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): void {
+function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore, redisTimeoutMs: number): void {
   const kind = stack.store.kind;
   metrics.initStore(kind);
   metrics.gauge(
@@ -287,6 +291,10 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore): 
     const memory = stack.local;
     metrics.gauge('tollgate_memory_store_counters', 'Counters held by the in-process store', () => memory.size);
     metrics.gauge('tollgate_memory_store_evictions', 'Counters evicted since start because the in-process store was full', () => memory.evictions);
+  }
+  if (stack.redis) {
+    const client = stack.redis.client;
+    metrics.redisMemory(() => readRedisMemory(client, Math.max(redisTimeoutMs, 250)));
   }
   if (stack.cache) {
     const cache = stack.cache;

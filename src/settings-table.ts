@@ -24,6 +24,11 @@ export const SERVE_OPTIONS = {
   'redis-type': { env: 'REDIS_TYPE', default: 'single', help: 'single | sentinel | cluster' },
   'redis-timeout-ms': { env: 'REDIS_TIMEOUT_MS', default: '25', help: "longest wait for one decision's Redis round trip" },
   'redis-failure': { env: 'REDIS_FAILURE_POLICY', default: 'allow', help: 'when Redis cannot answer: allow | deny | local' },
+  'ready-requires-store': {
+    env: 'READY_REQUIRES_STORE',
+    default: 'false',
+    help: 'not ready while the store fails, whatever the failure policy: true for a central deployment (Envoy uses the other replicas), false for a sidecar',
+  },
   'redis-key-prefix': { env: 'REDIS_KEY_PREFIX', default: 'tollgate:', help: 'namespace of every Redis key' },
   'redis-sentinel-password': { env: 'REDIS_SENTINEL_PASSWORD', default: '', help: 'password of the sentinels (prefer the env variable)' },
   'local-cache': { env: 'LOCAL_CACHE', default: 'true', help: 'answer windows known to be full without Redis (true | false)' },

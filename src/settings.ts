@@ -34,6 +34,8 @@ export interface Settings {
   redis: RedisConnection | undefined;
   redisTimeoutMs: number;
   redisFailure: FailurePolicy;
+  /** /readyz fails while the store is degraded, whatever the policy absorbs (docs/kubernetes.md: central vs sidecar). */
+  readyRequiresStore: boolean;
   redisKeyPrefix: string;
   redisSentinelPassword: string | undefined;
   /** Answer requests for windows known to be full without a store round trip. */
@@ -164,6 +166,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     redis: store === 'redis' ? redisConnection(setting('redis-url'), redisType, env) : undefined,
     redisTimeoutMs: num('redis-timeout-ms', 'positive'),
     redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
+    readyRequiresStore: flag('ready-requires-store'),
     redisKeyPrefix: get('redis-key-prefix'),
     redisSentinelPassword: get('redis-sentinel-password') || undefined,
     localCache: flag('local-cache'),

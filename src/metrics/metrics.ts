@@ -1,7 +1,8 @@
 import { type Aggregator, Counter, collectDefaultMetrics, Gauge, type LabelValues, Registry } from 'prom-client';
 import type { Rule } from '../config/compiled.js';
 import type { Decision } from '../limiter/limiter.js';
-import { type CounterSeries, FastCounter, FastHistogram } from './series.js';
+import type { RedisMemory } from '../store/redis-info.js';
+import { type CounterSeries, FastCounter, FastHistogram, ScrapedSeries } from './series.js';
 
 /** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule
  * path, category, window), never a token, fingerprint or other request value, so 10,000 tokens add no series. */
@@ -20,6 +21,9 @@ export interface MetricsOptions {
 const RESULTS = ['ok', 'over_limit', 'shadow_over_limit'] as const;
 const SOURCES = ['store', 'cache', 'fallback', 'policy', 'none'] as const;
 const NONE = '(none)';
+/** Why a call got no decision (tollgate_unchecked_total): every gRPC error answer, and answers too late to count. */
+export const UNCHECKED_REASONS = ['store_unavailable', 'late', 'invalid_request', 'internal_error'] as const;
+export type UncheckedReason = (typeof UNCHECKED_REASONS)[number];
 const UNKNOWN_DOMAIN = '(unknown)';
 
 type Child = CounterSeries;
@@ -72,6 +76,14 @@ export class Metrics {
     labelNames: ['code'] as const,
     registers: [this.registry],
   });
+  readonly unchecked = new Counter({
+    name: 'tollgate_unchecked_total',
+    help:
+      "ShouldRateLimit calls answered without a decision, so Envoy's failure_mode_deny decides (false, the shipped envoy.yaml: admitted " +
+      "unchecked), by reason: store_unavailable (REDIS_FAILURE_POLICY=allow), late (after the caller's deadline), invalid_request, internal_error",
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly httpErrors = new Counter({
     name: 'tollgate_http_errors_total',
     help: 'HTTP calls answered with an error, by endpoint (/json, /explain, /admin, …, other) and HTTP status (gRPC calls count in tollgate_grpc_errors_total)',
@@ -118,6 +130,7 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry });
     // Series that exist from the start (at 0), so rate() and increase() have data before the first event.
     for (const result of ['success', 'failure']) this.configReloads.inc({ result }, 0);
+    for (const reason of UNCHECKED_REASONS) this.unchecked.inc({ reason }, 0);
   }
 
   private xdsCounters: XdsMetrics | undefined;
@@ -173,6 +186,30 @@ export class Metrics {
   }
 
   private observabilityCounters: { spans: Counter<'result'>; decisionLinesDropped: Counter } | undefined;
+
+  /** Redis's memory and evictions, read once per scrape (`read`: INFO on every master, bounded in time). A failed
+   * read leaves the series out rather than repeat stale numbers; tollgate_store_degraded says why. Under --workers every
+   * worker reads the same Redis, so the primary keeps the largest value instead of a sum. */
+  redisMemory(read: () => Promise<RedisMemory>): void {
+    let pending: Promise<RedisMemory | undefined> | undefined;
+    const once = (): Promise<RedisMemory | undefined> => {
+      pending ??= read()
+        .catch(() => undefined)
+        .finally(() => setImmediate(() => (pending = undefined)));
+      return pending;
+    };
+    const fields: [string, string, keyof RedisMemory, 'gauge' | 'counter'][] = [
+      ['tollgate_redis_used_memory_bytes', 'Memory Redis uses (used_memory, summed over masters)', 'usedBytes', 'gauge'],
+      ['tollgate_redis_maxmemory_bytes', "Redis's maxmemory, summed over masters (0: no limit)", 'maxBytes', 'gauge'],
+      [
+        'tollgate_redis_evicted_keys_total',
+        'Keys Redis evicted since it started (evicted_keys): evicted counters are limits forgotten',
+        'evictedKeys',
+        'counter',
+      ],
+    ];
+    for (const [name, help, field, type] of fields) new ScrapedSeries(name, help, type, 'max', async () => (await once())?.[field], this.registry);
+  }
 
   /** Zero series for every kind of store error, for the same reason. */
   initStore(store: string): void {

@@ -121,3 +121,26 @@ export class FastHistogram extends Family<HistogramSeries> {
     return out;
   }
 }
+
+/** One unlabelled series read at scrape time from something that may not answer (Redis's INFO): no value at all
+ * when the read fails, where prom-client's own gauge would show a 0 that looks like a reading. `aggregator`:
+ * how --workers combines the workers' values. */
+export class ScrapedSeries {
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'gauge' | 'counter',
+    readonly aggregator: 'max' | 'sum',
+    private readonly read: () => Promise<number | undefined>,
+    registry: Registry,
+  ) {
+    registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
+  }
+
+  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: MetricValue[] }> {
+    const value = await this.read();
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: value === undefined ? [] : [{ labels: {}, value }] };
+  }
+
+  reset(): void {}
+}

@@ -3,7 +3,7 @@ import { status as GrpcStatus, Metadata, type ServerUnaryCall, type sendUnaryDat
 import type { Logger } from 'pino';
 import { InvalidRequestError } from '../errors.js';
 import type { Decision, DecisionInput, Limiter } from '../limiter/limiter.js';
-import type { Metrics } from '../metrics/metrics.js';
+import type { Metrics, UncheckedReason } from '../metrics/metrics.js';
 import { dynamicMetadata } from '../response/metadata.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
@@ -74,10 +74,18 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
   const fail = (callback: sendUnaryData<WireResponse>, err: unknown): void => {
     const s = toStatus(err, deps.logger);
     deps.metrics?.grpcErrors.inc({ code: GrpcStatus[s.code] });
+    deps.metrics?.unchecked.inc({ reason: uncheckedReason(s.code) });
     callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() });
   };
+  type Call = ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>;
+  const succeed = (call: Call, callback: sendUnaryData<WireResponse>, r: WireResponse): void => {
+    // An answer after the caller's deadline (grpc-timeout: Envoy's filter timeout) is one Envoy no longer waits
+    // for: its failure mode has already decided, so the request went through unchecked even though it was counted.
+    if (deps.metrics && Date.now() > Number(call.getDeadline())) deps.metrics.unchecked.inc({ reason: 'late' });
+    callback(null, r);
+  };
   return {
-    ShouldRateLimit: (call: ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>, callback: sendUnaryData<WireResponse>) => {
+    ShouldRateLimit: (call: Call, callback: sendUnaryData<WireResponse>) => {
       let response: Maybe<WireResponse>;
       try {
         response = decideWire(deps, call.request, { kind: 'grpc', headers: call.metadata });
@@ -86,12 +94,19 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
       }
       if (response instanceof Promise)
         response.then(
-          (r) => callback(null, r),
+          (r) => succeed(call, callback, r),
           (err: unknown) => fail(callback, err),
         );
-      else callback(null, response);
+      else succeed(call, callback, response);
     },
   };
+}
+
+/** Every error answer leaves the request to Envoy's failure mode; the reason says which kind of error. */
+function uncheckedReason(code: GrpcStatus): UncheckedReason {
+  if (code === GrpcStatus.UNAVAILABLE) return 'store_unavailable';
+  if (code === GrpcStatus.INVALID_ARGUMENT) return 'invalid_request';
+  return 'internal_error';
 }
 
 /** A debug line per decision: rules and verdicts only, never descriptor values; the domain only when it is
