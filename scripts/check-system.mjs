@@ -26,8 +26,24 @@ function onPath(name) {
   return false;
 }
 
+/** The tests render the Kustomize overlays with a kubectl whose Kustomize is v5+, which no Debian package has:
+ * scripts/kubectl.mjs finds one or fetches it once (one line says so). */
+async function ensureKubectl() {
+  if (values.for !== 'test') return;
+  const { kubectlPath } = await import('./kubectl.mjs');
+  try {
+    kubectlPath();
+  } catch (err) {
+    console.error(err.message);
+    process.exit(1);
+  }
+}
+
 const missing = list.filter((p) => p.for.includes(values.for) && !onPath(p.program));
-if (missing.length === 0) process.exit(0);
+if (missing.length === 0) {
+  await ensureKubectl();
+  process.exit(0);
+}
 
 const programs = missing.map((p) => p.program).join(', ');
 const packages = [...new Set(missing.map((p) => p.package))];
@@ -56,3 +72,4 @@ if (still.length > 0) {
   console.error(`still not on PATH after installing: ${still.map((p) => p.program).join(', ')}`);
   process.exit(1);
 }
+await ensureKubectl();

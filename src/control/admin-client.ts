@@ -40,12 +40,23 @@ export class AdminClient {
         signal: AbortSignal.timeout(10_000),
       });
     } catch (err) {
-      throw new Error(`cannot reach ${this.baseUrl}: ${(err as Error).message}`);
+      throw unreachable(this.baseUrl, err);
     }
     const data = (await res.json().catch(() => ({}))) as { error?: string };
     if (!res.ok) throw new Error(`${res.status}: ${data.error ?? res.statusText}`);
     return data as T;
   }
+}
+
+/** fetch() says only "fetch failed"; the cause (ECONNREFUSED, a timeout) and where the admin API listens are
+ * what the user needs: it is on loopback, so from outside the pod it takes a port-forward. */
+function unreachable(baseUrl: string, err: unknown): CliError {
+  const e = err as Error & { cause?: { code?: string; message?: string } };
+  const why = e.name === 'TimeoutError' ? 'no answer within 10 s' : (e.cause?.code ?? e.cause?.message ?? e.message);
+  return new CliError(
+    `cannot reach the admin API at ${baseUrl} (${why}): it listens only where TOLLGATE_ADMIN_TOKEN is set, on the pod's loopback ` +
+      '(--admin-host, --admin-port); from outside the pod: kubectl port-forward <pod> 8082 (docs/kubernetes.md#run-time-tiers)',
+  );
 }
 
 /** A fingerprint as given (32 or 64 hex characters), or the fingerprint of a token. With `asToken` the text

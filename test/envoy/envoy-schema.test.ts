@@ -7,7 +7,7 @@ import { checkEnvoyYaml, EnvoyApi } from './proto-schema.js';
 // the checker rejects each kind of mistake, on the right line.
 
 const api = new EnvoyApi();
-const SHIPPED = ['envoy/envoy.yaml', 'deploy/kubernetes/envoy.yaml'];
+const SHIPPED = ['envoy/envoy.yaml', 'deploy/kubernetes/sidecar/envoy.yaml', 'deploy/kubernetes/central/envoy.yaml'];
 const FIXTURES = 'test/fixtures/envoy';
 
 describe('shipped Envoy configs', () => {

@@ -137,6 +137,12 @@ describe('tiers and inspect', () => {
     expect((await runCli(['inspect', text], env)).stderr).not.toContain(text);
   });
 
+  it('an admin API that is not there is named with the cause and how to reach it, not "fetch failed"', async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const run = await runCli(['tiers', 'list', '--url', url], { TOLLGATE_ADMIN_TOKEN: 'admin' });
+    expectOneLine(run, 1, new RegExp(`^tollgate: cannot reach the admin API at ${url} \\(ECONNREFUSED\\): .*kubectl port-forward`));
+  });
+
   describe('against a running service', () => {
     let daemon: Daemon | undefined;
     afterEach(() => daemon?.child.kill('SIGKILL'));

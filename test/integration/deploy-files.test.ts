@@ -3,10 +3,10 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parse, parseAllDocuments } from 'yaml';
+import { parse } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
 import { matchRule } from '../../src/config/match.js';
-import { DEFAULT_PEER, descriptorsFor, loadEnvoyConfig, PINNED_ENVOY_VERSION, possibleDescriptors } from '../../src/envoy/routes.js';
+import { DEFAULT_PEER, descriptorsFor, loadEnvoyConfig, possibleDescriptors } from '../../src/envoy/routes.js';
 import { SERVE_OPTIONS } from '../../src/settings.js';
 
 // No Envoy, Docker or Kubernetes here: the files are parsed and cross-checked against Tollgate's own config,
@@ -103,100 +103,7 @@ describe('envoy/envoy.yaml', () => {
   });
 });
 
-describe('deploy/kubernetes', () => {
-  const dir = 'deploy/kubernetes';
-  const kustomization = parse(readFileSync(`${dir}/kustomization.yaml`, 'utf8')) as Obj;
-  const docs = (kustomization.resources as string[]).flatMap((f) => parseAllDocuments(readFileSync(`${dir}/${f}`, 'utf8')).map((d) => d.toJS() as Obj));
-  const deployment = docs.find((d) => d.kind === 'Deployment')!;
-  const pod = deployment.spec.template.spec;
-  const container = (name: string): Obj => pod.containers.find((c: Obj) => c.name === name);
-  const env = (c: Obj, name: string): Obj | undefined => c.env.find((e: Obj) => e.name === name);
-  const generated = (name: string): Obj => kustomization.configMapGenerator.find((g: Obj) => g.name === name);
-
-  it('every file parses and every resource file exists', () => {
-    for (const f of [...kustomization.resources, 'podmonitor.yaml']) expect(existsSync(`${dir}/${f}`)).toBe(true);
-    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'NetworkPolicy', 'Secret', 'Service']);
-  });
-
-  it('ships the same envoy.yaml and descriptor config as the repository', () => {
-    expect(readFileSync(`${dir}/envoy.yaml`, 'utf8')).toBe(readFileSync('envoy/envoy.yaml', 'utf8'));
-    expect(readFileSync(`${dir}/property-api.yaml`, 'utf8')).toBe(readFileSync('config/property-api.yaml', 'utf8'));
-  });
-
-  it('mounts the descriptor config where Tollgate reads it, as a whole directory so hot reload works', () => {
-    const tollgate = container('tollgate');
-    const mount = tollgate.volumeMounts.find((m: Obj) => m.name === 'tollgate-config');
-    expect(env(tollgate, 'RUNTIME_CONFIG_DIR')?.value).toBe(mount.mountPath);
-    expect(mount.subPath).toBeUndefined();
-    const volume = pod.volumes.find((v: Obj) => v.name === 'tollgate-config');
-    expect(volume.configMap.name).toBe('tollgate-config');
-    expect(generated('tollgate-config').files).toEqual(['property-api.yaml']);
-    expect(generated('tollgate-config').options.disableNameSuffixHash).toBe(true);
-  });
-
-  it('mounts envoy.yaml where Envoy is told to read it', () => {
-    const e = container('envoy');
-    const mount = e.volumeMounts.find((m: Obj) => m.name === 'envoy-config');
-    const configArg = e.args[e.args.indexOf('-c') + 1];
-    expect(configArg).toBe(`${mount.mountPath}/envoy.yaml`);
-    expect(pod.volumes.find((v: Obj) => v.name === 'envoy-config').configMap.name).toBe('envoy-config');
-    expect(generated('envoy-config').files).toEqual(['envoy.yaml']);
-  });
-
-  it('Tollgate: Redis from the Secret, ports and probes on its own defaults', () => {
-    const tollgate = container('tollgate');
-    const secret = docs.find((d) => d.kind === 'Secret')!;
-    const ref = env(tollgate, 'REDIS_URL')!.valueFrom.secretKeyRef;
-    expect(ref.name).toBe(secret.metadata.name);
-    expect(Object.keys(secret.stringData)).toContain(ref.key);
-    expect(env(tollgate, 'BACKEND_TYPE')?.value).toBe('redis');
-    const grpcPort = Number(env(tollgate, 'GRPC_PORT')!.value);
-    expect(grpcPort).toBe(envoy.rls.port);
-    // gRPC on loopback: Envoy (127.0.0.1, same pod) is its only caller; readiness over HTTP, which the kubelet reaches.
-    expect(env(tollgate, 'GRPC_HOST')?.value).toBe(envoy.rls.address);
-    expect(tollgate.ports.map((p: Obj) => p.containerPort)).not.toContain(grpcPort);
-    expect(tollgate.readinessProbe.grpc).toBeUndefined();
-    expect(tollgate.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
-    const metrics = tollgate.ports.find((p: Obj) => p.name === 'metrics').containerPort;
-    expect(Number(env(tollgate, 'PORT')!.value)).toBe(metrics);
-    expect(Number(deployment.spec.template.metadata.annotations['prometheus.io/port'])).toBe(metrics);
-  });
-
-  it('the Service reaches Envoy, every container is non-root with resources and probes where they serve', () => {
-    const service = docs.find((d) => d.kind === 'Service')!;
-    expect(service.spec.ports[0].targetPort).toBe('envoy-http');
-    expect(container('envoy').ports.find((p: Obj) => p.name === 'envoy-http').containerPort).toBe(10000);
-    expect(pod.securityContext.runAsNonRoot).toBe(true);
-    for (const c of pod.containers) {
-      expect(c.resources.requests.cpu, c.name).toBeDefined();
-      expect(c.resources.limits.memory, c.name).toBeDefined();
-      expect(c.securityContext.allowPrivilegeEscalation, c.name).toBe(false);
-    }
-    expect(container('envoy').readinessProbe.httpGet.path).toBe('/ready');
-  });
-
-  it('the NetworkPolicy admits the API from anywhere, stats and metrics only from the monitoring namespace, nothing else', () => {
-    const policy = docs.find((d) => d.kind === 'NetworkPolicy')!;
-    expect(policy.spec.podSelector.matchLabels).toEqual(deployment.spec.template.metadata.labels);
-    expect(policy.spec.policyTypes).toEqual(['Ingress']);
-    const rules = policy.spec.ingress as Obj[];
-    const open = rules.filter((r) => r.from === undefined).flatMap((r) => r.ports.map((p: Obj) => p.port));
-    expect(open).toEqual([container('envoy').ports.find((p: Obj) => p.name === 'envoy-http').containerPort]);
-    const scraped = rules.filter((r) => r.from !== undefined);
-    expect(scraped.flatMap((r) => r.from)).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }]);
-    // Every other port the pod declares is for the scraper (and the kubelet, which comes from the node).
-    const declared = pod.containers.flatMap((c: Obj) => (c.ports ?? []).map((p: Obj) => p.containerPort)).filter((p: number) => !open.includes(p));
-    expect(scraped.flatMap((r) => r.ports.map((p: Obj) => p.port)).sort()).toEqual(declared.sort());
-    for (const r of rules) for (const p of r.ports) expect(p.protocol).toBe('TCP');
-  });
-
-  it(`pins Envoy ${PINNED_ENVOY_VERSION}, the release the route model follows, here and in docker-compose.yml`, () => {
-    const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as Obj;
-    expect(container('envoy').image).toBe(`envoyproxy/envoy:v${PINNED_ENVOY_VERSION}`);
-    expect(compose.services.envoy.image).toBe(`envoyproxy/envoy:v${PINNED_ENVOY_VERSION}`);
-    expect(readFileSync('envoy/envoy.yaml', 'utf8')).toContain(`envoyproxy/envoy:v${PINNED_ENVOY_VERSION}`);
-  });
-});
+// deploy/kubernetes: test/integration/kubernetes.test.ts renders every overlay and checks what it holds.
 
 describe('Dockerfile and docker-compose.yml', () => {
   it('the image is multi-stage, runs as the unprivileged user and exposes the default ports', () => {

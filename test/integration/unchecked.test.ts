@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UNCHECKED_REASONS } from '../../src/metrics/metrics.js';
 import { metric, scrape } from '../helpers/metrics.js';

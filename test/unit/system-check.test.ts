@@ -3,6 +3,8 @@ import { mkdtempSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain .mjs script without type declarations
+import { kubectlPath } from '../../scripts/kubectl.mjs';
 
 const list = (JSON.parse(readFileSync('scripts/system-programs.json', 'utf8')) as { programs: { program: string; package: string; for: string[] }[] }).programs;
 
@@ -19,7 +21,9 @@ function locate(name: string): string {
 function checkWith(programs: string[]): { status: number | null; stderr: string } {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-path-'));
   for (const p of programs) symlinkSync(locate(p), join(dir, p));
-  const r = spawnSync(process.execPath, ['scripts/check-system.mjs', '--for', 'test', '--no-install'], { env: { PATH: dir }, encoding: 'utf8' });
+  // kubectl is found apart (scripts/kubectl.mjs: Kustomize v5 comes from no Debian package): the one pretest found.
+  const env = { PATH: dir, KUBECTL: kubectlPath() };
+  const r = spawnSync(process.execPath, ['scripts/check-system.mjs', '--for', 'test', '--no-install'], { env, encoding: 'utf8' });
   return { status: r.status, stderr: r.stderr };
 }
 
