@@ -1,7 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
@@ -105,25 +103,8 @@ describe('envoy/envoy.yaml', () => {
 
 // deploy/kubernetes: test/integration/kubernetes.test.ts renders every overlay and checks what it holds.
 
-describe('Dockerfile and docker-compose.yml', () => {
-  it('the image is multi-stage, runs as the unprivileged user and exposes the default ports', () => {
-    const text = readFileSync('Dockerfile', 'utf8');
-    expect(text.match(/^FROM /gm)).toHaveLength(2);
-    expect(text).toMatch(/^USER node$/m);
-    expect(text).toMatch(new RegExp(`^EXPOSE ${SERVE_OPTIONS['grpc-port'].default} ${SERVE_OPTIONS['http-port'].default}$`, 'm'));
-    for (const [, src] of text.matchAll(/^COPY (?!--from)(\S+)/gm)) expect(existsSync(src!), src).toBe(true);
-  });
-
-  it('/bin/ratelimit, the command Envoy Gateway gives its rate-limit container, starts tollgate serve', () => {
-    const line = readFileSync('Dockerfile', 'utf8').match(/^RUN printf '(.+)' > \/bin\/ratelimit && chmod 755 \/bin\/ratelimit$/m);
-    expect(line).not.toBeNull();
-    // The same script, with the image's /app as this checkout (built by pretest), asked for its help.
-    const script = line![1]!.replace(/\\n/g, '\n').replace('/app/', `${process.cwd()}/`);
-    const path = join(mkdtempSync(join(tmpdir(), 'tollgate-shim-')), 'ratelimit');
-    writeFileSync(path, script, { mode: 0o755 });
-    expect(execFileSync(path, ['--help']).toString()).toMatch(/^Usage: tollgate serve/);
-  });
-
+// The Dockerfile: test/integration/image.test.ts.
+describe('docker-compose.yml', () => {
   it('compose runs the pod, Envoy and Tollgate on one loopback, with Redis, Prometheus and Grafana', () => {
     const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as Obj;
     expect(Object.keys(compose.services).sort()).toEqual(['envoy', 'grafana', 'pod', 'prometheus', 'redis', 'tollgate']);
