@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 // @ts-expect-error: a plain .mjs script without type declarations
@@ -24,12 +23,18 @@ function render(dir: string): Obj[] {
   return parseAllDocuments(text).map((d) => d.toJS() as Obj);
 }
 
-/** An overlay with components added, as a user's own kustomization would: built in a temporary directory. */
+/** An overlay with components added, as a user's own kustomization would: built in a directory of the checkout
+ * (.cache/, ignored by git), since Kustomize takes only relative paths to other kustomizations. */
 function renderWith(overlay: string, components: string[]): Obj[] {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-kustomize-'));
-  const kustomization = { resources: [resolve(DIR, overlay)], components: components.map((c) => resolve(DIR, c)) };
-  writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify(kustomization));
-  return render(dir);
+  mkdirSync('.cache', { recursive: true });
+  const dir = mkdtempSync(join('.cache', 'kustomize-'));
+  const from = (p: string): string => relative(dir, join(DIR, p));
+  try {
+    writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify({ resources: [from(overlay)], components: components.map(from) }));
+    return render(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const OVERLAYS = ['sidecar', 'central', 'demo', 'demo-central'] as const;
