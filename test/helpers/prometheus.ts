@@ -11,13 +11,14 @@ export interface Prometheus {
   stop(): Promise<void>;
 }
 
-export async function startPrometheus(targets: string[]): Promise<Prometheus> {
+/** `labels`: target labels added to every scraped series, as the Prometheus Operator adds namespace and pod. */
+export async function startPrometheus(targets: string[], labels: Record<string, string> = {}): Promise<Prometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-prometheus-'));
   const port = await freePort();
   writeFileSync(
     join(dir, 'prometheus.yml'),
     'global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: tollgate\n    static_configs:\n' +
-      `      - targets: [${targets.map((t) => `"${t}"`).join(', ')}]\n`,
+      `      - targets: [${targets.map((t) => `"${t}"`).join(', ')}]\n        labels: ${JSON.stringify(labels)}\n`,
   );
   const proc: ChildProcess = spawn(
     'prometheus',

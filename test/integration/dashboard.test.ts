@@ -6,13 +6,22 @@ import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, property, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
-// A real Prometheus scrapes a real Tollgate (Redis store) under traffic; every dashboard query that reads
-// Tollgate's metrics must return data. Envoy's panels are left out: there is no Envoy here.
+// A real Prometheus scrapes a real Tollgate (Redis store) under traffic, with the namespace and pod target labels
+// the Prometheus Operator adds; every dashboard query that reads Tollgate's metrics must return data with the
+// variables at "All" and at this target's values, and none for another pod. Envoy's panel is left out: no Envoy.
 
 const dashboard = JSON.parse(readFileSync('deploy/grafana/dashboards/tollgate.json', 'utf8')) as {
   panels: { title: string; targets: { expr: string }[] }[];
 };
 const queries = dashboard.panels.flatMap((p) => p.targets.map((t) => ({ panel: p.title, expr: t.expr }))).filter((q) => q.expr.includes('tollgate_'));
+const TARGET = { namespace: 'tollgate-test', pod: 'tollgate-0' };
+
+/** The query as Grafana sends it: each variable replaced by its value (All: the variables' allValue, `.*`). */
+function withVariables(expr: string, values: { namespace: string; pod: string; domain: string }): string {
+  return expr.replaceAll('$namespace', values.namespace).replaceAll('$pod', values.pod).replaceAll('$domain', values.domain);
+}
+const ALL = { namespace: '.*', pod: '.*', domain: '.*' };
+const CHOSEN = { ...TARGET, domain: '(property-api|trial)' }; // Grafana's regex form of a multi-value selection
 
 const SHADOW = `
 domain: trial
@@ -34,7 +43,7 @@ describe('Grafana dashboard against a real Prometheus', () => {
     const dir = configDir({ 'trial.yaml': SHADOW });
     copyFileSync('config/property-api.yaml', join(dir, 'property-api.yaml'));
     t = await startTestService({ configDir: dir, realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] });
-    prometheus = await startPrometheus([`127.0.0.1:${t.service.httpPort}`]);
+    prometheus = await startPrometheus([`127.0.0.1:${t.service.httpPort}`], TARGET);
     // Bounded traffic until the test ends: over-limit reads (cache hits), near-limit writes, shadow rejections.
     traffic = (async () => {
       for (let i = 0; running && i < 20_000; i++) {
@@ -68,8 +77,21 @@ describe('Grafana dashboard against a real Prometheus', () => {
   });
 
   it.each(queries.map((q) => [q.panel, q.expr]))('%s: %s', async (_panel, expr) => {
-    const r = await prometheus.query(expr);
-    expect(r.status).toBe('success');
-    expect(r.data.result.length).toBeGreaterThan(0);
+    for (const values of [ALL, CHOSEN]) {
+      const r = await prometheus.query(withVariables(expr, values));
+      expect(r.status, JSON.stringify(values)).toBe('success');
+      expect(r.data.result.length, JSON.stringify(values)).toBeGreaterThan(0);
+    }
+    const other = await prometheus.query(withVariables(expr, { ...CHOSEN, pod: 'tollgate-other' }));
+    expect(other.data.result).toEqual([]);
+  });
+
+  it("the variables' label_values queries offer this target's namespace, pod and domains", async () => {
+    const values = async (expr: string, label: string): Promise<string[]> =>
+      ((await prometheus.query(expr)).data.result as { metric: Record<string, string> }[]).map((r) => r.metric[label]!);
+    // label_values(metric{selector}, label) is the label's values among the series the selector matches.
+    expect(await values('count by (namespace) (tollgate_build_info)', 'namespace')).toEqual([TARGET.namespace]);
+    expect(await values(`count by (pod) (tollgate_build_info{namespace=~"${TARGET.namespace}"})`, 'pod')).toEqual([TARGET.pod]);
+    expect((await values(`count by (domain) (tollgate_requests_total{namespace=~"${TARGET.namespace}"})`, 'domain')).sort()).toEqual(['property-api', 'trial']);
   });
 });
