@@ -22,12 +22,13 @@ import { HealthService } from './server/health.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
 import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
 import type { DecisionObserver } from './server/observer.js';
-import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
+import { HEALTH_SERVICE, RLQS_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { type HandlerDeps, rateLimitService } from './server/ratelimit-handler.js';
 import { grpcServerCredentials } from './server/tls.js';
 import { SERVE_OPTIONS, type Settings } from './settings.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';
+import { rlqsImplementation } from './rlqs.js';
 import { readRedisMemory } from './store/redis-info.js';
 import type { BatchTracer, Store } from './store/store.js';
 import type { SpanOutcome } from './tracing/export.js';
@@ -75,7 +76,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers, tracer: tracing });
   const { store } = stack;
 
-  const health = new HealthService([RLS_SERVICE]);
+  const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, clock: opts.clock });
   const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata, observer };
@@ -86,7 +87,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> =>
     explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
-  const servers = await startServers(settings, { handler, health, ready, explain: explainLive, admin, logger }).catch(async (err: unknown) => {
+  const rlqs = rlqsImplementation(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger });
+  const servers = await startServers(settings, { handler, rlqs, health, ready, explain: explainLive, admin, logger }).catch(async (err: unknown) => {
     await Promise.all([tiers.close(), store.close()]);
     throw err;
   });
@@ -228,6 +230,7 @@ async function startServers(
   settings: Settings,
   deps: {
     handler: HandlerDeps;
+    rlqs: grpc.UntypedServiceImplementation;
     health: HealthService;
     ready: Readiness;
     explain: (i: DecisionInput) => Promise<Explanation>;
@@ -237,6 +240,7 @@ async function startServers(
 ): Promise<Servers> {
   const grpcServer = new grpc.Server();
   grpcServer.addService(serviceDefinition(RLS_SERVICE, deps.handler.bounds), rateLimitService(deps.handler));
+  grpcServer.addService(serviceDefinition(RLQS_SERVICE), deps.rlqs);
   grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
   const https: HttpServer[] = [];
   try {

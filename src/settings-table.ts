@@ -14,7 +14,7 @@ export const LEVEL_ALIASES: Record<string, LogLevel> = { warning: 'warn', panic:
 export const SERVE_OPTIONS = {
   config: { env: 'RUNTIME_CONFIG_DIR', default: './config', help: 'directory of descriptor config YAML files' },
   'grpc-host': { env: 'GRPC_HOST', default: '0.0.0.0', help: 'address the gRPC server binds' },
-  'grpc-port': { env: 'GRPC_PORT', default: '8081', help: 'gRPC port (RateLimitService, grpc.health.v1)' },
+  'grpc-port': { env: 'GRPC_PORT', default: '8081', help: 'gRPC port (RateLimitService, RateLimitQuotaService, grpc.health.v1)' },
   'http-host': { env: 'HOST', default: '0.0.0.0', help: 'address the HTTP server binds' },
   'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /metrics, /json, /explain)' },
   'admin-host': { env: 'ADMIN_HOST', default: '127.0.0.1', help: 'address the admin API binds (loopback: reach it from the pod)' },
@@ -97,6 +97,13 @@ export const SERVE_OPTIONS = {
   'xds-backoff-factor': { env: 'XDS_CLIENT_BACKOFF_RANDOM_FACTOR', default: '2', help: 'xDS: each failed attempt multiplies the wait by this' },
   'xds-backoff-jitter': { env: 'XDS_CLIENT_BACKOFF_JITTER', default: 'true', help: 'xDS: draw each wait at random up to its value (true | false)' },
   'xds-max-msg-bytes': { env: 'XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', default: String(4 * 1024 * 1024), help: 'xDS: largest response accepted, in bytes' },
+  'rlqs-report-interval': {
+    env: 'RLQS_REPORT_INTERVAL',
+    default: '5s',
+    help: "RLQS: how often Envoy's rate_limit_quota filter reports (5s in Envoy today); assignments live 3 of them",
+  },
+  'rlqs-max-buckets': { env: 'RLQS_MAX_BUCKETS', default: '10000', help: 'RLQS: most buckets one stream holds; new ones past it are abandoned' },
+  'rlqs-unmatched': { env: 'RLQS_UNMATCHED', default: 'allow', help: 'RLQS: what a bucket no rule matches gets: allow (ALLOW_ALL) | deny (DENY_ALL)' },
   tracing: {
     env: 'TRACING_ENABLED',
     default: 'false',

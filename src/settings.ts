@@ -76,6 +76,8 @@ export interface Settings {
   forceStart: boolean;
   /** GRPC_SERVER_USE_TLS: the gRPC port's TLS files; undefined for plaintext. */
   grpcTls: GrpcTlsFiles | undefined;
+  /** The Rate Limit Quota Service on the gRPC port (docs/rlqs.md). */
+  rlqs: RlqsSettings;
   /** TRACING_ENABLED: how spans are sampled and sent; undefined when tracing is off. */
   tracing: Omit<TracingOptions, 'version'> | undefined;
   decisionLog: { mode: DecisionLogMode; maxPerSecond: number };
@@ -196,6 +198,28 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
     tracing: flag('tracing') ? tracingOptions(setting) : undefined,
     decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
+    rlqs: rlqsSettings(setting),
+  };
+}
+
+export interface RlqsSettings {
+  /** How often Envoy reports usage: whole seconds, as Envoy counts them (5 s, hard-coded in Envoy today). */
+  reportIntervalMs: number;
+  /** Most buckets one stream holds; new ones past it are abandoned. */
+  maxBuckets: number;
+  /** What a bucket no rule matches gets: ALLOW_ALL or DENY_ALL. */
+  unmatched: 'allow' | 'deny';
+}
+
+function rlqsSettings(setting: (name: OptionName) => Setting): RlqsSettings {
+  const interval = setting('rlqs-report-interval');
+  const reportIntervalMs = durationOf(interval);
+  if (reportIntervalMs < 1000 || reportIntervalMs % 1000 !== 0)
+    throw new SettingsError(`${interval.from}: a whole number of seconds, at least 1s (Envoy reports and reads durations in seconds)`);
+  return {
+    reportIntervalMs,
+    maxBuckets: numberOf(setting('rlqs-max-buckets'), 'positive'),
+    unmatched: choice(setting('rlqs-unmatched'), ['allow', 'deny'] as const),
   };
 }
 

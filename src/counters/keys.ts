@@ -22,6 +22,9 @@ import { cachedFingerprint } from '../fingerprint.js';
  *                                                  index since the epoch (start / length); check-and-incr.lua
  *                                                  builds these from the store key, as windowCounterName does.
  *                                                  A bucket's counter is its store key itself
+ *   demand key    <counter key>:rlqs               an RLQS bucket's demand table (a Redis hash: instance
+ *                                                  fingerprint → demand and expiry; quota-demand.lua). No
+ *                                                  unit is named rlqs, so it never meets a window key
  *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
  *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets
  *                                                  (neither holds a ':', which every store key does)
@@ -67,6 +70,11 @@ export function overrideCounterKey(domain: string, entries: readonly { key: stri
 /** One window of a counter. */
 export function windowKey(counterKey: string, unit: string): string {
   return `${counterKey}:${unit}`;
+}
+
+/** An RLQS bucket's demand table: every Envoy instance's demand for the counter, shared by replicas. */
+export function demandKey(counterKey: string): string {
+  return `${counterKey}:rlqs`;
 }
 
 /** What ends a bucket's key. */

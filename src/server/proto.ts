@@ -9,6 +9,12 @@ const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
 
 export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
 export const HEALTH_SERVICE = 'grpc.health.v1.Health';
+export const RLQS_SERVICE = 'envoy.service.rate_limit_quota.v3.RateLimitQuotaService';
+type ServiceName = typeof RLS_SERVICE | typeof HEALTH_SERVICE | typeof RLQS_SERVICE;
+
+/** What an RLQS message that is not a well-formed RateLimitQuotaUsageReports decodes to: the stream answers it
+ * with INVALID_ARGUMENT (a throwing deserializer would make grpc-js end the call with INTERNAL). */
+export const UNDECODABLE = Symbol('undecodable');
 
 /** keepCase: the .proto's snake_case names are used in code; numbers (not strings) for enums and longs are
  * cheaper on the hot path; defaults: absent fields read as their zero values. */
@@ -23,7 +29,10 @@ const LOADER_OPTIONS: protoLoader.Options = {
 let cached: protoLoader.PackageDefinition | undefined;
 
 function packageDefinition(): protoLoader.PackageDefinition {
-  cached ??= protoLoader.loadSync(['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'], LOADER_OPTIONS);
+  cached ??= protoLoader.loadSync(
+    ['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto', 'envoy/service/rate_limit_quota/v3/rlqs.proto'],
+    LOADER_OPTIONS,
+  );
   return cached;
 }
 
@@ -32,8 +41,20 @@ function packageDefinition(): protoLoader.PackageDefinition {
  * RateLimitRequest, and never throws (grpc-js answers a throwing deserializer with INTERNAL, uncounted,
  * although undecodable bytes are the client's fault): it returns an UndecodableRequest, which the handler
  * answers with INVALID_ARGUMENT. */
-export function serviceDefinition(name: typeof RLS_SERVICE | typeof HEALTH_SERVICE, bounds?: DecodeBounds): grpc.ServiceDefinition {
+export function serviceDefinition(name: ServiceName, bounds?: DecodeBounds): grpc.ServiceDefinition {
   const definition = clientConstructor(name).service;
+  if (name === RLQS_SERVICE) {
+    const method = definition.StreamRateLimitQuotas!;
+    const decode = method.requestDeserialize;
+    const requestDeserialize = (buf: Buffer): unknown => {
+      try {
+        return decode(buf);
+      } catch {
+        return UNDECODABLE;
+      }
+    };
+    return { ...definition, StreamRateLimitQuotas: { ...method, requestDeserialize } };
+  }
   if (name !== RLS_SERVICE) return definition;
   const method = definition.ShouldRateLimit!;
   const general = method.responseSerialize;
@@ -43,7 +64,7 @@ export function serviceDefinition(name: typeof RLS_SERVICE | typeof HEALTH_SERVI
 }
 
 /** A client constructor, for tests and tools. */
-export function clientConstructor(name: typeof RLS_SERVICE | typeof HEALTH_SERVICE): grpc.ServiceClientConstructor {
+export function clientConstructor(name: ServiceName): grpc.ServiceClientConstructor {
   const root = grpc.loadPackageDefinition(packageDefinition());
   return name.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], root) as grpc.ServiceClientConstructor;
 }

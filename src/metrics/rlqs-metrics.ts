@@ -1,0 +1,72 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+
+/** The Rate Limit Quota Service's series (docs/rlqs.md). Labels name configured domains only (an unknown one is
+ * "(unknown)"), kinds of strategy and reasons: never a bucket id, instance or other request text. */
+
+export const RLQS_STRATEGIES = ['token_bucket', 'allow_all', 'deny_all', 'abandon'] as const;
+export type RlqsStrategyLabel = (typeof RLQS_STRATEGIES)[number];
+/** Why a bucket got no assignment, or a stream was ended. */
+export const RLQS_REFUSALS = ['too_many_buckets', 'empty_bucket_id', 'bad_bucket_id', 'idle'] as const;
+export type RlqsRefusal = (typeof RLQS_REFUSALS)[number];
+export const RLQS_STREAM_ERRORS = ['no_domain', 'domain_changed', 'undecodable', 'not_reading', 'too_many_reports', 'store_unavailable'] as const;
+export type RlqsStreamError = (typeof RLQS_STREAM_ERRORS)[number];
+
+export class RlqsMetrics {
+  private streamCount = 0;
+  private bucketCount = 0;
+  readonly assignments: Counter<'domain' | 'strategy'>;
+  readonly reported: Counter<'domain' | 'result'>;
+  readonly refused: Counter<'reason'>;
+  readonly streamErrors: Counter<'reason'>;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    new Gauge({ name: 'tollgate_rlqs_streams', help: 'Open RLQS streams (one per Envoy instance and domain)', registers, collect: this.set(() => this.streamCount) });
+    new Gauge({ name: 'tollgate_rlqs_buckets', help: 'RLQS buckets held by the open streams', registers, collect: this.set(() => this.bucketCount) });
+    this.assignments = new Counter({
+      name: 'tollgate_rlqs_assignments_total',
+      help: 'Bucket actions sent to Envoy, by domain and strategy (token_bucket, allow_all, deny_all, abandon); re-sent ones included',
+      labelNames: ['domain', 'strategy'],
+      registers,
+    });
+    this.reported = new Counter({
+      name: 'tollgate_rlqs_reported_requests_total',
+      help: "Requests Envoy's rate_limit_quota filter reported deciding locally, by domain and result (allowed, denied)",
+      labelNames: ['domain', 'result'],
+      registers,
+    });
+    this.refused = new Counter({
+      name: 'tollgate_rlqs_buckets_refused_total',
+      help: 'Reported buckets given no assignment, by reason: too_many_buckets (abandoned), empty_bucket_id, bad_bucket_id, idle (abandoned)',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.streamErrors = new Counter({
+      name: 'tollgate_rlqs_stream_errors_total',
+      help: 'RLQS streams ended, or reports not answered, by reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    for (const reason of RLQS_REFUSALS) this.refused.inc({ reason }, 0);
+    for (const reason of RLQS_STREAM_ERRORS) this.streamErrors.inc({ reason }, 0);
+  }
+
+  private set(read: () => number): (this: Gauge) => void {
+    return function (this: Gauge) {
+      this.set(read());
+    };
+  }
+
+  streamOpened(): void {
+    this.streamCount++;
+  }
+
+  streamClosed(buckets: number): void {
+    this.streamCount--;
+    this.bucketCount -= buckets;
+  }
+
+  bucketsChanged(delta: number): void {
+    this.bucketCount += delta;
+  }
+}

@@ -1,0 +1,31 @@
+/** Max-min fair shares of a rate among instances (water-filling, as Doorman's FairShare algorithm): an
+ * instance asking for less than an equal split gets what it asks, the capacity left over is split equally
+ * among the others, and so on until every instance either has what it asked for or holds the same share as
+ * every other unsatisfied one. Capacity nobody asked for is then split equally among all, so an instance
+ * whose demand grows is not held to its last report until the next one. The shares never sum to more than
+ * the capacity: the property the fleet's accuracy rests on.
+ *
+ * `demands` are requests per second; Infinity means not known yet (an instance's first report): such an
+ * instance takes an equal share of what is left, as the busiest would. */
+export function fairShares(capacity: number, demands: readonly number[]): number[] {
+  const n = demands.length;
+  const shares = new Array<number>(n).fill(0);
+  if (n === 0 || !(capacity > 0)) return shares;
+  const order = demands.map((_, i) => i).sort((a, b) => demands[a]! - demands[b]! || a - b);
+  let left = capacity;
+  for (let k = 0; k < n; k++) {
+    const i = order[k]!;
+    const equal = left / (n - k);
+    const give = Math.min(Math.max(demands[i]!, 0), equal);
+    shares[i] = give;
+    left -= give;
+  }
+  if (left > 0) for (let i = 0; i < n; i++) shares[i]! += left / n;
+  return shares;
+}
+
+/** The demand an instance is planned for: what it reported, with room to grow (a fifth more, and one request a
+ * second), so that an instance under its fair share is not clipped by the noise of one report interval. */
+export function plannedDemand(ratePerSecond: number): number {
+  return ratePerSecond * 1.2 + 1;
+}

@@ -1,0 +1,56 @@
+import type * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { CompiledConfig } from './config/compiled.js';
+import { storeKey } from './counters/keys.js';
+import type { TierSource } from './limiter/plan.js';
+import { RlqsMetrics } from './metrics/rlqs-metrics.js';
+import { QuotaService } from './quota/quota-service.js';
+import { type AssignedReport, rlqsService } from './server/rlqs-handler.js';
+import { InstanceRegistry } from './server/rlqs-identity.js';
+import type { Settings } from './settings.js';
+import type { StoreStack } from './store/create-store.js';
+import { type DemandStore, MemoryDemandStore } from './store/demand-store.js';
+import { RedisDemandStore } from './store/redis-demand-store.js';
+
+/** Wires the Rate Limit Quota Service (docs/rlqs.md): the demand table in the counter store's place (Redis for
+ * a fleet, this process with the memory store), the quota service over the same config, tiers and counters as
+ * RLS decisions, and the stream handler beside RLS on the gRPC port. */
+
+/** Periodic reports with no request before a bucket is abandoned: a minute at Envoy's 5 s. */
+const IDLE_REPORTS = 12;
+
+export interface RlqsWiring {
+  config: () => CompiledConfig;
+  tiers: TierSource;
+  stack: StoreStack;
+  registry: ConstructorParameters<typeof RlqsMetrics>[0];
+  logger: Logger;
+  onAssigned?: (a: AssignedReport) => void;
+}
+
+export function rlqsImplementation(settings: Settings, w: RlqsWiring): grpc.UntypedServiceImplementation {
+  const quota = new QuotaService({
+    config: w.config,
+    tiers: w.tiers,
+    store: w.stack.store,
+    demands: demandStore(settings, w.stack),
+    settings: { ...settings.rlqs, globalShadow: settings.shadowMode },
+  });
+  return rlqsService({
+    quota,
+    instances: new InstanceRegistry(),
+    limits: { bounds: settings.bounds, maxBuckets: settings.rlqs.maxBuckets, reportIntervalMs: settings.rlqs.reportIntervalMs, idleReports: IDLE_REPORTS },
+    logger: w.logger,
+    metrics: new RlqsMetrics(w.registry),
+    domainLabel: (d) => (w.config().domains.has(d) ? d : '(unknown)'),
+    onAssigned: w.onAssigned,
+  });
+}
+
+/** A report is not on any request's path (Envoy decides locally meanwhile): its round trip may take longer
+ * than a decision's, but not long enough to queue reports behind it. */
+function demandStore(settings: Settings, stack: StoreStack): DemandStore {
+  if (!stack.redis) return new MemoryDemandStore(settings.maxCounters);
+  const timeoutMs = Math.max(settings.redisTimeoutMs * 10, 250);
+  return new RedisDemandStore(stack.redis.client, (key) => storeKey(settings.redisKeyPrefix, key), timeoutMs);
+}

@@ -1,0 +1,192 @@
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { RlqsMetrics, RlqsStreamError } from '../metrics/rlqs-metrics.js';
+import type { QuotaService } from '../quota/quota-service.js';
+import { type Strategy, wireStrategy } from '../quota/strategy.js';
+import { UNDECODABLE } from './proto.js';
+import type { InstanceRegistry } from './rlqs-identity.js';
+import { type ReadReport, StreamBuckets, type StreamLimits, type WireUsage } from './rlqs-stream.js';
+
+/** envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: one stream per Envoy instance
+ * and domain. Each usage report is answered with an action for every bucket it named: the bucket's token bucket
+ * (or blanket rule), with a TTL of a few report intervals, re-sent every report so Envoy keeps its tokens and
+ * restarts the TTL; abandon_action for buckets idle too long or past the stream's bound. Reports of one stream are
+ * answered in order, one at a time. Nothing a client sends reaches a log line or a metric label but as a length,
+ * a count or a fingerprint. */
+
+export interface RlqsDeps {
+  quota: QuotaService;
+  instances: InstanceRegistry;
+  limits: StreamLimits;
+  logger: Logger;
+  metrics?: RlqsMetrics;
+  /** The domain's name as a metric label: configured domains only. */
+  domainLabel: (domain: string) => string;
+  /** Called with what each report was answered with (decision log, traces). */
+  onAssigned?: (a: AssignedReport) => void;
+}
+
+export interface AssignedReport {
+  domain: string;
+  instance: string;
+  read: ReadReport;
+  strategies: Strategy[];
+}
+
+/** Reports waiting for the one being assigned: past this, the stream is ended (Envoy sends one every 5 s). */
+const MAX_QUEUED_REPORTS = 16;
+/** Answers the client has not read: past this, it is not reading, and the stream is ended. */
+const MAX_UNREAD_ANSWERS = 8;
+/** Actions in one response message, so one answer never nears a 4 MiB message limit. */
+const ACTIONS_PER_MESSAGE = 10_000;
+
+type Call = grpc.ServerDuplexStream<unknown, unknown>;
+
+export function rlqsService(deps: RlqsDeps): grpc.UntypedServiceImplementation {
+  return { StreamRateLimitQuotas: (call: Call) => new QuotaStream(call, deps).start() };
+}
+
+class QuotaStream {
+  private domain: string | undefined;
+  private instance = '';
+  private release: (() => void) | undefined;
+  private buckets: StreamBuckets | undefined;
+  private queue: Promise<void> = Promise.resolve();
+  private queued = 0;
+  private ended = false;
+  private storeFailureLogged = false;
+
+  constructor(
+    private readonly call: Call,
+    private readonly deps: RlqsDeps,
+  ) {}
+
+  start(): void {
+    this.deps.metrics?.streamOpened();
+    this.call.on('data', (m: unknown) => this.received(m));
+    this.call.on('end', () => this.finish());
+    this.call.on('error', () => this.close());
+    this.call.on('close', () => this.close());
+  }
+
+  private received(m: unknown): void {
+    if (this.ended) return;
+    if (m === UNDECODABLE) return this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
+    const msg = m as { domain?: string; bucket_quota_usages?: WireUsage[] };
+    if (!this.opened(msg.domain ?? '')) return;
+    if (++this.queued > MAX_QUEUED_REPORTS)
+      return this.fail('too_many_reports', grpc.status.RESOURCE_EXHAUSTED, `more than ${MAX_QUEUED_REPORTS} reports wait for an answer`);
+    const usages = msg.bucket_quota_usages ?? [];
+    this.queue = this.queue.then(() => this.answer(usages)).finally(() => this.queued--);
+  }
+
+  /** The first message names the domain; a later one may repeat it (Envoy's does) but not change it. */
+  private opened(domain: string): boolean {
+    if (this.domain === undefined) {
+      if (domain === '') {
+        this.fail('no_domain', grpc.status.INVALID_ARGUMENT, 'the first report names no domain');
+        return false;
+      }
+      this.domain = domain;
+      const claim = this.deps.instances.claim(domain, this.call.getPeer());
+      this.instance = claim.instance;
+      this.release = claim.release;
+      this.buckets = new StreamBuckets(this.deps.limits, (id, known) => this.deps.quota.plan(domain, id, known));
+      return true;
+    }
+    if (domain !== '' && domain !== this.domain) {
+      this.fail('domain_changed', grpc.status.INVALID_ARGUMENT, `the domain changed mid-stream (a ${domain.length}-character one after a ${this.domain.length}-character one)`);
+      return false;
+    }
+    return true;
+  }
+
+  private async answer(usages: readonly WireUsage[]): Promise<void> {
+    if (this.ended) return;
+    const before = this.buckets!.size;
+    const read = this.buckets!.read(usages, Date.now());
+    this.deps.metrics?.bucketsChanged(this.buckets!.size - before);
+    this.observeRead(read);
+    let strategies: Strategy[];
+    try {
+      strategies = await this.deps.quota.assign(this.instance, read.usages);
+      this.storeFailureLogged = false;
+    } catch (err) {
+      this.storeFailed(err as Error);
+      strategies = [];
+      read.buckets.length = 0; // no assignment: Envoy keeps what it has until its TTL
+    }
+    if (this.ended) return;
+    this.send(read, strategies);
+    this.deps.onAssigned?.({ domain: this.domain!, instance: this.instance, read, strategies });
+  }
+
+  private send(read: ReadReport, strategies: readonly Strategy[]): void {
+    const ttl = { seconds: this.deps.quota.ttlSeconds };
+    const actions: unknown[] = read.buckets.map((b, i) => ({
+      bucket_id: { bucket: b.id },
+      quota_assignment_action: { assignment_time_to_live: ttl, rate_limit_strategy: wireStrategy(strategies[i]!) },
+    }));
+    for (const id of read.abandon) actions.push({ bucket_id: { bucket: id }, abandon_action: {} });
+    this.countActions(strategies, read.abandon.length);
+    for (let i = 0; i < actions.length; i += ACTIONS_PER_MESSAGE) {
+      if (this.call.writableLength >= MAX_UNREAD_ANSWERS)
+        return this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${MAX_UNREAD_ANSWERS} answers unread`);
+      this.call.write({ bucket_action: actions.slice(i, i + ACTIONS_PER_MESSAGE) });
+    }
+  }
+
+  private countActions(strategies: readonly Strategy[], abandoned: number): void {
+    const m = this.deps.metrics;
+    if (!m) return;
+    const domain = this.deps.domainLabel(this.domain!);
+    const label = { bucket: 'token_bucket', allow: 'allow_all', deny: 'deny_all' } as const;
+    for (const s of strategies) m.assignments.inc({ domain, strategy: label[s.kind] });
+    if (abandoned > 0) m.assignments.inc({ domain, strategy: 'abandon' }, abandoned);
+  }
+
+  private observeRead(read: ReadReport): void {
+    const m = this.deps.metrics;
+    if (!m) return;
+    const domain = this.deps.domainLabel(this.domain!);
+    if (read.allowed > 0) m.reported.inc({ domain, result: 'allowed' }, read.allowed);
+    if (read.denied > 0) m.reported.inc({ domain, result: 'denied' }, read.denied);
+    for (const reason of read.refused) m.refused.inc({ reason });
+    const idle = read.abandon.length - read.refused.filter((r) => r === 'too_many_buckets').length;
+    if (idle > 0) m.refused.inc({ reason: 'idle' }, idle);
+    if (read.refused.includes('too_many_buckets'))
+      this.deps.logger.warn({ instance: this.instance, limit: this.deps.limits.maxBuckets }, 'rlqs stream past its bucket bound: new buckets abandoned');
+  }
+
+  private storeFailed(err: Error): void {
+    this.deps.metrics?.streamErrors.inc({ reason: 'store_unavailable' });
+    if (this.storeFailureLogged) return;
+    this.storeFailureLogged = true;
+    this.deps.logger.warn({ err: err.message, instance: this.instance }, 'rlqs report not assigned: the store did not answer (Envoy keeps its assignments until their TTL)');
+  }
+
+  private fail(reason: RlqsStreamError, code: grpc.status, details: string): void {
+    if (this.ended) return;
+    this.deps.metrics?.streamErrors.inc({ reason });
+    this.deps.logger.info({ reason, instance: this.instance || undefined }, `rlqs stream ended: ${details}`);
+    this.close();
+    // grpc-js turns an 'error' into the call's status, sent after the answers already written; reading stops,
+    // so a client past a bound is held back by HTTP/2 flow control instead of filling this process.
+    this.call.pause();
+    this.call.emit('error', Object.assign(new Error(details), { code, details }));
+  }
+
+  private finish(): void {
+    this.queue.then(() => {
+      if (!this.ended) this.call.end();
+      this.close();
+    });
+  }
+
+  private close(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.release?.();
+    this.deps.metrics?.streamClosed(this.buckets?.size ?? 0);
+  }
+}

@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { offer, SimEnvoy } from '../helpers/envoy-rlqs.js';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
+
+// The Rate Limit Quota Service against simulated Envoys (test/helpers/envoy-rlqs.ts) over real HTTP/2 streams,
+// one replica with the memory store. Reports every second (RLQS_REPORT_INTERVAL=1s) so a test converges in
+// seconds; Envoy's own interval is 5 s, and every duration here scales with it.
+
+const ARGS = ['--config', 'test/fixtures/rlqs', '--rlqs-report-interval', '1s'];
+let t: TestService;
+const sims: SimEnvoy[] = [];
+const sim = (n: number): SimEnvoy => {
+  const s = new SimEnvoy({ ports: [t.service.grpcPort], localAddress: `127.0.0.${n}`, domain: 'rlqs-test', reportIntervalMs: 1000 });
+  sims.push(s);
+  return s;
+};
+
+beforeAll(async () => {
+  t = await startTestService({ args: ARGS, realClock: true });
+});
+afterAll(async () => {
+  for (const s of sims) s.close();
+  await t.close();
+});
+
+// biome-ignore lint/suspicious/noExplicitAny: decoded responses
+const actions = (s: SimEnvoy): any[] => s.received.flatMap((m: any) => m.bucket_action ?? []);
+
+describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
+  it("answers a new bucket's first report with a token bucket of the rule's rate, and a whole-second TTL", async () => {
+    const s = sim(2);
+    s.request({ tenant: 'acme' });
+    await within(5000, () => actions(s).length > 0, 'an assignment');
+    const [a] = actions(s);
+    expect(a.bucket_id.bucket).toEqual({ tenant: 'acme' });
+    expect(a.quota_assignment_action.assignment_time_to_live).toEqual({ seconds: 3 });
+    // Alone, the instance may take the whole 100/s: one second's worth, refilled every second.
+    expect(a.quota_assignment_action.rate_limit_strategy.token_bucket).toEqual({
+      max_tokens: 100,
+      tokens_per_fill: { value: 100 },
+      fill_interval: { seconds: 1, nanos: 1 },
+    });
+  });
+
+  it('sends ALLOW_ALL as a set oneof for a bucket no rule matches, and for a shadow rule', async () => {
+    const s = sim(3);
+    s.request({ nobody: 'x' });
+    s.request({ watched: 'y' });
+    await within(5000, () => actions(s).length >= 2, 'two assignments');
+    for (const a of actions(s)) {
+      const strategy = a.quota_assignment_action.rate_limit_strategy;
+      expect(strategy.strategy).toBe('blanket_rule');
+      expect(strategy.blanket_rule ?? 0).toBe(0);
+    }
+  });
+
+  it('holds one instance to the limit it enforces locally', async () => {
+    const s = sim(4);
+    const [admitted] = await offer([{ sim: s, id: { tenant: 'solo' }, rate: 300 }], 3000);
+    // 100/s for 3 s, plus the first full bucket; never the 300/s offered.
+    expect(admitted).toBeGreaterThan(200);
+    expect(admitted).toBeLessThan(460);
+  });
+});
