@@ -4,7 +4,8 @@ import { checkEnvoyYaml, EnvoyApi } from './proto-schema.js';
 
 // Every YAML file Tollgate ships for Envoy, checked against Envoy's own API protos as Envoy reads it. No
 // Envoy binary runs here: this is the closest thing to `envoy --mode validate`, and the fixtures below prove
-// the checker rejects each kind of mistake, on the right line.
+// the checker rejects each kind of mistake, on the right line. envoy/envoy-rlqs.yaml (the rate_limit_quota
+// filter instead of RLS) is checked on its own, as it has none of the RLS fields the shipped files must have.
 
 const api = new EnvoyApi();
 const SHIPPED = ['envoy/envoy.yaml', 'deploy/kubernetes/sidecar/envoy.yaml', 'deploy/kubernetes/central/envoy.yaml'];
@@ -32,6 +33,44 @@ describe('shipped Envoy configs', () => {
     }
   });
 
+  it('envoy/envoy-rlqs.yaml (the rate_limit_quota filter) is valid too, into every matcher input and action', () => {
+    const report = checkEnvoyYaml(readFileSync('envoy/envoy-rlqs.yaml', 'utf8'), api);
+    expect(report.problems).toEqual([]);
+    const quota = 'envoy.extensions.filters.http.rate_limit_quota.v3';
+    const matcher = 'xds.type.matcher.v3.Matcher';
+    for (const field of [
+      'envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.normalize_path',
+      `${quota}.RateLimitQuotaFilterConfig.domain`,
+      `${quota}.RateLimitQuotaFilterConfig.rlqs_server`,
+      'envoy.config.core.v3.GrpcService.EnvoyGrpc.cluster_name',
+      `${quota}.RateLimitQuotaFilterConfig.bucket_matchers`,
+      `${matcher}.matcher_list`,
+      `${matcher}.MatcherList.Predicate.and_matcher`,
+      `${matcher}.MatcherList.Predicate.or_matcher`,
+      `${matcher}.MatcherList.Predicate.not_matcher`,
+      `${matcher}.MatcherList.Predicate.SinglePredicate.input`,
+      `${matcher}.MatcherList.Predicate.SinglePredicate.value_match`,
+      'xds.core.v3.TypedExtensionConfig.typed_config',
+      'envoy.type.matcher.v3.HttpRequestHeaderMatchInput.header_name',
+      'xds.type.matcher.v3.StringMatcher.ignore_case',
+      'xds.type.matcher.v3.RegexMatcher.google_re2',
+      `${matcher}.OnMatch.action`,
+      `${quota}.RateLimitQuotaBucketSettings (@type)`,
+      `${quota}.RateLimitQuotaBucketSettings.bucket_id_builder`,
+      `${quota}.RateLimitQuotaBucketSettings.BucketIdBuilder.bucket_id_builder`,
+      `${quota}.RateLimitQuotaBucketSettings.BucketIdBuilder.ValueBuilder.string_value`,
+      `${quota}.RateLimitQuotaBucketSettings.BucketIdBuilder.ValueBuilder.custom_value`,
+      `${quota}.RateLimitQuotaBucketSettings.reporting_interval`,
+      `${quota}.RateLimitQuotaBucketSettings.DenyResponseSettings.response_headers_to_add`,
+      `${quota}.RateLimitQuotaBucketSettings.NoAssignmentBehavior.fallback_rate_limit`,
+      'envoy.type.v3.RateLimitStrategy.blanket_rule',
+    ]) {
+      expect(report.fieldsSeen, field).toContain(field);
+    }
+    // The RLS filter is gone, not left beside the new one.
+    expect([...report.fieldsSeen].filter((f) => f.startsWith('envoy.extensions.filters.http.ratelimit.'))).toEqual([]);
+  });
+
   it('the file before issue 13 was valid too: its bypasses were semantic, not typos', () => {
     expect(checkEnvoyYaml(readFileSync(`${FIXTURES}/before-issue-13.yaml`, 'utf8'), api).problems).toEqual([]);
   });
@@ -55,12 +94,20 @@ describe('the checker rejects each kind of mistake, with its line', () => {
     ['oneof-set-twice', /oneof path_specifier: path and prefix are both set/],
     ['wrapper-as-mapping', /google\.protobuf\.BoolValue is written as a plain bool value/],
     ['unquoted-off', /false.* is not a value of enum .*XRateLimitHeadersRFCVersion/],
+    ['rlqs-bucket-id-not-nested', /unknown field "category" in .*RateLimitQuotaBucketSettings\.BucketIdBuilder\b/],
+    ['rlqs-regex-without-engine', /oneof engine_type of xds\.type\.matcher\.v3\.RegexMatcher is required: set one of google_re2/],
   ])('%s.yaml', (name, message) => {
     const text = readFileSync(`${FIXTURES}/${name}.yaml`, 'utf8');
     const { problems } = checkEnvoyYaml(text, api);
     expect(problems).toHaveLength(1);
     expect(problems[0]!.message).toMatch(message);
     expect(problems[0]!.line).toBe(markedLine(text));
+  });
+
+  it('a required field left out is rejected too (a protoc-gen-validate rule, which Envoy enforces on load)', () => {
+    const text = readFileSync('envoy/envoy-rlqs.yaml', 'utf8').replace(/\n *reporting_interval: 5s/, '');
+    const { problems } = checkEnvoyYaml(text, api);
+    expect(problems.map((p) => p.message)).toEqual([expect.stringMatching(/required field .*\.RateLimitQuotaBucketSettings\.reporting_interval is not set/)]);
   });
 
   it('a wrong @type that names no message is rejected too', () => {

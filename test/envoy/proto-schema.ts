@@ -10,8 +10,9 @@ import { isMap, isScalar, isSeq, LineCounter, parseDocument, Scalar } from 'yaml
  * typed as Envoy's YAML-to-JSON step types them (yaml-cpp: unquoted yes/no/on/off are booleans), then the
  * proto3 JSON mapping from envoy.config.bootstrap.v3.Bootstrap down, every typed_config resolved by its
  * "@type". Reports unknown fields, wrong JSON types (Duration as a string like "0.05s", wrappers as plain
- * values), invalid enum values, a oneof set twice, deprecated fields and enum values, and clusters named but
- * not defined, each with the file line.
+ * values), invalid enum values, a oneof set twice, a required field or oneof left unset (protoc-gen-validate's
+ * presence rules only), deprecated fields and enum values, and clusters named but not defined, each with the
+ * file line.
  *
  * The protos are the ones @grpc/grpc-js-xds ships (deps/envoy-api and its dependencies), loaded by package:
  * Envoy lays package a.b.v3 out as directory a/b/v3/. */
@@ -145,6 +146,7 @@ function checkMessage(map: YAMLMap, type: Type, ctx: Ctx, path: string, skip: st
   const byName = new Map<string, Field>();
   for (const f of type.fieldsArray) byName.set(f.name, f).set(camel(f.name), f);
   const oneofSeen = new Map<string, string>();
+  const set = new Set<string>();
   for (const pair of map.items as Pair<YamlNode, YamlNode>[]) {
     const key = isScalar(pair.key) ? String(pair.key.value) : '';
     if (skip.includes(key)) continue;
@@ -157,7 +159,27 @@ function checkMessage(map: YAMLMap, type: Type, ctx: Ctx, path: string, skip: st
     ctx.report.fieldsSeen.add(`${type.fullName.slice(1)}.${field.name}`);
     checkOneof(field, oneofSeen, ctx, pair.key, where);
     if (isDeprecated(field.options)) problem(ctx, pair.key, where, `deprecated field ${type.fullName.slice(1)}.${field.name}${since(field.options)}`);
+    if (pair.value !== null && !(isScalar(pair.value) && envoyScalar(pair.value) === null)) set.add(field.name);
     checkFieldValue(pair.value, field, ctx, where);
+  }
+  checkRequired(map, type, set, ctx, path);
+}
+
+/** The field options by which protoc-gen-validate makes a message field required. */
+const REQUIRED_RULES = ['(validate.rules).message.required', '(validate.rules).duration.required', '(validate.rules).any.required'];
+
+/** protoc-gen-validate's presence rules, which Envoy enforces when it loads a config: a required message field
+ * set, and one field of a required oneof (xds's RegexMatcher needs google_re2: {}, where Envoy's own does not). */
+function checkRequired(map: YAMLMap, type: Type, set: Set<string>, ctx: Ctx, path: string): void {
+  const name = type.fullName.slice(1);
+  for (const f of type.fieldsArray) {
+    // A rule on a member of a oneof holds only when that member is the one set.
+    if (!set.has(f.name) && !f.partOf && REQUIRED_RULES.some((r) => f.options?.[r] === true))
+      problem(ctx, map, path, `required field ${name}.${f.name} is not set`);
+  }
+  for (const o of type.oneofsArray) {
+    if (o.options?.['(validate.required)'] === true && !o.oneof.some((f) => set.has(f)))
+      problem(ctx, map, path, `oneof ${o.name} of ${name} is required: set one of ${o.oneof.join(', ')}`);
   }
 }
 
