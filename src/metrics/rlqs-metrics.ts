@@ -21,7 +21,12 @@ export class RlqsMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    new Gauge({ name: 'tollgate_rlqs_streams', help: 'Open RLQS streams (one per Envoy instance and domain)', registers, collect: this.set(() => this.streamCount) });
+    new Gauge({
+      name: 'tollgate_rlqs_streams',
+      help: 'Open RLQS streams (one per Envoy instance and domain)',
+      registers,
+      collect: this.set(() => this.streamCount),
+    });
     new Gauge({ name: 'tollgate_rlqs_buckets', help: 'RLQS buckets held by the open streams', registers, collect: this.set(() => this.bucketCount) });
     this.assignments = new Counter({
       name: 'tollgate_rlqs_assignments_total',

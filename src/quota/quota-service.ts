@@ -68,7 +68,12 @@ export class QuotaService {
     const limited = usages.filter((u) => !u.plan.fixed);
     const ttlMs = this.ttlSeconds * 1000;
     const [tables, counts] = await Promise.all([
-      limited.length === 0 ? [] : this.deps.demands.exchange(limited.map((u) => ({ key: u.plan.shareKey, instance, demand: u.demand, ttlMs })), Date.now()),
+      limited.length === 0
+        ? []
+        : this.deps.demands.exchange(
+            limited.map((u) => ({ key: u.plan.shareKey, instance, demand: u.demand, ttlMs })),
+            Date.now(),
+          ),
       this.countQuotas(limited),
     ]);
     const horizonMs = 2 * this.deps.settings.reportIntervalMs;

@@ -35,8 +35,10 @@ export interface AssignedReport {
 
 /** Reports waiting for the one being assigned: past this, the stream is ended (Envoy sends one every 5 s). */
 const MAX_QUEUED_REPORTS = 16;
-/** Answers the client has not read: past this, it is not reading, and the stream is ended. */
-const MAX_UNREAD_ANSWERS = 8;
+/** Answer messages the client has not read when the next answer is due: past this, it is not reading, and the
+ * stream is ended. One answer is at most a report's buckets over ACTIONS_PER_MESSAGE messages (a report is
+ * bounded by the 4 MiB message limit), so what a stream holds unsent stays bounded too. */
+const MAX_UNREAD_MESSAGES = 32;
 /** Actions in one response message, so one answer never nears a 4 MiB message limit. */
 const ACTIONS_PER_MESSAGE = 10_000;
 
@@ -95,7 +97,11 @@ class QuotaStream {
       return true;
     }
     if (domain !== '' && domain !== this.domain) {
-      this.fail('domain_changed', grpc.status.INVALID_ARGUMENT, `the domain changed mid-stream (a ${domain.length}-character one after a ${this.domain.length}-character one)`);
+      this.fail(
+        'domain_changed',
+        grpc.status.INVALID_ARGUMENT,
+        `the domain changed mid-stream (a ${domain.length}-character one after a ${this.domain.length}-character one)`,
+      );
       return false;
     }
     return true;
@@ -128,12 +134,11 @@ class QuotaStream {
       quota_assignment_action: { assignment_time_to_live: ttl, rate_limit_strategy: wireStrategy(strategies[i]!) },
     }));
     for (const id of read.abandon) actions.push({ bucket_id: { bucket: id }, abandon_action: {} });
+    // Messages of earlier answers still unsent: Envoy reads its answers long before its next report.
+    if (this.call.writableLength >= MAX_UNREAD_MESSAGES)
+      return this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${this.call.writableLength} answers unread`);
     this.countActions(strategies, read.abandon.length);
-    for (let i = 0; i < actions.length; i += ACTIONS_PER_MESSAGE) {
-      if (this.call.writableLength >= MAX_UNREAD_ANSWERS)
-        return this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${MAX_UNREAD_ANSWERS} answers unread`);
-      this.call.write({ bucket_action: actions.slice(i, i + ACTIONS_PER_MESSAGE) });
-    }
+    for (let i = 0; i < actions.length; i += ACTIONS_PER_MESSAGE) this.call.write({ bucket_action: actions.slice(i, i + ACTIONS_PER_MESSAGE) });
   }
 
   private countActions(strategies: readonly Strategy[], abandoned: number): void {
@@ -162,7 +167,10 @@ class QuotaStream {
     this.deps.metrics?.streamErrors.inc({ reason: 'store_unavailable' });
     if (this.storeFailureLogged) return;
     this.storeFailureLogged = true;
-    this.deps.logger.warn({ err: err.message, instance: this.instance }, 'rlqs report not assigned: the store did not answer (Envoy keeps its assignments until their TTL)');
+    this.deps.logger.warn(
+      { err: err.message, instance: this.instance },
+      'rlqs report not assigned: the store did not answer (Envoy keeps its assignments until their TTL)',
+    );
   }
 
   private fail(reason: RlqsStreamError, code: grpc.status, details: string): void {

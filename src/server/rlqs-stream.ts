@@ -1,5 +1,5 @@
-import type { BucketPlan } from '../quota/bucket-plan.js';
 import { canonicalBucket } from '../quota/bucket-descriptor.js';
+import type { BucketPlan } from '../quota/bucket-plan.js';
 import type { BucketUsage } from '../quota/quota-service.js';
 import type { RequestBounds } from './request.js';
 

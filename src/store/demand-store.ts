@@ -56,7 +56,8 @@ export class MemoryDemandStore implements DemandStore {
 
   private write(r: DemandReport, nowMs: number): DemandEntry[] {
     let table = this.buckets.get(r.key);
-    if (table) this.buckets.delete(r.key); // re-inserted last: the map's order is the order of last writes
+    if (table)
+      this.buckets.delete(r.key); // re-inserted last: the map's order is the order of last writes
     else table = new Map();
     this.buckets.set(r.key, table);
     table.set(r.instance, { demand: r.demand, expiresAtMs: nowMs + r.ttlMs });

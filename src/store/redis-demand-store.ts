@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { decodeDemand, type DemandEntry, type DemandReport, type DemandStore, encodeDemand, MAX_INSTANCES_PER_BUCKET } from './demand-store.js';
+import { type DemandEntry, type DemandReport, type DemandStore, decodeDemand, encodeDemand, MAX_INSTANCES_PER_BUCKET } from './demand-store.js';
 import { withTimeout } from './timeout.js';
 
 const DEMAND_SCRIPT = readFileSync(new URL('./lua/quota-demand.lua', import.meta.url), 'utf8');

@@ -61,6 +61,8 @@ export class SimEnvoy {
   readonly statuses: (string | undefined)[] = [];
   admitted = 0;
   rejected = 0;
+  /** Assignments that ran out before a new one came (a gap: the bucket fell back to ALLOW_ALL). */
+  expirations = 0;
   private session: http2.ClientHttp2Session | undefined;
   private stream: http2.ClientHttp2Stream | undefined;
   private target = 0;
@@ -91,6 +93,7 @@ export class SimEnvoy {
 
   private decide(b: SimBucket, now: number): boolean {
     if (b.strategy && now >= b.expires) {
+      this.expirations++;
       b.strategy = undefined; // expired: back to the no-assignment behaviour (ALLOW_ALL); the limiter stays
     }
     if (!b.strategy || b.strategy.kind === 'allow') return true;
@@ -152,6 +155,8 @@ export class SimEnvoy {
     session.on('error', () => undefined);
     const stream = session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers' });
     stream.on('data', (d: Buffer) => this.data(d));
+    // A status in trailers, or in the headers of a trailers-only answer (an error before any message).
+    stream.on('response', (h) => h['grpc-status'] !== undefined && this.statuses.push(h['grpc-status'] as string));
     stream.on('trailers', (t) => this.statuses.push(t['grpc-status'] as string | undefined));
     stream.on('error', () => undefined);
     stream.on('close', () => {

@@ -1,0 +1,139 @@
+import http2 from 'node:http2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Reports, SimEnvoy } from '../helpers/envoy-rlqs.js';
+import { metric, scrape } from '../helpers/metrics.js';
+import { capturingLogger, startTestService, type TestService } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
+
+// What a hostile or broken client does to the RLQS stream: each mistake gets a clear status or is skipped and
+// counted, memory stays bounded, and nothing it sent reaches a log line or a metric label.
+
+const MARK = 'rlqs-marker-7f3a';
+const log = capturingLogger('debug');
+let t: TestService;
+const sims: SimEnvoy[] = [];
+const sim = (n: number, domain = 'rlqs-test'): SimEnvoy => {
+  const s = new SimEnvoy({ ports: [t.service.grpcPort], localAddress: `127.0.0.${n}`, domain, reportIntervalMs: 60_000 });
+  sims.push(s);
+  return s;
+};
+const usage = (bucket: Record<string, string>, allowed = 1) => ({ bucket_id: { bucket }, time_elapsed: { seconds: 0 }, num_requests_allowed: allowed });
+// biome-ignore lint/suspicious/noExplicitAny: decoded responses
+const actions = (s: SimEnvoy): any[] => s.received.flatMap((m: any) => m.bucket_action ?? []);
+const INVALID_ARGUMENT = '3';
+const RESOURCE_EXHAUSTED = '8';
+
+beforeAll(async () => {
+  t = await startTestService({ args: ['--config', 'test/fixtures/rlqs', '--rlqs-report-interval', '1s'], realClock: true, logger: log.logger });
+});
+afterAll(async () => {
+  for (const s of sims) s.close();
+  await t.close();
+});
+
+/** Opens the stream (as the first new bucket does) and sends `usages` as one more report. */
+async function report(s: SimEnvoy, first: Record<string, string>, usages: ReturnType<typeof usage>[], domain?: string): Promise<void> {
+  s.request(first);
+  await within(5000, () => actions(s).length > 0, 'the first assignment');
+  s.send(usages, domain);
+}
+
+describe('RLQS: bad input', () => {
+  it('a first report with no domain ends the stream with INVALID_ARGUMENT', async () => {
+    const s = sim(30, '');
+    s.request({ tenant: 'a' });
+    await within(5000, () => s.statuses.length > 0, 'a status');
+    expect(s.statuses).toEqual([INVALID_ARGUMENT]);
+    expect(actions(s)).toEqual([]);
+  });
+
+  it('a domain changed mid-stream ends it with INVALID_ARGUMENT; the same domain repeated does not', async () => {
+    const s = sim(31);
+    await report(s, { tenant: 'a' }, [usage({ tenant: 'a' })]);
+    await within(5000, () => actions(s).length >= 2, 'the repeated domain answered');
+    s.send([usage({ tenant: 'a' })], `other-${MARK}`);
+    await within(5000, () => s.statuses.length > 0, 'a status');
+    expect(s.statuses).toEqual([INVALID_ARGUMENT]);
+  });
+
+  it('bytes that are not a report end the stream with INVALID_ARGUMENT', async () => {
+    const s = sim(32);
+    s.request({ tenant: 'a' });
+    await within(5000, () => actions(s).length > 0, 'the first assignment');
+    s.sendRaw(Buffer.from([0x12, 0x03, 0xff, 0xff, 0xff])); // a usage 3 bytes long with 3 bytes left: one field runs past the end
+    await within(5000, () => s.statuses.length > 0, 'a status');
+    expect(s.statuses).toEqual([INVALID_ARGUMENT]);
+  });
+
+  it('an empty bucket id, an empty value and an oversized one get no action and are counted; the rest are assigned', async () => {
+    const s = sim(33);
+    const before = (await scrape(t.service.httpPort)).series;
+    await report(s, { tenant: 'a' }, [usage({}), usage({ tenant: '' }), usage({ tenant: 'x'.repeat(70_000) }), usage({ tenant: 'b' })]);
+    await within(5000, () => actions(s).length >= 2, 'the second answer');
+    expect(actions(s).map((a) => a.bucket_id.bucket)).toEqual([{ tenant: 'a' }, { tenant: 'b' }]);
+    const after = (await scrape(t.service.httpPort)).series;
+    const refused = (reason: string) =>
+      metric(after, 'tollgate_rlqs_buckets_refused_total', { reason })! - metric(before, 'tollgate_rlqs_buckets_refused_total', { reason })!;
+    expect([refused('empty_bucket_id'), refused('bad_bucket_id')]).toEqual([1, 2]);
+  });
+
+  it('100,000 buckets on one stream: 10,000 held and assigned, the rest abandoned, and no more held after a second such report', async () => {
+    const s = sim(34);
+    const many = Array.from({ length: 100_000 }, (_, i) => usage({ tenant: `t${i}` }));
+    await report(s, { tenant: 'first' }, many);
+    await within(30_000, () => actions(s).length >= 100_001, 'every bucket answered');
+    const answered = actions(s).slice(1);
+    expect(answered.filter((a) => a.quota_assignment_action).length).toBe(9_999);
+    expect(answered.filter((a) => a.abandon_action).length).toBe(90_001);
+    s.send(many.map((u, i) => usage({ tenant: `u${i}` })));
+    await within(30_000, () => actions(s).length >= 200_001, 'the second report answered');
+    expect(
+      actions(s)
+        .slice(100_001)
+        .every((a) => a.abandon_action),
+    ).toBe(true);
+    const series = (await scrape(t.service.httpPort)).series;
+    expect(metric(series, 'tollgate_rlqs_buckets')).toBeLessThanOrEqual(10_000 + 10);
+  }, 60_000);
+
+  it('a client that never reads its answers has its stream ended, and others are still served', async () => {
+    const session = http2.connect(`http://127.0.0.1:${t.service.grpcPort}`);
+    session.on('error', () => undefined);
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    stream.on('error', () => undefined);
+    stream.pause(); // never reads
+    const body = Buffer.from(
+      Reports.encode(
+        Reports.fromObject({ domain: 'rlqs-test', bucket_quota_usages: Array.from({ length: 2000 }, (_, i) => usage({ tenant: `n${i}` })) }),
+      ).finish(),
+    );
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
+    frame.writeUInt32BE(body.length, 1);
+    const errors = async () => metric((await scrape(t.service.httpPort)).series, 'tollgate_rlqs_stream_errors_total', { reason: 'not_reading' })!;
+    for (let i = 0; i < 200 && (await errors()) === 0; i++) {
+      stream.write(frame);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(await errors()).toBe(1);
+    const other = sim(35);
+    other.request({ tenant: 'a' });
+    await within(5000, () => actions(other).length > 0, 'another stream served');
+    stream.destroy();
+    session.destroy();
+  });
+
+  it('nothing a client sent reaches a log line or a metric label', async () => {
+    const s = sim(36, `d-${MARK}`);
+    await report(s, { [`k-${MARK}`]: `v-${MARK}` }, [usage({ tenant: `v-${MARK}` }), usage({ [`k-${MARK}`]: '' })]);
+    await within(5000, () => actions(s).length >= 2, 'the second answer');
+    const text = (await scrape(t.service.httpPort)).text;
+    expect(text).not.toContain(MARK);
+    expect(JSON.stringify(log.lines())).not.toContain(MARK);
+    expect(log.lines().some((l) => String(l.msg).startsWith('rlqs stream ended'))).toBe(true);
+  });
+});
