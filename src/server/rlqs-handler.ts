@@ -73,11 +73,16 @@ class QuotaStream {
 
   private received(m: unknown): void {
     if (this.ended) return;
-    if (m === UNDECODABLE) return this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
+    if (m === UNDECODABLE) {
+      this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
+      return;
+    }
     const msg = m as { domain?: string; bucket_quota_usages?: WireUsage[] };
     if (!this.opened(msg.domain ?? '')) return;
-    if (++this.queued > MAX_QUEUED_REPORTS)
-      return this.fail('too_many_reports', grpc.status.RESOURCE_EXHAUSTED, `more than ${MAX_QUEUED_REPORTS} reports wait for an answer`);
+    if (++this.queued > MAX_QUEUED_REPORTS) {
+      this.fail('too_many_reports', grpc.status.RESOURCE_EXHAUSTED, `more than ${MAX_QUEUED_REPORTS} reports wait for an answer`);
+      return;
+    }
     const usages = msg.bucket_quota_usages ?? [];
     this.queue = this.queue.then(() => this.answer(usages)).finally(() => this.queued--);
   }
@@ -135,8 +140,10 @@ class QuotaStream {
     }));
     for (const id of read.abandon) actions.push({ bucket_id: { bucket: id }, abandon_action: {} });
     // Messages of earlier answers still unsent: Envoy reads its answers long before its next report.
-    if (this.call.writableLength >= MAX_UNREAD_MESSAGES)
-      return this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${this.call.writableLength} answers unread`);
+    if (this.call.writableLength >= MAX_UNREAD_MESSAGES) {
+      this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${this.call.writableLength} answers unread`);
+      return;
+    }
     this.countActions(strategies, read.abandon.length);
     for (let i = 0; i < actions.length; i += ACTIONS_PER_MESSAGE) this.call.write({ bucket_action: actions.slice(i, i + ACTIONS_PER_MESSAGE) });
   }

@@ -20,15 +20,14 @@ export class InstanceRegistry {
     const host = peerHost(peer);
     const who = host === '127.0.0.1' || host === '::1' ? `local:${this.replicaName}` : host;
     const slot = `${domain}\n${who}`;
-    let taken = this.open.get(slot);
-    if (!taken) this.open.set(slot, (taken = new Set()));
+    const taken = this.open.get(slot) ?? new Set<number>();
+    this.open.set(slot, taken);
     let n = 0;
     while (taken.has(n)) n++;
     taken.add(n);
-    const set = taken;
     const release = (): void => {
-      set.delete(n);
-      if (set.size === 0 && this.open.get(slot) === set) this.open.delete(slot);
+      taken.delete(n);
+      if (taken.size === 0 && this.open.get(slot) === taken) this.open.delete(slot);
     };
     return { instance: fingerprint(`${who}#${n}`), release };
   }

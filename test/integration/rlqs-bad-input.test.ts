@@ -21,7 +21,6 @@ const usage = (bucket: Record<string, string>, allowed = 1) => ({ bucket_id: { b
 // biome-ignore lint/suspicious/noExplicitAny: decoded responses
 const actions = (s: SimEnvoy): any[] => s.received.flatMap((m: any) => m.bucket_action ?? []);
 const INVALID_ARGUMENT = '3';
-const RESOURCE_EXHAUSTED = '8';
 
 beforeAll(async () => {
   t = await startTestService({ args: ['--config', 'test/fixtures/rlqs', '--rlqs-report-interval', '1s'], realClock: true, logger: log.logger });
@@ -85,7 +84,7 @@ describe('RLQS: bad input', () => {
     const answered = actions(s).slice(1);
     expect(answered.filter((a) => a.quota_assignment_action).length).toBe(9_999);
     expect(answered.filter((a) => a.abandon_action).length).toBe(90_001);
-    s.send(many.map((u, i) => usage({ tenant: `u${i}` })));
+    s.send(many.map((_, i) => usage({ tenant: `u${i}` })));
     await within(30_000, () => actions(s).length >= 200_001, 'the second report answered');
     expect(
       actions(s)
