@@ -1,11 +1,10 @@
-import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
 import { storeKey } from './counters/keys.js';
 import type { TierSource } from './limiter/plan.js';
 import { RlqsMetrics } from './metrics/rlqs-metrics.js';
 import { QuotaService } from './quota/quota-service.js';
-import { type AssignedReport, rlqsService } from './server/rlqs-handler.js';
+import { type AssignedReport, type RlqsServer, rlqsService } from './server/rlqs-handler.js';
 import { InstanceRegistry } from './server/rlqs-identity.js';
 import type { Settings } from './settings.js';
 import type { StoreStack } from './store/create-store.js';
@@ -28,7 +27,7 @@ export interface RlqsWiring {
   onAssigned?: (a: AssignedReport) => void;
 }
 
-export function rlqsImplementation(settings: Settings, w: RlqsWiring): grpc.UntypedServiceImplementation {
+export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
   const quota = new QuotaService({
     config: w.config,
     tiers: w.tiers,

@@ -18,7 +18,7 @@ import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
-import { rlqsImplementation } from './rlqs.js';
+import { rlqsServer } from './rlqs.js';
 import { HealthService } from './server/health.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
 import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
@@ -87,11 +87,13 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> =>
     explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
-  const rlqs = rlqsImplementation(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger });
-  const servers = await startServers(settings, { handler, rlqs, health, ready, explain: explainLive, admin, logger }).catch(async (err: unknown) => {
-    await Promise.all([tiers.close(), store.close()]);
-    throw err;
-  });
+  const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger });
+  const servers = await startServers(settings, { handler, rlqs: rlqs.implementation, health, ready, explain: explainLive, admin, logger }).catch(
+    async (err: unknown) => {
+      await Promise.all([tiers.close(), store.close()]);
+      throw err;
+    },
+  );
   source.start();
   health.set(source.waiting() === undefined);
   if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
@@ -115,6 +117,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   );
   const stop = async (): Promise<void> => {
     source.stop();
+    rlqs.drain();
     await tiers.close();
     await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));

@@ -4,17 +4,21 @@ import type { BucketPlan } from './bucket-plan.js';
 
 /** The rate, in requests a second, the whole fleet may admit for a bucket until the next assignment, from its
  * limits: a short window (or a token bucket) allows its limit over its length; a long window allows what is
- * left of it, spread over `horizonMs` (two report intervals, or less when the window turns sooner): spent at
- * that pace, the quota lasts until the reports after next have counted what was admitted. `spent`: a long
- * window has nothing left, so the bucket is refused outright until it turns. */
+ * left of it over `horizonMs` (one report interval, or less when the window turns sooner): the next reports
+ * count what was admitted, and each assignment gives out what is left then, so the rate shrinks as the quota
+ * runs out. `spent`: a long window has nothing left, so the bucket is refused outright until it turns. */
 export interface FleetCapacity {
   ratePerSecond: number;
   spent: boolean;
+  /** What is left of the tightest long window (Infinity without one): no instance's burst may exceed its share. */
+  left: number;
 }
 
-/** `counts`: the store's answer to the plan's quota checks, the first `from` of them; `hits` were just counted. */
-export function fleetCapacity(plan: BucketPlan, counts: CheckResult | undefined, from: number, horizonMs: number): FleetCapacity {
+/** `counts`: the store's answer to the report's quota checks, this plan's from index `from`, counted before this
+ * report's `allowed` requests were added to them. */
+export function fleetCapacity(plan: BucketPlan, counts: CheckResult | undefined, from: number, allowed: number, horizonMs: number): FleetCapacity {
   let rate = Infinity;
+  let least = Infinity;
   for (const l of plan.rates) rate = Math.min(rate, l.requestsPerUnit / l.windowSeconds);
   for (let i = 0; i < plan.quotas.length; i++) {
     const { limit, check } = plan.quotas[i]!;
@@ -22,12 +26,13 @@ export function fleetCapacity(plan: BucketPlan, counts: CheckResult | undefined,
     const prev = counts?.prev[from + i] ?? 0;
     const nowMs = counts?.nowMs ?? 0;
     const windowMs = limit.windowSeconds * 1000;
-    const used = (check.sliding ? slidingUsed(prev, curr, nowMs, windowMs) : curr) + check.hits;
+    const used = (check.sliding ? slidingUsed(prev, curr, nowMs, windowMs) : curr) + allowed;
     const left = limit.requestsPerUnit - used;
-    if (left < 1) return { ratePerSecond: 0, spent: true };
+    if (left < 1) return { ratePerSecond: 0, spent: true, left: 0 };
+    least = Math.min(least, left);
     const untilTurn = check.sliding ? windowMs : windowMs - (nowMs % windowMs);
     const horizon = Math.max(1000, Math.min(horizonMs, untilTurn));
     rate = Math.min(rate, (left * 1000) / horizon);
   }
-  return { ratePerSecond: rate, spent: false };
+  return { ratePerSecond: rate, spent: false, left: least };
 }

@@ -76,16 +76,19 @@ export class QuotaService {
           ),
       this.countQuotas(limited),
     ]);
-    const horizonMs = 2 * this.deps.settings.reportIntervalMs;
+    const horizonMs = this.deps.settings.reportIntervalMs;
     let t = 0;
     let from = 0;
     return usages.map((u) => {
       if (u.plan.fixed) return u.plan.fixed;
-      const capacity = fleetCapacity(u.plan, counts, from, horizonMs);
+      const capacity = fleetCapacity(u.plan, counts, from, u.allowed, horizonMs);
       from += u.plan.quotas.length;
       const table = tables[t++]!;
       if (capacity.spent) return DENY;
-      return bucketFor(shareOf(instance, capacity.ratePerSecond, table));
+      const share = shareOf(instance, capacity.ratePerSecond, table);
+      // A bucket carries its share of unspent tokens into the next assignment (a first one starts full): its burst
+      // is held to a quarter of this instance's part of what is left, the most a long window can be exceeded by.
+      return bucketFor(share, Math.max(1, Math.floor((capacity.left * share) / capacity.ratePerSecond / 4)));
     });
   }
 

@@ -25,14 +25,15 @@ const MIN_TOKENS_PER_FILL = 10;
 const MAX_FILL_SECONDS = 3600;
 
 /** A rate in requests a second, as a token bucket Envoy enforces at no more than that rate: one second's worth
- * (a longer interval for a small rate, so a fill holds ten tokens), rounded down; its capacity one fill. */
-export function bucketFor(ratePerSecond: number): Strategy {
+ * (a longer interval for a small rate, so a fill holds ten tokens), rounded down; its capacity one fill, or
+ * `maxBurst` if less (Envoy fills a first bucket to capacity at once). */
+export function bucketFor(ratePerSecond: number, maxBurst = Infinity): Strategy {
   if (!(ratePerSecond > 0)) return DENY;
   if (ratePerSecond === Infinity) return ALLOW;
   const fillSeconds = Math.min(MAX_FILL_SECONDS, Math.max(1, Math.ceil(MIN_TOKENS_PER_FILL / ratePerSecond)));
   const tokens = Math.min(0xffffffff, Math.floor(ratePerSecond * fillSeconds));
   if (tokens < 1) return DENY;
-  return { kind: 'bucket', maxTokens: tokens, tokensPerFill: tokens, fillSeconds };
+  return { kind: 'bucket', maxTokens: Math.max(1, Math.min(tokens, Math.floor(maxBurst))), tokensPerFill: tokens, fillSeconds };
 }
 
 /** The rate a strategy admits at most, in requests a second (Infinity for ALLOW_ALL). */

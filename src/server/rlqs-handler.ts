@@ -44,8 +44,23 @@ const ACTIONS_PER_MESSAGE = 10_000;
 
 type Call = grpc.ServerDuplexStream<unknown, unknown>;
 
-export function rlqsService(deps: RlqsDeps): grpc.UntypedServiceImplementation {
-  return { StreamRateLimitQuotas: (call: Call) => new QuotaStream(call, deps).start() };
+export interface RlqsServer {
+  implementation: grpc.UntypedServiceImplementation;
+  /** Ends every open stream with OK once its answers are written (shutdown): each Envoy reopens its stream on its
+   * next report, to a replica still serving, and keeps its assignments meanwhile. */
+  drain(): void;
+}
+
+export function rlqsService(deps: RlqsDeps): RlqsServer {
+  const open = new Set<QuotaStream>();
+  const implementation = {
+    StreamRateLimitQuotas: (call: Call) => {
+      const stream = new QuotaStream(call, deps, () => open.delete(stream));
+      open.add(stream);
+      stream.start();
+    },
+  };
+  return { implementation, drain: () => [...open].forEach((s) => s.drain()) };
 }
 
 class QuotaStream {
@@ -61,7 +76,12 @@ class QuotaStream {
   constructor(
     private readonly call: Call,
     private readonly deps: RlqsDeps,
+    private readonly onClosed: () => void,
   ) {}
+
+  drain(): void {
+    this.finish();
+  }
 
   start(): void {
     this.deps.metrics?.streamOpened();
@@ -201,6 +221,7 @@ class QuotaStream {
   private close(): void {
     if (this.ended) return;
     this.ended = true;
+    this.onClosed();
     this.release?.();
     this.deps.metrics?.streamClosed(this.buckets?.size ?? 0);
   }

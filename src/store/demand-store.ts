@@ -25,7 +25,7 @@ export interface DemandStore {
 
 /** Most instances one bucket holds: past it, the entries nearest their end are dropped, so a bucket's table and
  * the assignment arithmetic stay bounded whatever connects. */
-export const MAX_INSTANCES_PER_BUCKET = 4096;
+export const MAX_INSTANCES_PER_BUCKET = 1024;
 
 /** Infinity does not survive JSON or a Redis string: the wire writes it as -1. */
 export const encodeDemand = (d: number): string => (Number.isFinite(d) ? String(Math.max(0, Math.round(d * 1000) / 1000)) : '-1');

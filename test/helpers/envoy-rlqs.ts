@@ -155,9 +155,15 @@ export class SimEnvoy {
     session.on('error', () => undefined);
     const stream = session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers' });
     stream.on('data', (d: Buffer) => this.data(d));
-    // A status in trailers, or in the headers of a trailers-only answer (an error before any message).
-    stream.on('response', (h) => h['grpc-status'] !== undefined && this.statuses.push(h['grpc-status'] as string));
-    stream.on('trailers', (t) => this.statuses.push(t['grpc-status'] as string | undefined));
+    // A status in trailers, or in the headers of a trailers-only answer (an error before any message); either
+    // ends the stream on Envoy's side too (onRemoteClose drops it, to be reopened on the next report).
+    const ended = (status: unknown): void => {
+      if (status === undefined) return;
+      this.statuses.push(String(status));
+      stream.close();
+    };
+    stream.on('response', (h) => ended(h['grpc-status']));
+    stream.on('trailers', (t) => ended(t['grpc-status']));
     stream.on('error', () => undefined);
     stream.on('close', () => {
       if (this.stream === stream) {

@@ -28,6 +28,19 @@ afterAll(async () => {
 const actions = (s: SimEnvoy): any[] => s.received.flatMap((m: any) => m.bucket_action ?? []);
 
 describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
+  it('ends its streams with OK when the service stops, without waiting for the shutdown timeout', async () => {
+    const other = await startTestService({ args: [...ARGS, '--shutdown-timeout-ms', '20000'], realClock: true });
+    const s = new SimEnvoy({ ports: [other.service.grpcPort], localAddress: '127.0.0.9', domain: 'rlqs-test', reportIntervalMs: 60_000 });
+    s.request({ tenant: 'stopping' });
+    await within(5000, () => actions(s).length > 0, 'an assignment');
+    const start = Date.now();
+    await other.close();
+    expect(Date.now() - start).toBeLessThan(5000);
+    await within(5000, () => s.statuses.length > 0, 'a status');
+    expect(s.statuses).toEqual(['0']);
+    s.close();
+  });
+
   it("answers a new bucket's first report with a token bucket of the rule's rate, and a whole-second TTL", async () => {
     const s = sim(2);
     s.request({ tenant: 'acme' });
@@ -53,6 +66,24 @@ describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
       expect(strategy.strategy).toBe('blanket_rule');
       expect(strategy.blanket_rule ?? 0).toBe(0);
     }
+  });
+
+  it('refuses a bucket outright once its hourly quota is spent, on the counters RLS decisions use', async () => {
+    const s = sim(5);
+    const hourly = { hourly: `h-${Date.now()}` };
+    const denied = (): boolean => actions(s).at(-1)?.quota_assignment_action?.rate_limit_strategy?.blanket_rule === 1; // DENY_ALL
+    let admitted = 0;
+    for (let i = 0; i < 12 && !denied(); i++) admitted += (await offer([{ sim: s, id: hourly, rate: 40 }], 1000))[0]!;
+    expect(denied()).toBe(true);
+    // 60 an hour, at 40 a second offered: the shares shrink as the quota runs out, so the fleet never spends
+    // more than one report's worth past it.
+    expect(admitted).toBeGreaterThanOrEqual(50);
+    expect(admitted).toBeLessThanOrEqual(60 * 1.15);
+    expect((await offer([{ sim: s, id: hourly, rate: 40 }], 1000))[0]).toBe(0);
+    // RLS counts on the same hourly counter: it is spent there too.
+    const res = await t.rls.call({ domain: 'rlqs-test', descriptors: [{ entries: [{ key: 'hourly', value: hourly.hourly }] }] });
+    expect(res.overall_code).toBe('OVER_LIMIT');
+    expect(res.statuses[0]!.current_limit!.name).toBe('hourly-per-hour');
   });
 
   it('holds one instance to the limit it enforces locally', async () => {

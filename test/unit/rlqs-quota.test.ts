@@ -1,0 +1,182 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfigDir } from '../../src/config/load.js';
+import { noTiers } from '../../src/limiter/plan.js';
+import { bucketEntries, canonicalBucket } from '../../src/quota/bucket-descriptor.js';
+import { planBucket } from '../../src/quota/bucket-plan.js';
+import { fairShares } from '../../src/quota/fair-share.js';
+import { bucketFor, rateOf, sameStrategy, wireStrategy } from '../../src/quota/strategy.js';
+import { peerHost } from '../../src/server/rlqs-identity.js';
+import { StreamBuckets } from '../../src/server/rlqs-stream.js';
+import { MAX_INSTANCES_PER_BUCKET, MemoryDemandStore } from '../../src/store/demand-store.js';
+
+const property = loadConfigDir('config');
+const domain = property.domains.get('property-api')!;
+const planOpts = { tiers: noTiers, reportIntervalMs: 5000, unmatched: 'allow' as const, globalShadow: false };
+
+describe('a BucketId as a descriptor', () => {
+  it('takes its order from the config: each level takes the first key with a node for its value', () => {
+    expect(bucketEntries(domain, { token: 't', category: 'read' })).toEqual([
+      { key: 'category', value: 'read' },
+      { key: 'token', value: 't' },
+    ]);
+    expect(bucketEntries(domain, { remote_address: '10.0.0.1', category: 'write' }).map((e) => e.key)).toEqual(['category', 'remote_address']);
+  });
+
+  it('puts keys no rule reaches last, in code point order, so the bucket matches nothing', () => {
+    const entries = bucketEntries(domain, { zeta: '1', category: 'read', Alpha: '2' });
+    expect(entries.map((e) => e.key)).toEqual(['category', 'Alpha', 'zeta']);
+    expect(planBucket(property, 'property-api', { zeta: '1', category: 'read' }, planOpts).rule).toBeUndefined();
+  });
+
+  it('is the same whatever order the pairs came in', () => {
+    expect(canonicalBucket({ b: '1', a: '2' })).toBe(canonicalBucket({ a: '2', b: '1' }));
+    expect(canonicalBucket({ a: 'x","b' })).not.toBe(canonicalBucket({ a: 'x', b: '' }));
+  });
+
+  it("plans the rule's windows: the per-second one bounds the rate, the hourly one is a quota counted on RLS's counter", () => {
+    const plan = planBucket(property, 'property-api', { category: 'read', token: 'T' }, planOpts);
+    expect(plan.rule?.id).toBe('category_read.token');
+    expect(plan.rates.map((l) => l.name)).toEqual(['read-per-second']);
+    expect(plan.quotas.map((q) => q.limit.name)).toEqual(['read-per-hour']);
+    expect(plan.quotas[0]!.check.key).toMatch(/:hour$/);
+    expect(plan.shareKey).toMatch(/:rlqs$/);
+    expect(plan.shareKey).not.toContain('T');
+  });
+
+  it('gives an unmatched bucket the configured choice, and an unknown domain the same', () => {
+    expect(planBucket(property, 'property-api', { nothing: 'x' }, planOpts).fixed).toEqual({ kind: 'allow' });
+    expect(planBucket(property, 'nowhere', { category: 'read' }, { ...planOpts, unmatched: 'deny' }).fixed).toEqual({ kind: 'deny' });
+  });
+});
+
+describe('max-min fair shares', () => {
+  it('serves those under an equal split in full and splits the rest among the others', () => {
+    expect(fairShares(100, [10, Infinity, Infinity])).toEqual([10, 45, 45]);
+    expect(fairShares(100, [10, 20, 500])).toEqual([10, 20, 70]);
+  });
+
+  it('splits what nobody asked for among all', () => {
+    expect(fairShares(100, [10, 20])).toEqual([45, 55]);
+  });
+
+  it('never gives out more than the capacity, whatever the demands', () => {
+    for (let trial = 0; trial < 500; trial++) {
+      const n = 1 + Math.floor(Math.random() * 50);
+      const demands = Array.from({ length: n }, () => (Math.random() < 0.1 ? Infinity : Math.random() * 200));
+      const capacity = Math.random() * 1000;
+      const shares = fairShares(capacity, demands);
+      expect(shares.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(capacity * (1 + 1e-9));
+      for (const s of shares) expect(s).toBeGreaterThanOrEqual(0);
+    }
+    expect(fairShares(0, [5])).toEqual([0]);
+  });
+});
+
+describe("a share as Envoy's token bucket", () => {
+  it('is one second of the rate, rounded down, when that holds ten tokens', () => {
+    expect(bucketFor(100)).toEqual({ kind: 'bucket', maxTokens: 100, tokensPerFill: 100, fillSeconds: 1 });
+    expect(bucketFor(33.9)).toMatchObject({ tokensPerFill: 33, fillSeconds: 1 });
+  });
+
+  it('uses a longer whole-second interval for a small rate, never admitting more than the rate', () => {
+    for (const rate of [0.01, 0.3, 1, 2.5, 7, 9.99]) {
+      const s = bucketFor(rate);
+      expect(s.kind).toBe('bucket');
+      expect(rateOf(s)).toBeLessThanOrEqual(rate);
+      expect(rateOf(s)).toBeGreaterThan(rate * 0.9);
+    }
+    expect(bucketFor(1 / 7200)).toEqual({ kind: 'deny' });
+    expect(bucketFor(0)).toEqual({ kind: 'deny' });
+  });
+
+  it('holds its burst to the cap it is given', () => {
+    expect(bucketFor(100, 7)).toMatchObject({ maxTokens: 7, tokensPerFill: 100 });
+    expect(bucketFor(100, 0)).toMatchObject({ maxTokens: 1 });
+  });
+
+  it("writes the interval's seconds into its nanos too, so Envoy's equality check (nanos only) sees an interval change", () => {
+    const slow = wireStrategy({ kind: 'bucket', maxTokens: 10, tokensPerFill: 10, fillSeconds: 5 });
+    const slower = wireStrategy({ kind: 'bucket', maxTokens: 10, tokensPerFill: 10, fillSeconds: 7 });
+    // biome-ignore lint/suspicious/noExplicitAny: the wire object
+    const nanos = (w: any): number => w.token_bucket.fill_interval.nanos;
+    expect(nanos(slow)).not.toBe(nanos(slower));
+    expect(wireStrategy({ kind: 'allow' })).toEqual({ blanket_rule: 'ALLOW_ALL' });
+    expect(sameStrategy(bucketFor(50), bucketFor(50))).toBe(true);
+    expect(sameStrategy(bucketFor(50), bucketFor(49))).toBe(false);
+  });
+});
+
+describe('the stream of one Envoy', () => {
+  const plan = (id: Record<string, string>) => planBucket(property, 'property-api', id, planOpts);
+  const limits = { bounds: { maxEntries: 4, maxValueBytes: 16 }, maxBuckets: 3, reportIntervalMs: 1000, idleReports: 2 };
+  const u = (bucket: Record<string, string>, allowed = 0, denied = 0) => ({
+    bucket_id: { bucket },
+    num_requests_allowed: allowed,
+    num_requests_denied: denied,
+  });
+
+  it("reads demand from this replica's clock: unknown for a new bucket, then requests a second over the interval", () => {
+    const s = new StreamBuckets(limits, plan);
+    expect(s.read([u({ category: 'read' }, 1)], 0).usages[0]!.demand).toBe(Infinity);
+    expect(s.read([u({ category: 'read' }, 30, 20)], 5000).usages[0]!.demand).toBe(10);
+    expect(s.read([u({ category: 'read' }, 3)], 5200).usages[0]!.demand).toBe(3); // under a second counts as one
+  });
+
+  it('abandons a bucket idle for its reports, and new ones past its bound', () => {
+    const s = new StreamBuckets(limits, plan);
+    s.read([u({ category: 'read' }, 1)], 0);
+    expect(s.read([u({ category: 'read' })], 1000).abandon).toEqual([]);
+    expect(s.read([u({ category: 'read' })], 2000).abandon).toEqual([{ category: 'read' }]);
+    const many = s.read(
+      [1, 2, 3, 4, 5].map((i) => u({ category: `c${i}` }, 1)),
+      3000,
+    );
+    expect(many.usages).toHaveLength(3);
+    expect(many.abandon).toEqual([{ category: 'c4' }, { category: 'c5' }]);
+    expect(many.refused).toEqual(['too_many_buckets', 'too_many_buckets']);
+  });
+
+  it('refuses empty ids, empty keys or values, too many pairs and too many bytes', () => {
+    const s = new StreamBuckets(limits, plan);
+    const read = s.read([u({}), u({ a: '' }), u({ '': 'a' }), u({ a: '1', b: '2', c: '3', d: '4', e: '5' }), u({ a: 'x'.repeat(17) })], 0);
+    expect(read.refused).toEqual(['empty_bucket_id', 'bad_bucket_id', 'bad_bucket_id', 'bad_bucket_id', 'bad_bucket_id']);
+    expect(s.size).toBe(0);
+  });
+});
+
+describe('the memory demand table', () => {
+  const r = (instance: string, demand: number, ttlMs = 1000) => ({ key: 'k', instance, demand, ttlMs });
+
+  it('returns every live instance, and forgets one whose entry ran out', async () => {
+    const store = new MemoryDemandStore();
+    await store.exchange([r('a', 5)], 0);
+    expect(await store.exchange([r('b', Infinity)], 500)).toEqual([
+      [
+        { instance: 'a', demand: 5 },
+        { instance: 'b', demand: Infinity },
+      ],
+    ]);
+    expect(await store.exchange([r('b', 7)], 1200)).toEqual([[{ instance: 'b', demand: 7 }]]);
+  });
+
+  it('holds at most its bound of buckets and of instances per bucket', async () => {
+    const store = new MemoryDemandStore(10);
+    for (let i = 0; i < 50; i++) await store.exchange([{ key: `k${i}`, instance: 'a', demand: 1, ttlMs: 60_000 }], 0);
+    expect(store.size).toBe(10);
+    const many = Array.from({ length: MAX_INSTANCES_PER_BUCKET + 50 }, (_, i) => r(`i${i}`, 1, 60_000 + i));
+    const tables = await store.exchange(many, 0);
+    expect(tables.at(-1)!.length).toBe(MAX_INSTANCES_PER_BUCKET);
+  });
+});
+
+describe('the peer address of a stream', () => {
+  it.each([
+    ['127.0.0.1:5000', '127.0.0.1'],
+    ['ipv4:10.1.2.3:443', '10.1.2.3'],
+    ['[::1]:5000', '::1'],
+    ['[2001:db8::7]:80', '2001:db8::7'],
+    ['::ffff:10.0.0.9', '10.0.0.9'],
+  ])('%s is host %s', (peer, host) => {
+    expect(peerHost(peer)).toBe(host);
+  });
+});
