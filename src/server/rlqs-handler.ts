@@ -60,7 +60,10 @@ export function rlqsService(deps: RlqsDeps): RlqsServer {
       stream.start();
     },
   };
-  return { implementation, drain: () => [...open].forEach((s) => s.drain()) };
+  const drain = (): void => {
+    for (const s of [...open]) s.drain();
+  };
+  return { implementation, drain };
 }
 
 class QuotaStream {

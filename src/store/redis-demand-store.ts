@@ -18,7 +18,8 @@ export class RedisDemandStore implements DemandStore {
     private readonly timeoutMs: number,
   ) {}
 
-  async exchange(reports: readonly DemandReport[]): Promise<DemandEntry[][]> {
+  /** `_nowMs` is not used: expiry is on Redis's clock, which every replica shares. */
+  async exchange(reports: readonly DemandReport[], _nowMs?: number): Promise<DemandEntry[][]> {
     const calls = reports.map((r) => this.one(r));
     return withTimeout(Promise.all(calls), this.timeoutMs);
   }
