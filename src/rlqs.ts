@@ -4,7 +4,8 @@ import { storeKey } from './counters/keys.js';
 import type { TierSource } from './limiter/plan.js';
 import { RlqsMetrics } from './metrics/rlqs-metrics.js';
 import { QuotaService } from './quota/quota-service.js';
-import { type AssignedReport, type RlqsServer, rlqsService } from './server/rlqs-handler.js';
+import type { AssignmentSummary } from './response/assignment-summary.js';
+import { type RlqsServer, rlqsService, UNKNOWN_DOMAIN } from './server/rlqs-handler.js';
 import { InstanceRegistry } from './server/rlqs-identity.js';
 import type { Settings } from './settings.js';
 import type { StoreStack } from './store/create-store.js';
@@ -24,7 +25,7 @@ export interface RlqsWiring {
   stack: StoreStack;
   registry: ConstructorParameters<typeof RlqsMetrics>[0];
   logger: Logger;
-  onAssigned?: (a: AssignedReport) => void;
+  onAssigned?: (a: AssignmentSummary, startMs: number) => void;
 }
 
 export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
@@ -41,7 +42,7 @@ export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
     limits: { bounds: settings.bounds, maxBuckets: settings.rlqs.maxBuckets, reportIntervalMs: settings.rlqs.reportIntervalMs, idleReports: IDLE_REPORTS },
     logger: w.logger,
     metrics: new RlqsMetrics(w.registry),
-    domainLabel: (d) => (w.config().domains.has(d) ? d : '(unknown)'),
+    domainLabel: (d) => (w.config().domains.has(d) ? d : UNKNOWN_DOMAIN),
     onAssigned: w.onAssigned,
   });
 }

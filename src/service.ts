@@ -18,6 +18,7 @@ import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
+import type { AssignmentSummary } from './response/assignment-summary.js';
 import { rlqsServer } from './rlqs.js';
 import { HealthService } from './server/health.js';
 import { createAdminServer, createHttpServer } from './server/http-server.js';
@@ -72,7 +73,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
   metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version }, 'max');
-  const { tracing, observer } = await observability(settings, metrics, logger);
+  const { tracing, observer, onAssigned } = await observability(settings, metrics, logger);
   const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers, tracer: tracing });
   const { store } = stack;
 
@@ -87,7 +88,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> =>
     explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
-  const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger });
+  const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });
   const servers = await startServers(settings, { handler, rlqs: rlqs.implementation, health, ready, explain: explainLive, admin, logger }).catch(
     async (err: unknown) => {
       await Promise.all([tiers.close(), store.close()]);
@@ -150,8 +151,8 @@ async function observability(
   settings: Settings,
   metrics: Metrics,
   logger: Logger,
-): Promise<{ tracing: Tracing | undefined; observer: DecisionObserver | undefined }> {
-  if (!settings.tracing && settings.decisionLog.mode === 'off') return { tracing: undefined, observer: undefined };
+): Promise<{ tracing: Tracing | undefined; observer: DecisionObserver | undefined; onAssigned: AssignedObserver | undefined }> {
+  if (!settings.tracing && settings.decisionLog.mode === 'off') return { tracing: undefined, observer: undefined, onAssigned: undefined };
   const counters = metrics.observability();
   let loggedAt = -Infinity;
   const outcome = (result: SpanOutcome, n: number, err?: Error): void => {
@@ -175,7 +176,12 @@ async function observability(
       'Finished spans held for export (queued or being sent); at OTEL_BSP_MAX_QUEUE_SIZE new ones are dropped',
       () => tracing.queued,
     );
-  return { tracing: tracing || undefined, observer: new DecisionObserver(tracing || undefined, log) };
+  // RLQS answers: a span each (sampled as traces that start here) and a decision-log line (docs/rlqs.md).
+  const onAssigned: AssignedObserver = (a, startMs) => {
+    if (tracing) tracing.assigned(a, startMs);
+    log?.assigned(a);
+  };
+  return { tracing: tracing || undefined, observer: new DecisionObserver(tracing || undefined, log), onAssigned };
 }
 
 /** grpc-js writes its own errors to stderr ("E No address added…"), which Tollgate reports itself, once; and
@@ -202,6 +208,7 @@ export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' 
 }
 
 type Readiness = () => { ready: boolean; reason?: string };
+type AssignedObserver = (a: AssignmentSummary, startMs: number) => void;
 
 /** /readyz: a config to decide by (or FORCE_START_WITHOUT_INITIAL_CONFIG), serving, and the store usable or
  * its failure absorbed by the policy. READY_REQUIRES_STORE absorbs nothing: a central replica that lost its store

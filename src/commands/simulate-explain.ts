@@ -8,9 +8,13 @@ import { loadConfigDir } from '../config/load.js';
 import { MAX_UINT32, parseUnit, UNIT_NAMES } from '../config/units.js';
 import type { TierAssignment } from '../control/tier-store.js';
 import { loadEnvoyConfig } from '../envoy/routes.js';
+import { fingerprint } from '../fingerprint.js';
 import { CliError, systemCause } from '../errors.js';
 import { explain } from '../limiter/explain.js';
 import type { DescriptorInput } from '../limiter/plan.js';
+import { bucketEntries } from '../quota/bucket-descriptor.js';
+import { planBucket } from '../quota/bucket-plan.js';
+import { bucketExplanation, formatBucket } from '../tuning/bucket-report.js';
 import { findDecisions, formatDecision } from '../tuning/decision-lines.js';
 import { generateDefaults, generateTraffic } from '../tuning/generate.js';
 import { htmlReport, type ReportRun } from '../tuning/html-report.js';
@@ -39,6 +43,7 @@ rule: requests, admitted, rejected, peak per-second use, and the most limited to
 `;
 
 export const EXPLAIN_HELP = `Usage: tollgate explain [--config DIR] [--tiers FILE] [--hits N] [--json] DOMAIN key=value [key=value …] [+ key=value …]
+       tollgate explain --bucket [--config DIR] [--tiers FILE] [--json] DOMAIN key=value [key=value …]
        tollgate explain --log FILE [--client TOKEN|FINGERPRINT] [--trace-id ID] [--over] [--last N] [--json]
 
 Shows which rule each descriptor matches and why (exact value, wildcard, the key's default), the tier and
@@ -46,6 +51,10 @@ limits that apply, replaced limits, and which window a burst runs into first. '+
 What Envoy can add to a descriptor, written after its entries: @limit=N/UNIT (its per-descriptor limit, e.g.
 @limit=5/minute) and @hits=N (its hits_addend; 0 checks only). --hits N: the request's hits_addend.
 On a running service, POST /explain with a RateLimitRequest as JSON adds the live counters.
+
+With --bucket: the pairs are an RLQS BucketId (Envoy's rate_limit_quota filter; their order does not matter):
+the descriptor it becomes (the config orders its entries), what its assignments are made from, then the
+explanation of that descriptor.
 
 With --log: the decision log lines (DECISION_LOG=over or all, LOG_FORMAT=json) of one client or trace, the
 last N (default 20): when, the answer, the rule and limit that blocked, what was left, when to retry.
@@ -196,9 +205,11 @@ export async function explainCommand(args: string[]): Promise<number> {
       'trace-id': { type: 'string' },
       over: { type: 'boolean', default: false },
       last: { type: 'string' },
+      bucket: { type: 'boolean', default: false },
     },
   });
   if (values.log !== undefined) return explainFromLog(values.log, values);
+  if (values.bucket) return explainBucket(positionals, values);
   const [domain, ...pairs] = positionals;
   if (!domain || pairs.length === 0) {
     process.stderr.write(EXPLAIN_HELP);
@@ -216,6 +227,34 @@ export async function explainCommand(args: string[]): Promise<number> {
   // The user typed this request: its text is shown back (but the token's value, a fingerprint as everywhere).
   const e = await explain(loadConfigDir(values.config), { tierOf: (fp: string) => byFingerprint.get(fp) }, request, { reveal: true });
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
+  return 0;
+}
+
+/** `explain --bucket`: an RLQS BucketId, as the quota service plans it (src/quota/bucket-plan.ts), then the
+ * explanation of the descriptor it becomes. */
+async function explainBucket(positionals: string[], o: { config: string; tiers?: string; json: boolean }): Promise<number> {
+  const [domain, ...pairs] = positionals;
+  if (!domain || pairs.length === 0) {
+    process.stderr.write(EXPLAIN_HELP);
+    return 2;
+  }
+  const bucket: Record<string, string> = {};
+  for (const p of pairs) {
+    const at = p.indexOf('=');
+    if (at <= 0 || p.startsWith('@') || p === '+') throw new CliError(`"${p.slice(0, 40)}" is not key=value (a BucketId is one map of pairs)`, 2);
+    bucket[p.slice(0, at)] = p.slice(at + 1);
+  }
+  if (!existsSync(o.config)) throw new CliError(`${o.config}: no such file or directory (--config)`);
+  const config = loadConfigDir(o.config);
+  const byFingerprint = new Map(readAssignments(o.tiers).map((a) => [a.fingerprint, a.tier]));
+  const tiers = { tierOf: (fp: string) => byFingerprint.get(fp) };
+  const plan = planBucket(config, domain, bucket, { tiers, reportIntervalMs: 5000, unmatched: 'allow', globalShadow: false });
+  const e = await explain(config, tiers, { domain, descriptors: [{ entries: bucketEntries(config.domains.get(domain), bucket) }], hits: 1 }, { reveal: true });
+  // The token's value is shown as its fingerprint, as everywhere else; the rest as typed.
+  const tokenKey = config.domains.get(domain)?.tokenKey;
+  const b = bucketExplanation(plan, (x) => (x.key === tokenKey ? { key: x.key, value: `fingerprint:${fingerprint(x.value)}` } : x));
+  if (o.json) process.stdout.write(`${JSON.stringify({ bucket: b, explanation: e }, null, 2)}\n`);
+  else process.stdout.write(formatBucket(b) + formatExplanation(e));
   return 0;
 }
 

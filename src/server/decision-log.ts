@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { AssignmentSummary } from '../response/assignment-summary.js';
 import type { DecisionSummary } from '../response/summary.js';
 
 /** off: no line. over: a line per rejected request (429). all: a line per decision, failures included. */
@@ -73,6 +74,15 @@ export class DecisionLog {
   failed(status: string, errorClass: string, traceId: string | undefined): void {
     if (this.opts.mode !== 'all' || !this.admit()) return;
     this.out.info({ trace_id: traceId, code: status, error: errorClass }, 'decision');
+  }
+
+  /** An answered RLQS report (docs/rlqs.md): logged in `all` mode, and in `over` mode when it refused a bucket
+   * outright (DENY_ALL) or could not be answered. */
+  assigned(s: AssignmentSummary): void {
+    if (this.opts.mode === 'over' && s.strategies.deny_all === 0 && !s.failure) return;
+    if (!this.admit()) return;
+    const { domain, instance, buckets, allowed, denied, strategies, denyRules, failure } = s;
+    this.out.info({ domain: domain ?? null, instance, buckets, allowed, denied, strategies, deny_rules: denyRules, error: failure }, 'rlqs assignment');
   }
 
   /** The per-second bound; on the first line of a new second, one line about the last second's drops. */

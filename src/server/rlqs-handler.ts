@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RlqsMetrics, RlqsStreamError } from '../metrics/rlqs-metrics.js';
 import type { QuotaService } from '../quota/quota-service.js';
+import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { type Strategy, wireStrategy } from '../quota/strategy.js';
 import { UNDECODABLE } from './proto.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
@@ -22,16 +23,13 @@ export interface RlqsDeps {
   metrics?: RlqsMetrics;
   /** The domain's name as a metric label: configured domains only. */
   domainLabel: (domain: string) => string;
-  /** Called with what each report was answered with (decision log, traces). */
-  onAssigned?: (a: AssignedReport) => void;
+  /** Called with what each report was answered with (decision log, traces), and when it began. */
+  onAssigned?: (a: AssignmentSummary, startMs: number) => void;
 }
 
-export interface AssignedReport {
-  domain: string;
-  instance: string;
-  read: ReadReport;
-  strategies: Strategy[];
-}
+/** What domainLabel() answers for a domain no config names. */
+export const UNKNOWN_DOMAIN = '(unknown)';
+const STRATEGY_LABEL = { bucket: 'token_bucket', allow: 'allow_all', deny: 'deny_all' } as const;
 
 /** Reports waiting for the one being assigned: past this, the stream is ended (Envoy sends one every 5 s). */
 const MAX_QUEUED_REPORTS = 16;
@@ -137,22 +135,47 @@ class QuotaStream {
 
   private async answer(usages: readonly WireUsage[]): Promise<void> {
     if (this.ended) return;
+    const startMs = Date.now();
     const before = this.buckets!.size;
     const read = this.buckets!.read(usages, Date.now());
     this.deps.metrics?.bucketsChanged(this.buckets!.size - before);
     this.observeRead(read);
     let strategies: Strategy[];
+    let failure: string | undefined;
     try {
       strategies = await this.deps.quota.assign(this.instance, read.usages);
       this.storeFailureLogged = false;
     } catch (err) {
       this.storeFailed(err as Error);
+      failure = (err as Error).constructor.name;
       strategies = [];
       read.buckets.length = 0; // no assignment: Envoy keeps what it has until its TTL
     }
     if (this.ended) return;
     this.send(read, strategies);
-    this.deps.onAssigned?.({ domain: this.domain!, instance: this.instance, read, strategies });
+    this.deps.onAssigned?.(this.summary(read, strategies, failure), startMs);
+  }
+
+  /** What the span and the decision-log line of this answer say (response/assignment-summary.ts). */
+  private summary(read: ReadReport, strategies: readonly Strategy[], failure: string | undefined): AssignmentSummary {
+    const counts = { token_bucket: 0, allow_all: 0, deny_all: 0, abandon: read.abandon.length };
+    const denyRules = new Set<string>();
+    strategies.forEach((s, i) => {
+      counts[STRATEGY_LABEL[s.kind]]++;
+      const rule = read.buckets[i]!.plan.rule;
+      if (s.kind === 'deny' && rule && denyRules.size < MAX_RULES) denyRules.add(rule.id);
+    });
+    const domain = this.deps.domainLabel(this.domain!);
+    return {
+      domain: domain === UNKNOWN_DOMAIN ? undefined : domain,
+      instance: this.instance,
+      buckets: read.buckets.length + read.abandon.length,
+      allowed: read.allowed,
+      denied: read.denied,
+      strategies: counts,
+      denyRules: [...denyRules],
+      ...(failure && { failure }),
+    };
   }
 
   private send(read: ReadReport, strategies: readonly Strategy[]): void {
@@ -175,8 +198,7 @@ class QuotaStream {
     const m = this.deps.metrics;
     if (!m) return;
     const domain = this.deps.domainLabel(this.domain!);
-    const label = { bucket: 'token_bucket', allow: 'allow_all', deny: 'deny_all' } as const;
-    for (const s of strategies) m.assignments.inc({ domain, strategy: label[s.kind] });
+    for (const s of strategies) m.assignments.inc({ domain, strategy: STRATEGY_LABEL[s.kind] });
     if (abandoned > 0) m.assignments.inc({ domain, strategy: 'abandon' }, abandoned);
   }
 

@@ -14,6 +14,7 @@ import {
 } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, ParentBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
+import type { AssignmentSummary } from '../response/assignment-summary.js';
 import type { DecisionSummary } from '../response/summary.js';
 import type { BatchSpan, BatchTracer, TraceLink } from '../store/store.js';
 import { BoundedSpanProcessor, type ExportProtocol, otlpExporter, type QueueOptions, type SpanOutcome } from './export.js';
@@ -34,6 +35,7 @@ export interface TracingOptions {
 export type CallKind = 'grpc' | 'json';
 
 const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
+const RLQS_SERVICE = 'envoy.service.rate_limit_quota.v3.RateLimitQuotaService';
 const SPAN_NAMES: Record<CallKind, string> = { grpc: `${RLS_SERVICE}/ShouldRateLimit`, json: 'POST /json' };
 const START_ATTRIBUTES: Record<CallKind, Attributes> = {
   grpc: { 'rpc.system': 'grpc', 'rpc.service': RLS_SERVICE, 'rpc.method': 'ShouldRateLimit' },
@@ -101,6 +103,36 @@ export class Tracing implements BatchTracer {
       span.setAttributes({ 'error.type': failure.errorClass, 'tollgate.store': this.storeKind });
       span.setAttribute(...statusAttribute(kind, failure.grpcCode, failure.httpStatus));
       span.setStatus({ code: SpanStatusCode.ERROR, message: failure.status });
+    }
+    span.end();
+  }
+
+  /** One answered RLQS report: a root span (a stream lives for hours, so no caller's trace is its parent),
+   * sampled at the rate of traces that start here. */
+  assigned(s: AssignmentSummary, startMs: number): void {
+    if (!(Math.random() < this.rootRate)) return;
+    const span = this.tracer.startSpan(
+      `${RLQS_SERVICE}/StreamRateLimitQuotas report`,
+      { kind: SpanKind.SERVER, startTime: startMs, attributes: { 'rpc.system': 'grpc', 'rpc.service': RLQS_SERVICE, 'rpc.method': 'StreamRateLimitQuotas' } },
+      ROOT_CONTEXT,
+    );
+    span.setAttributes({
+      'tollgate.domain.known': s.domain !== undefined,
+      ...(s.domain !== undefined && { 'tollgate.domain': s.domain }),
+      'tollgate.store': this.storeKind,
+      'tollgate.rlqs.instance': s.instance,
+      'tollgate.rlqs.buckets': s.buckets,
+      'tollgate.rlqs.allowed': s.allowed,
+      'tollgate.rlqs.denied': s.denied,
+      'tollgate.rlqs.token_bucket': s.strategies.token_bucket,
+      'tollgate.rlqs.allow_all': s.strategies.allow_all,
+      'tollgate.rlqs.deny_all': s.strategies.deny_all,
+      'tollgate.rlqs.abandon': s.strategies.abandon,
+      'tollgate.rlqs.deny_rules': s.denyRules,
+    });
+    if (s.failure) {
+      span.setAttribute('error.type', s.failure);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'store unavailable' });
     }
     span.end();
   }

@@ -352,3 +352,30 @@ describe('tollgate serve and tollgate explain --log', () => {
     expect(none.stderr).toMatch(/no decision matches among 1/);
   });
 });
+
+describe('RLQS answers in traces and the decision log', () => {
+  it('one span and one decision-log line per answered report, with counts, strategies and no bucket text', async () => {
+    const { SimEnvoy } = await import('../helpers/envoy-rlqs.js');
+    const r = await receiver();
+    const log = capturingLogger('info');
+    const t = await traced(r, ['--config', 'test/fixtures/rlqs', '--rlqs-report-interval', '1s', '--decision-log', 'all'], { logger: log.logger });
+    const sim = new SimEnvoy({ ports: [t.service.grpcPort], localAddress: '127.0.0.50', domain: 'rlqs-test', reportIntervalMs: 60_000 });
+    open.push({ close: async () => sim.close() });
+    sim.request({ tenant: 'secret-token-7f3a' });
+    const span = await r.waitFor((s) => s.name.endsWith('/StreamRateLimitQuotas report'), 'the report span');
+    expect(span.name).toBe('envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas report');
+    expect(span.attributes).toMatchObject({
+      'rpc.method': 'StreamRateLimitQuotas',
+      'tollgate.domain': 'rlqs-test',
+      'tollgate.rlqs.buckets': 1,
+      'tollgate.rlqs.allowed': 1,
+      'tollgate.rlqs.token_bucket': 1,
+      'tollgate.rlqs.deny_all': 0,
+    });
+    await within(5000, () => log.lines().some((l) => l.msg === 'rlqs assignment'), 'the decision-log line');
+    const line = log.lines().find((l) => l.msg === 'rlqs assignment')!;
+    expect(line).toMatchObject({ log: 'decision', domain: 'rlqs-test', buckets: 1, allowed: 1, strategies: { token_bucket: 1, allow_all: 0, deny_all: 0, abandon: 0 } });
+    expect(line.instance).toMatch(/^[0-9a-f]{32}$/);
+    expect(JSON.stringify(r.spans) + JSON.stringify(log.lines())).not.toContain('secret-token');
+  });
+});
