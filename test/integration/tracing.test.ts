@@ -374,7 +374,8 @@ describe('RLQS answers in traces and the decision log', () => {
     });
     await within(5000, () => log.lines().some((l) => l.msg === 'rlqs assignment'), 'the decision-log line');
     const line = log.lines().find((l) => l.msg === 'rlqs assignment')!;
-    expect(line).toMatchObject({ log: 'decision', domain: 'rlqs-test', buckets: 1, allowed: 1, strategies: { token_bucket: 1, allow_all: 0, deny_all: 0, abandon: 0 } });
+    const strategies = { token_bucket: 1, allow_all: 0, deny_all: 0, abandon: 0 };
+    expect(line).toMatchObject({ log: 'decision', domain: 'rlqs-test', buckets: 1, allowed: 1, strategies });
     expect(line.instance).toMatch(/^[0-9a-f]{32}$/);
     expect(JSON.stringify(r.spans) + JSON.stringify(log.lines())).not.toContain('secret-token');
   });

@@ -69,6 +69,12 @@ describe('the import graph of src/', () => {
     expect(violations(edges, 'limiter', ['control', 'server', 'metrics', 'tuning'])).toEqual([]);
   });
 
+  it('quota/ (RLQS assignments) sits where the limiter does: below the server, beside nothing it observes', () => {
+    expect(edges.get('quota')?.has('limiter')).toBe(true);
+    expect(violations(edges, 'quota', ['control', 'server', 'metrics', 'tuning', 'tracing', 'service', 'settings', 'rlqs'])).toEqual([]);
+    expect(['limiter', 'store', 'config', 'counters', 'response'].flatMap((u) => violations(edges, u, ['quota']))).toEqual([]);
+  });
+
   it('config/ and counters/ sit below the limiter and the stores', () => {
     const above = ['limiter', 'store', 'server', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'];
     expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
