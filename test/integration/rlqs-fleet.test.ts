@@ -13,10 +13,11 @@ let redis: RedisServer;
 const replicas: { daemon: Daemon; port: number }[] = [];
 const sims: SimEnvoy[] = [];
 
-async function replica(): Promise<{ daemon: Daemon; port: number }> {
+async function replica(workers = 1): Promise<{ daemon: Daemon; port: number }> {
   const [port, http] = [await freePort(), await freePort()];
   const args = ['serve', '--store', 'redis', '--redis-url', redis.url, '--config', 'test/fixtures/rlqs', '--rlqs-report-interval', '1s'];
-  const daemon = await startCli([...args, ...loopback(port, http)], /tollgate serving/);
+  const serving = workers > 1 ? /tollgate serving[\s\S]*tollgate serving/ : /tollgate serving/;
+  const daemon = await startCli([...args, '--workers', String(workers), ...loopback(port, http)], serving);
   return { daemon, port };
 }
 
@@ -56,6 +57,21 @@ describe('RLQS over two replicas sharing Redis', () => {
     expect(fleetRate).toBeLessThanOrEqual(1.15 * LIMIT);
     // The small instance asks for 15 a second, under its fair share (25): it is served (at least 80 %).
     expect((admitted[3]! * 1000) / ms).toBeGreaterThanOrEqual(0.8 * 15);
+  });
+
+  it('holds instances spread over the workers of one replica (--workers 2) and a second replica to one limit', async () => {
+    const workers = await replica(2);
+    replicas.push(workers);
+    const [a] = replicas.map((r) => r.port) as [number];
+    // One connection each: node:cluster hands them to either worker in turn.
+    const spread = [sim(30, [workers.port]), sim(31, [workers.port]), sim(32, [workers.port]), sim(33, [a])];
+    const load = spread.map((s) => ({ sim: s, id: { tenant: 'workers' }, rate: 60 }));
+    await offer(load, 2500);
+    const ms = 3000;
+    const admitted = await offer(load, ms);
+    const fleetRate = (admitted.reduce((x, y) => x + y, 0) * 1000) / ms;
+    expect(fleetRate).toBeGreaterThanOrEqual(0.75 * LIMIT);
+    expect(fleetRate).toBeLessThanOrEqual(1.15 * LIMIT);
   });
 
   it("moves a dead replica's instances to the other without a gap in their assignments", async () => {
