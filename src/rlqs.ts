@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
-import { storeKey } from './counters/keys.js';
+import { sharesChannel, storeKey } from './counters/keys.js';
 import type { TierSource } from './limiter/plan.js';
 import { RlqsMetrics } from './metrics/rlqs-metrics.js';
 import { QuotaService } from './quota/quota-service.js';
@@ -9,8 +9,9 @@ import { type RlqsServer, rlqsService, UNKNOWN_DOMAIN } from './server/rlqs-hand
 import { InstanceRegistry } from './server/rlqs-identity.js';
 import type { Settings } from './settings.js';
 import type { StoreStack } from './store/create-store.js';
-import { type DemandStore, MemoryDemandStore } from './store/demand-store.js';
-import { RedisDemandStore } from './store/redis-demand-store.js';
+import { RedisShareStore } from './store/redis-share-store.js';
+import { LocalShareEvents, RedisShareEvents, type ShareEvents } from './store/share-events.js';
+import { MemoryShareStore, type ShareStore } from './store/share-store.js';
 
 /** Wires the Rate Limit Quota Service (docs/rlqs.md): the demand table in the counter store's place (Redis for
  * a fleet, this process with the memory store), the quota service over the same config, tiers and counters as
@@ -29,14 +30,15 @@ export interface RlqsWiring {
 }
 
 export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
+  const table = shareTable(settings, w.stack, w.logger);
   const quota = new QuotaService({
     config: w.config,
     tiers: w.tiers,
     store: w.stack.store,
-    demands: demandStore(settings, w.stack),
+    ...table,
     settings: { ...settings.rlqs, globalShadow: settings.shadowMode },
   });
-  return rlqsService({
+  const server = rlqsService({
     quota,
     instances: new InstanceRegistry(),
     limits: { bounds: settings.bounds, maxBuckets: settings.rlqs.maxBuckets, reportIntervalMs: settings.rlqs.reportIntervalMs, idleReports: IDLE_REPORTS },
@@ -45,12 +47,23 @@ export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
     domainLabel: (d) => (w.config().domains.has(d) ? d : UNKNOWN_DOMAIN),
     onAssigned: w.onAssigned,
   });
+  const drain = (): void => {
+    server.drain();
+    quota.close();
+    void table.events.close();
+  };
+  return { implementation: server.implementation, drain };
 }
 
-/** A report is not on any request's path (Envoy decides locally meanwhile): its round trip may take longer
- * than a decision's, but not long enough to queue reports behind it. */
-function demandStore(settings: Settings, stack: StoreStack): DemandStore {
-  if (!stack.redis) return new MemoryDemandStore(settings.maxCounters);
+/** The share table and its change events: in Redis with the Redis store (every replica), else this process.
+ * A report is not on any request's path (Envoy decides locally meanwhile): its round trip may take longer than
+ * a decision's, but not long enough to queue reports behind it. */
+function shareTable(settings: Settings, stack: StoreStack, logger: Logger): { shares: ShareStore; events: ShareEvents } {
+  if (!stack.redis) return { shares: new MemoryShareStore(settings.maxCounters), events: new LocalShareEvents() };
   const timeoutMs = Math.max(settings.redisTimeoutMs * 10, 250);
-  return new RedisDemandStore(stack.redis.client, (key) => storeKey(settings.redisKeyPrefix, key), timeoutMs);
+  const { client } = stack.redis;
+  return {
+    shares: new RedisShareStore(client, (key) => storeKey(settings.redisKeyPrefix, key), timeoutMs),
+    events: new RedisShareEvents(client, sharesChannel(settings.redisKeyPrefix), logger),
+  };
 }

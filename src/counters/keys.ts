@@ -27,7 +27,8 @@ import { cachedFingerprint } from '../fingerprint.js';
  *                                                  unit is named rlqs, so it never meets a window key
  *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
  *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets
- *                                                  (neither holds a ':', which every store key does)
+ *   shares        <prefix>rlqs                     the pub/sub channel of RLQS share changes (a demand key)
+ *                                                  (neither channel holds a ':', which every store key does)
  *
  * Domain and rule path are URL-encoded, so config text never holds ':', '{' or '}' of its own; request values
  * and request keys appear only as fingerprints (hex), so a key never holds raw request text and its length is
@@ -108,6 +109,12 @@ export function tierHashKey(prefix: string): string {
 
 export function eventsChannel(prefix: string): string {
   return `${prefix}events`;
+}
+
+/** The pub/sub channel replicas tell each other on that an RLQS bucket's shares moved (the message: its share
+ * key, fingerprints only). */
+export function sharesChannel(prefix: string): string {
+  return `${prefix}rlqs`;
 }
 
 /** The Redis Cluster hash tag of a counter or window key: the text inside its first {…}. */

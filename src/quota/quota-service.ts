@@ -1,20 +1,23 @@
 import type { CompiledConfig } from '../config/compiled.js';
+import { plannedDemand } from '../counters/fair-share.js';
 import type { TierSource } from '../limiter/plan.js';
-import type { DemandEntry, DemandStore } from '../store/demand-store.js';
+import type { ShareEvents } from '../store/share-events.js';
+import type { ShareGrant, ShareStore } from '../store/share-store.js';
 import type { CheckResult, CounterCheck, Store } from '../store/store.js';
 import { type BucketPlan, planBucket } from './bucket-plan.js';
-import { fairShares, plannedDemand } from './fair-share.js';
-import { fleetCapacity } from './fleet-capacity.js';
+import { type FleetCapacity, fleetCapacity } from './fleet-capacity.js';
 import { bucketFor, DENY, type Strategy } from './strategy.js';
 
-/** RLQS assignments from global state: for one usage report of one Envoy instance, its demand per bucket goes
- * into the shared demand table, the requests it allowed into the same window counters RLS decisions use, and
- * each bucket gets a token bucket whose rate is this instance's max-min fair share of what the bucket's limits
- * let the whole fleet admit (fair-share.ts, fleet-capacity.ts). Every replica computes from the same table, so
- * the shares of all instances reporting a bucket sum to no more than its limit. */
+/** RLQS assignments from global state. For one usage report of one Envoy instance: the requests it allowed go
+ * into the same window counters RLS decisions use (a long window's quota), what the fleet may admit follows
+ * from the bucket's limits (fleet-capacity.ts), and the instance's grant is reserved in the bucket's shared
+ * table: its max-min fair share, but never more than the other instances' grants leave (counters/fair-share.ts
+ * reserve), so the grants in force never sum to more than the limit. When a grant shrinks, or an instance is
+ * held below its fair share, every replica is told (ShareEvents) and re-assigns its own instances of that bucket
+ * at once, so the fleet converges in a few round trips rather than report intervals. */
 
 export interface QuotaSettings {
-  /** How often Envoy reports (5 s, hard-coded in Envoy today): demand entries and assignments live a few. */
+  /** How often Envoy reports (5 s, hard-coded in Envoy today): assignments live a few. */
   reportIntervalMs: number;
   unmatched: 'allow' | 'deny';
   globalShadow: boolean;
@@ -25,7 +28,8 @@ export interface QuotaDeps {
   tiers: TierSource;
   /** The counter store (for long windows). */
   store: Store;
-  demands: DemandStore;
+  shares: ShareStore;
+  events: ShareEvents;
   settings: QuotaSettings;
 }
 
@@ -38,12 +42,20 @@ export interface BucketUsage {
   demand: number;
 }
 
-/** Demand entries outlive three report intervals: a report lost or late does not release a share, an instance
- * gone releases it in at most this long. Assignments live as long, and are re-sent with every report. */
+/** Assignments live three report intervals: a report lost or late does not end one. */
 export const LIVES_FOR_REPORTS = 3;
+/** Re-assignments a change calls for wait this long, so a burst of changes to one bucket costs one round. */
+const SETTLE_MS = 50;
+/** A grant this share of the capacity below what it should be is worth telling the other replicas about. */
+const WORTH_TELLING = 0.02;
 
 export class QuotaService {
-  constructor(private readonly deps: QuotaDeps) {}
+  private readonly watchers = new Map<string, Set<(key: string) => void>>();
+  private readonly settling = new Map<string, NodeJS.Timeout>();
+
+  constructor(private readonly deps: QuotaDeps) {
+    deps.events.onChange((key) => this.changed(key));
+  }
 
   get settings(): QuotaSettings {
     return this.deps.settings;
@@ -62,49 +74,78 @@ export class QuotaService {
     return planBucket(config, domain, bucket, { tiers, ...settings });
   }
 
-  /** The strategy of every bucket of one report, in order. Throws when the store cannot answer: the stream then
-   * sends nothing, and Envoy keeps its assignments until their TTL. */
-  async assign(instance: string, usages: readonly BucketUsage[]): Promise<Strategy[]> {
+  /** Calls `listener` when the shares of the bucket `key` moved; returns how to stop. */
+  watch(key: string, listener: (key: string) => void): () => void {
+    const set = this.watchers.get(key) ?? new Set();
+    this.watchers.set(key, set);
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.watchers.get(key) === set) this.watchers.delete(key);
+    };
+  }
+
+  /** The strategy of every bucket, in order. `pushed`: a re-assignment between reports (nothing new counted).
+   * Throws when the store cannot answer: the stream then sends nothing, and Envoy keeps what it has. */
+  async assign(instance: string, usages: readonly BucketUsage[], pushed = false): Promise<Strategy[]> {
     const limited = usages.filter((u) => !u.plan.fixed);
-    const ttlMs = this.ttlSeconds * 1000;
-    const [tables, counts] = await Promise.all([
-      limited.length === 0
-        ? []
-        : this.deps.demands.exchange(
-            limited.map((u) => ({ key: u.plan.shareKey, instance, demand: u.demand, ttlMs })),
-            Date.now(),
-          ),
-      this.countQuotas(limited),
-    ]);
+    const counts = await this.countQuotas(limited, pushed);
     const horizonMs = this.deps.settings.reportIntervalMs;
-    let t = 0;
     let from = 0;
+    const capacities = limited.map((u) => {
+      const c = fleetCapacity(u.plan, counts, from, pushed ? 0 : u.allowed, horizonMs);
+      from += u.plan.quotas.length;
+      return c;
+    });
+    const asks = limited.flatMap((u, i) => (capacities[i]!.spent ? [] : [{ u, c: capacities[i]! }]));
+    const ttlMs = (this.ttlSeconds + this.deps.settings.reportIntervalMs / 1000) * 1000; // outlives the assignment
+    const requests = asks.map(({ u, c }) => ({ key: u.plan.shareKey, instance, demand: plannedDemand(u.demand), capacity: c.ratePerSecond, ttlMs }));
+    const grants = requests.length === 0 ? [] : await this.deps.shares.reserve(requests, Date.now());
+    const byUsage = new Map(asks.map(({ u, c }, i) => [u, { c, g: grants[i]! }]));
+    for (const { u, c, g } of asks.map((a, i) => ({ ...a, g: grants[i]! }))) this.tell(u.plan.shareKey, c, g, pushed);
     return usages.map((u) => {
       if (u.plan.fixed) return u.plan.fixed;
-      const capacity = fleetCapacity(u.plan, counts, from, u.allowed, horizonMs);
-      from += u.plan.quotas.length;
-      const table = tables[t++]!;
-      if (capacity.spent) return DENY;
-      const share = shareOf(instance, capacity.ratePerSecond, table);
-      // A bucket carries its share of unspent tokens into the next assignment (a first one starts full): its burst
-      // is held to a quarter of this instance's part of what is left, the most a long window can be exceeded by.
-      return bucketFor(share, Math.max(1, Math.floor((capacity.left * share) / capacity.ratePerSecond / 4)));
+      const got = byUsage.get(u);
+      return got ? strategyOf(got.c, got.g.rate) : DENY;
     });
   }
 
-  /** Counts the allowed requests of every long window of the report, in one store call. */
-  private countQuotas(limited: readonly BucketUsage[]): Promise<CheckResult | undefined> {
+  /** A grant that shrank frees room; one held below its fair share (on a report) needs others to shrink. */
+  private tell(key: string, c: FleetCapacity, g: ShareGrant, pushed: boolean): void {
+    const margin = c.ratePerSecond * WORTH_TELLING;
+    const shrank = g.previous !== undefined && g.rate < g.previous - margin;
+    const heldBack = !pushed && g.rate < g.fair - margin;
+    if (shrank || heldBack) this.deps.events.publish(key);
+  }
+
+  /** Re-assignments of a bucket whose shares moved, after a short settle, for the streams of this process. */
+  private changed(key: string): void {
+    if (!this.watchers.has(key) || this.settling.has(key)) return;
+    const timer = setTimeout(() => {
+      this.settling.delete(key);
+      for (const l of this.watchers.get(key) ?? []) l(key);
+    }, SETTLE_MS);
+    timer.unref();
+    this.settling.set(key, timer);
+  }
+
+  /** Counts the allowed requests of every long window of the report (reads them only when pushed), in one call. */
+  private countQuotas(limited: readonly BucketUsage[], pushed: boolean): Promise<CheckResult | undefined> {
     const checks: CounterCheck[] = [];
-    for (const u of limited) for (const q of u.plan.quotas) checks.push({ ...q.check, hits: u.allowed });
+    for (const u of limited) for (const q of u.plan.quotas) checks.push({ ...q.check, hits: pushed ? 0 : u.allowed });
     return checks.length === 0 ? Promise.resolve(undefined) : Promise.resolve(this.deps.store.check(checks));
+  }
+
+  close(): void {
+    for (const t of this.settling.values()) clearTimeout(t);
+    this.settling.clear();
   }
 }
 
-/** This instance's share of the fleet's rate among the live entries of the bucket's table. */
-export function shareOf(instance: string, capacity: number, table: readonly DemandEntry[]): number {
-  if (capacity === Infinity) return Infinity;
-  let me = table.findIndex((e) => e.instance === instance);
-  const demands = table.map((e) => plannedDemand(e.demand));
-  if (me < 0) me = demands.push(Infinity) - 1; // dropped from a full table: still owed a share
-  return fairShares(capacity, demands)[me]!;
+/** A grant as Envoy's token bucket. A bucket carries its share of unspent tokens into the next assignment (a
+ * first one starts full): for a quota its burst is held to a quarter of this instance's part of what is left,
+ * the most a long window can be exceeded by. */
+function strategyOf(c: FleetCapacity, rate: number): Strategy {
+  if (!Number.isFinite(c.left)) return bucketFor(rate);
+  return bucketFor(rate, Math.max(1, Math.floor((c.left * rate) / c.ratePerSecond / 4)));
 }

@@ -36,6 +36,14 @@ export function bucketFor(ratePerSecond: number, maxBurst = Infinity): Strategy 
   return { kind: 'bucket', maxTokens: Math.max(1, Math.min(tokens, Math.floor(maxBurst))), tokensPerFill: tokens, fillSeconds };
 }
 
+/** What to send where Envoy runs no token bucket for the bucket yet (a new one, or one under a blanket rule):
+ * Envoy starts such a bucket full, so its burst is a tenth of a second of its rate; the next assignment gives
+ * the full burst, and Envoy carries the bucket's remaining share of tokens over to it (no second burst). */
+export function firstBucket(s: Strategy, previous: Strategy | undefined): Strategy {
+  if (s.kind !== 'bucket' || previous?.kind === 'bucket') return s;
+  return { ...s, maxTokens: Math.max(1, Math.min(s.maxTokens, Math.floor(s.tokensPerFill / s.fillSeconds / 10))) };
+}
+
 /** The rate a strategy admits at most, in requests a second (Infinity for ALLOW_ALL). */
 export function rateOf(s: Strategy): number {
   return s.kind === 'allow' ? Infinity : s.kind === 'deny' ? 0 : s.tokensPerFill / s.fillSeconds;

@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RlqsMetrics, RlqsStreamError } from '../metrics/rlqs-metrics.js';
 import type { QuotaService } from '../quota/quota-service.js';
-import { type Strategy, wireStrategy } from '../quota/strategy.js';
+import { firstBucket, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
 import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { UNDECODABLE } from './proto.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
@@ -73,6 +73,9 @@ class QuotaStream {
   private queued = 0;
   private ended = false;
   private storeFailureLogged = false;
+  /** Share keys this stream watches for moves (QuotaService.watch), and the re-assignments waiting. */
+  private readonly watching = new Map<string, () => void>();
+  private readonly pushing = new Set<string>();
 
   constructor(
     private readonly call: Call,
@@ -152,8 +155,56 @@ class QuotaStream {
       read.buckets.length = 0; // no assignment: Envoy keeps what it has until its TTL
     }
     if (this.ended) return;
+    read.buckets.forEach((b, i) => {
+      strategies[i] = firstBucket(strategies[i]!, b.sent);
+      b.sent = strategies[i];
+    });
     this.send(read, strategies);
+    this.rewatch();
     this.deps.onAssigned?.(this.summary(read, strategies, failure), startMs);
+  }
+
+  /** Watches the share keys of the buckets held now, and no others. */
+  private rewatch(): void {
+    const keys = this.buckets!.shareKeys();
+    for (const [key, stop] of this.watching) {
+      if (keys.has(key)) continue;
+      stop();
+      this.watching.delete(key);
+    }
+    for (const key of keys)
+      if (!this.watching.has(key))
+        this.watching.set(
+          key,
+          this.deps.quota.watch(key, (k) => this.pushed(k)),
+        );
+  }
+
+  /** Another instance's grant of a bucket this stream holds moved: re-assign it now, in turn with the reports. */
+  private pushed(key: string): void {
+    if (this.ended || this.pushing.has(key)) return;
+    this.pushing.add(key);
+    this.queue = this.queue.then(() => this.reassign(key)).finally(() => this.pushing.delete(key));
+  }
+
+  /** Sends the buckets of `key` whose strategy changed; a store failure leaves them as they are. */
+  private async reassign(key: string): Promise<void> {
+    const buckets = this.buckets!.withShareKey(key);
+    if (this.ended || buckets.length === 0) return;
+    const usages = buckets.map((b) => ({ plan: b.plan, allowed: 0, demand: b.demand }));
+    const strategies = await this.deps.quota.assign(this.instance, usages, true).catch(() => undefined);
+    if (!strategies || this.ended) return;
+    const changed = buckets.flatMap((b, i) => {
+      const s = firstBucket(strategies[i]!, b.sent);
+      return sameStrategy(b.sent, s) ? [] : [{ b, s }];
+    });
+    if (changed.length === 0) return;
+    for (const { b, s } of changed) b.sent = s;
+    const read = { usages: [], buckets: changed.map((c) => c.b), abandon: [], refused: [], allowed: 0, denied: 0 };
+    this.send(
+      read,
+      changed.map((c) => c.s),
+    );
   }
 
   /** What the span and the decision-log line of this answer say (response/assignment-summary.ts). */
@@ -247,6 +298,8 @@ class QuotaStream {
     if (this.ended) return;
     this.ended = true;
     this.onClosed();
+    for (const stop of this.watching.values()) stop();
+    this.watching.clear();
     this.release?.();
     this.deps.metrics?.streamClosed(this.buckets?.size ?? 0);
   }

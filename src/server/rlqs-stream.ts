@@ -1,6 +1,7 @@
 import { canonicalBucket } from '../quota/bucket-descriptor.js';
 import type { BucketPlan } from '../quota/bucket-plan.js';
 import type { BucketUsage } from '../quota/quota-service.js';
+import type { Strategy } from '../quota/strategy.js';
 import type { RequestBounds } from './request.js';
 
 /** One RLQS stream's view of its buckets: what Envoy reported, turned into the usages the quota service
@@ -22,6 +23,10 @@ export interface StreamBucket {
   lastReportMs: number;
   /** Periodic reports in a row with no request. */
   idleReports: number;
+  /** Its demand at the last report (Infinity before one), for re-assignments between reports. */
+  demand: number;
+  /** What it was last told. */
+  sent: Strategy | undefined;
 }
 
 export type Refusal = 'too_many_buckets' | 'empty_bucket_id' | 'bad_bucket_id';
@@ -81,7 +86,7 @@ export class StreamBuckets {
         out.abandon.push(id);
         continue;
       }
-      const b = known ?? { id: { ...id }, plan: this.plan(id), lastReportMs: nowMs, idleReports: 0 };
+      const b = known ?? { id: { ...id }, plan: this.plan(id), lastReportMs: nowMs, idleReports: 0, demand: Infinity, sent: undefined };
       if (!known) this.buckets.set(key, b);
       else b.plan = this.plan(id, b.plan);
       if (this.idle(b, allowed + denied, known !== undefined)) {
@@ -89,11 +94,24 @@ export class StreamBuckets {
         out.abandon.push(b.id);
         continue;
       }
-      out.usages.push({ plan: b.plan, allowed, demand: known ? rate(allowed + denied, nowMs - b.lastReportMs) : Infinity });
+      b.demand = known ? rate(allowed + denied, nowMs - b.lastReportMs) : Infinity;
+      out.usages.push({ plan: b.plan, allowed, demand: b.demand });
       out.buckets.push(b);
       b.lastReportMs = nowMs;
     }
     return out;
+  }
+
+  /** The share keys of the buckets held that are shares of a limit. */
+  shareKeys(): Set<string> {
+    const keys = new Set<string>();
+    for (const b of this.buckets.values()) if (b.plan.shareKey !== '') keys.add(b.plan.shareKey);
+    return keys;
+  }
+
+  /** The buckets held whose shares are those of `key`. */
+  withShareKey(key: string): StreamBucket[] {
+    return [...this.buckets.values()].filter((b) => b.plan.shareKey === key);
   }
 
   private idle(b: StreamBucket, requests: number, known: boolean): boolean {

@@ -91,6 +91,14 @@ export class SimEnvoy {
     return ok;
   }
 
+  /** The rate the bucket's assignment lets through now: its token bucket's, 0 under DENY_ALL, Infinity under
+   * ALLOW_ALL; 0 before any assignment or after it ran out (the no-assignment behaviour is not an assignment). */
+  rateInForce(id: Id, now = Date.now()): number {
+    const b = this.buckets.get(key(id));
+    if (!b?.strategy || now >= b.expires) return 0;
+    return b.strategy.kind === 'allow' ? Infinity : b.strategy.kind === 'deny' ? 0 : b.limiter!.rate;
+  }
+
   private decide(b: SimBucket, now: number): boolean {
     if (b.strategy && now >= b.expires) {
       this.expirations++;

@@ -59,6 +59,28 @@ describe('RLQS over two replicas sharing Redis', () => {
     expect((admitted[3]! * 1000) / ms).toBeGreaterThanOrEqual(0.8 * 15);
   });
 
+  it('when instances join, the rates in force never sum past the limit: the others shrink first, at once', async () => {
+    const [a, b] = replicas.map((r) => r.port) as [number, number];
+    const id = { tenant: 'joining' };
+    const first = [sim(40, [a]), sim(41, [b]), sim(42, [a])].map((s) => ({ sim: s, id, rate: 80 }));
+    await offer(first, 2500);
+    const joining = [sim(43, [b]), sim(44, [a]), sim(45, [b])].map((s) => ({ sim: s, id, rate: 80 }));
+    const all = [...first, ...joining];
+    let most = 0;
+    const sample = setInterval(() => {
+      most = Math.max(
+        most,
+        all.reduce((sum, l) => sum + l.sim.rateInForce(id), 0),
+      );
+    }, 5);
+    const admitted = await offer(all, 2000);
+    clearInterval(sample);
+    // Every newcomer holds a share by then.
+    for (const { sim: s } of joining) expect(s.rateInForce(id)).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(LIMIT);
+    expect((admitted.reduce((x, y) => x + y, 0) * 1000) / 2000).toBeLessThanOrEqual(1.15 * LIMIT);
+  });
+
   it('holds instances spread over the workers of one replica (--workers 2) and a second replica to one limit', async () => {
     const workers = await replica(2);
     replicas.push(workers);

@@ -41,19 +41,23 @@ describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
     s.close();
   });
 
-  it("answers a new bucket's first report with a token bucket of the rule's rate, and a whole-second TTL", async () => {
+  it("answers a new bucket's first report with a token bucket of the rule's rate, a small first burst, a whole-second TTL", async () => {
     const s = sim(2);
     s.request({ tenant: 'acme' });
     await within(5000, () => actions(s).length > 0, 'an assignment');
     const [a] = actions(s);
     expect(a.bucket_id.bucket).toEqual({ tenant: 'acme' });
     expect(a.quota_assignment_action.assignment_time_to_live).toEqual({ seconds: 3 });
-    // Alone, the instance may take the whole 100/s: one second's worth, refilled every second.
+    // Alone, the instance may take the whole 100/s, refilled every second; Envoy starts a first bucket full, so
+    // its capacity is a tenth of a second's worth.
     expect(a.quota_assignment_action.rate_limit_strategy.token_bucket).toEqual({
-      max_tokens: 100,
+      max_tokens: 10,
       tokens_per_fill: { value: 100 },
       fill_interval: { seconds: 1, nanos: 1 },
     });
+    // The next report gets the full second of burst (Envoy carries the bucket's share of tokens over to it).
+    await within(5000, () => actions(s).length > 1, 'the next assignment');
+    expect(actions(s)[1].quota_assignment_action.rate_limit_strategy.token_bucket.max_tokens).toBe(100);
   });
 
   it('sends ALLOW_ALL as a set oneof for a bucket no rule matches, and for a shadow rule', async () => {

@@ -1,13 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfigDir } from '../../src/config/load.js';
+import { fairShares, reserve } from '../../src/counters/fair-share.js';
 import { noTiers } from '../../src/limiter/plan.js';
 import { bucketEntries, canonicalBucket } from '../../src/quota/bucket-descriptor.js';
 import { planBucket } from '../../src/quota/bucket-plan.js';
-import { fairShares } from '../../src/quota/fair-share.js';
 import { bucketFor, rateOf, sameStrategy, wireStrategy } from '../../src/quota/strategy.js';
 import { peerHost } from '../../src/server/rlqs-identity.js';
 import { StreamBuckets } from '../../src/server/rlqs-stream.js';
-import { MAX_INSTANCES_PER_BUCKET, MemoryDemandStore } from '../../src/store/demand-store.js';
 
 const property = loadConfigDir('config');
 const domain = property.domains.get('property-api')!;
@@ -144,28 +143,39 @@ describe('the stream of one Envoy', () => {
   });
 });
 
-describe('the memory demand table', () => {
-  const r = (instance: string, demand: number, ttlMs = 1000) => ({ key: 'k', instance, demand, ttlMs });
+describe('reserving a grant', () => {
+  const entry = (demand: number, assigned: number) => ({ instance: 'x', demand, assigned });
 
-  it('returns every live instance, and forgets one whose entry ran out', async () => {
-    const store = new MemoryDemandStore();
-    await store.exchange([r('a', 5)], 0);
-    expect(await store.exchange([r('b', Infinity)], 500)).toEqual([
-      [
-        { instance: 'a', demand: 5 },
-        { instance: 'b', demand: Infinity },
-      ],
-    ]);
-    expect(await store.exchange([r('b', 7)], 1200)).toEqual([[{ instance: 'b', demand: 7 }]]);
+  it('is the fair share when the others hold no more than theirs', () => {
+    expect(reserve(100, Infinity, [entry(Infinity, 50)])).toEqual({ grant: 50, fair: 50 });
   });
 
-  it('holds at most its bound of buckets and of instances per bucket', async () => {
-    const store = new MemoryDemandStore(10);
-    for (let i = 0; i < 50; i++) await store.exchange([{ key: `k${i}`, instance: 'a', demand: 1, ttlMs: 60_000 }], 0);
-    expect(store.size).toBe(10);
-    const many = Array.from({ length: MAX_INSTANCES_PER_BUCKET + 50 }, (_, i) => r(`i${i}`, 1, 60_000 + i));
-    const tables = await store.exchange(many, 0);
-    expect(tables.at(-1)!.length).toBe(MAX_INSTANCES_PER_BUCKET);
+  it("is held to what the others' grants leave, however fair a larger one would be", () => {
+    // A newcomer among four instances that still hold 25 each: nothing is free until they shrink.
+    expect(
+      reserve(
+        100,
+        Infinity,
+        [1, 2, 3, 4].map(() => entry(Infinity, 25)),
+      ),
+    ).toEqual({ grant: 0, fair: 20 });
+    expect(reserve(100, Infinity, [entry(Infinity, 20), entry(Infinity, 20), entry(Infinity, 25), entry(Infinity, 25)])).toEqual({ grant: 10, fair: 20 });
+  });
+
+  it('never lets the grants in force sum past the capacity, whatever order instances report in', () => {
+    for (let trial = 0; trial < 200; trial++) {
+      const n = 2 + Math.floor(Math.random() * 12);
+      const capacity = 10 + Math.random() * 500;
+      const grants = new Array<number>(n).fill(0);
+      const demands = Array.from({ length: n }, () => (Math.random() < 0.2 ? Infinity : Math.random() * 200));
+      for (let step = 0; step < 60; step++) {
+        const i = Math.floor(Math.random() * n);
+        if (Math.random() < 0.2) demands[i] = Math.random() < 0.3 ? Infinity : Math.random() * 200;
+        const others = grants.flatMap((g, j) => (j === i ? [] : [entry(demands[j]!, g)]));
+        grants[i] = reserve(capacity, demands[i]!, others).grant;
+        expect(grants.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(capacity * (1 + 1e-9));
+      }
+    }
   });
 });
 

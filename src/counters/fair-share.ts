@@ -29,3 +29,23 @@ export function fairShares(capacity: number, demands: readonly number[]): number
 export function plannedDemand(ratePerSecond: number): number {
   return ratePerSecond * 1.2 + 1;
 }
+
+/** One instance's entry in a bucket's share table. */
+export interface ShareEntry {
+  instance: string;
+  /** Planned demand, requests a second; Infinity when not known yet. */
+  demand: number;
+  /** The rate it was last granted, which its Envoy may be running now. */
+  assigned: number;
+}
+
+/** What an instance may be granted now: its fair share of `capacity` among every live entry (its own demand
+ * first), but never more than what the others' grants leave. So the grants in force never sum to more than the
+ * capacity, even while demand moves: an instance that joins gets room as the others shrink (at their next
+ * report, or at once when told of the change), not before. quota-share.lua computes the same, line for line. */
+export function reserve(capacity: number, demand: number, others: readonly ShareEntry[]): { grant: number; fair: number } {
+  const fair = fairShares(capacity, [demand, ...others.map((o) => o.demand)])[0]!;
+  let held = 0;
+  for (const o of others) held += o.assigned;
+  return { grant: Math.max(0, Math.min(fair, capacity - held)), fair };
+}
