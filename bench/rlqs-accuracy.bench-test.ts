@@ -40,6 +40,13 @@ beforeAll(async () => {
   redis = await startRedis();
 });
 afterAll(async () => {
+  // What the share table cost Redis over every scenario: quota-share.lua calls (one per bucket report or
+  // re-assignment; the tenant rules here have no long window, so no check-and-incr runs) and pub/sub messages.
+  const stats = await redis.cli('INFO', 'commandstats');
+  for (const cmd of ['evalsha', 'publish']) {
+    const m = new RegExp(`cmdstat_${cmd}:calls=(\\d+),usec=(\\d+),usec_per_call=([\\d.]+)`).exec(stats);
+    if (m) rows.push(`| redis-server ${cmd.toUpperCase()} | ${m[1]} calls, ${m[3]} µs each |`);
+  }
   for (const s of sims) s.close();
   for (const list of Object.values(replicas)) for (const t of list) await t.close();
   await redis.stop();

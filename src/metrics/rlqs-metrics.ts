@@ -8,7 +8,16 @@ export type RlqsStrategyLabel = (typeof RLQS_STRATEGIES)[number];
 /** Why a bucket got no assignment, or a stream was ended. */
 export const RLQS_REFUSALS = ['too_many_buckets', 'empty_bucket_id', 'bad_bucket_id', 'idle'] as const;
 export type RlqsRefusal = (typeof RLQS_REFUSALS)[number];
-export const RLQS_STREAM_ERRORS = ['no_domain', 'domain_changed', 'undecodable', 'not_reading', 'too_many_reports', 'store_unavailable'] as const;
+export const RLQS_STREAM_ERRORS = [
+  'no_domain',
+  'bad_domain',
+  'domain_changed',
+  'undecodable',
+  'too_many_streams',
+  'not_reading',
+  'too_many_reports',
+  'store_unavailable',
+] as const;
 export type RlqsStreamError = (typeof RLQS_STREAM_ERRORS)[number];
 
 export class RlqsMetrics {
@@ -42,7 +51,9 @@ export class RlqsMetrics {
     });
     this.refused = new Counter({
       name: 'tollgate_rlqs_buckets_refused_total',
-      help: 'Reported buckets given no assignment, by reason: too_many_buckets (abandoned), empty_bucket_id, bad_bucket_id, idle (abandoned)',
+      help:
+        'Reported buckets given no share, by reason: too_many_buckets (past the stream bound: ALLOW_ALL if in use, else abandoned), empty_bucket_id, ' +
+        'bad_bucket_id, idle (abandoned)',
       labelNames: ['reason'],
       registers,
     });

@@ -37,13 +37,3 @@ function nextKey(level: ReadonlyMap<string, KeyBranch>, keys: readonly string[],
 export function byCodePoint(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
-
-/** One string for a bucket id, the same whatever order its pairs came in: sorted pairs, JSON-encoded (so no
- * value can forge a separator). Used only as an in-memory map key and fingerprinted before it goes further. */
-export function canonicalBucket(bucket: Readonly<Record<string, string>>): string {
-  return JSON.stringify(
-    Object.keys(bucket)
-      .sort(byCodePoint)
-      .map((k) => [k, bucket[k]]),
-  );
-}

@@ -85,29 +85,31 @@ export class QuotaService {
     };
   }
 
-  /** The strategy of every bucket, in order. `pushed`: a re-assignment between reports (nothing new counted).
-   * Throws when the store cannot answer: the stream then sends nothing, and Envoy keeps what it has. */
-  async assign(instance: string, usages: readonly BucketUsage[], pushed = false): Promise<Strategy[]> {
+  /** The strategy of every bucket, in order; undefined for one whose long windows could not be counted (its
+   * Envoy keeps what it has). `pushed`: a re-assignment between reports (nothing new counted). Throws when the
+   * share table cannot answer: the stream then sends nothing, and Envoy keeps what it has until its TTL. */
+  async assign(instance: string, usages: readonly BucketUsage[], pushed = false): Promise<(Strategy | undefined)[]> {
     const limited = usages.filter((u) => !u.plan.fixed);
-    const counts = await this.countQuotas(limited, pushed);
+    const counted = await Promise.allSettled(limited.map((u) => this.countQuotas(u, pushed)));
     const horizonMs = this.deps.settings.reportIntervalMs;
-    let from = 0;
-    const capacities = limited.map((u) => {
-      const c = fleetCapacity(u.plan, counts, from, pushed ? 0 : u.allowed, horizonMs);
-      from += u.plan.quotas.length;
-      return c;
+    const asks: { u: BucketUsage; c: FleetCapacity }[] = [];
+    const spent = new Set<BucketUsage>();
+    limited.forEach((u, i) => {
+      const r = counted[i]!;
+      if (r.status === 'rejected') return;
+      const c = fleetCapacity(u.plan, r.value, 0, pushed ? 0 : u.allowed, horizonMs);
+      if (c.spent) spent.add(u);
+      else asks.push({ u, c });
     });
-    const asks = limited.flatMap((u, i) => (capacities[i]!.spent ? [] : [{ u, c: capacities[i]! }]));
     const ttlMs = (this.ttlSeconds + this.deps.settings.reportIntervalMs / 1000) * 1000; // outlives the assignment
     const requests = asks.map(({ u, c }) => ({ key: u.plan.shareKey, instance, demand: plannedDemand(u.demand), capacity: c.ratePerSecond, ttlMs }));
     const grants = requests.length === 0 ? [] : await this.deps.shares.reserve(requests, Date.now());
-    const byUsage = new Map(asks.map(({ u, c }, i) => [u, { c, g: grants[i]! }]));
-    for (const { u, c, g } of asks.map((a, i) => ({ ...a, g: grants[i]! }))) this.tell(u.plan.shareKey, c, g, pushed);
-    return usages.map((u) => {
-      if (u.plan.fixed) return u.plan.fixed;
-      const got = byUsage.get(u);
-      return got ? strategyOf(got.c, got.g.rate) : DENY;
+    const granted = new Map<BucketUsage, Strategy>();
+    asks.forEach(({ u, c }, i) => {
+      this.tell(u.plan.shareKey, c, grants[i]!, pushed);
+      granted.set(u, strategyOf(c, grants[i]!.rate));
     });
+    return usages.map((u) => u.plan.fixed ?? (spent.has(u) ? DENY : granted.get(u)));
   }
 
   /** A grant that shrank frees room; one held below its fair share (on a report) needs others to shrink. */
@@ -129,11 +131,13 @@ export class QuotaService {
     this.settling.set(key, timer);
   }
 
-  /** Counts the allowed requests of every long window of the report (reads them only when pushed), in one call. */
-  private countQuotas(limited: readonly BucketUsage[], pushed: boolean): Promise<CheckResult | undefined> {
-    const checks: CounterCheck[] = [];
-    for (const u of limited) for (const q of u.plan.quotas) checks.push({ ...q.check, hits: pushed ? 0 : u.allowed });
-    return checks.length === 0 ? Promise.resolve(undefined) : Promise.resolve(this.deps.store.check(checks));
+  /** Counts the requests a bucket's Envoy allowed on its long windows (reads them only when pushed): one store
+   * call per bucket, which the Redis store batches with others by the 512 keys. Each window is a group of its
+   * own that never blocks, so one window past any bound cannot keep the others from being counted. */
+  private countQuotas(u: BucketUsage, pushed: boolean): Promise<CheckResult | undefined> {
+    if (u.plan.quotas.length === 0) return Promise.resolve(undefined);
+    const checks: CounterCheck[] = u.plan.quotas.map((q, group) => ({ ...q.check, hits: pushed ? 0 : u.allowed, group, shadow: true }));
+    return Promise.resolve(this.deps.store.check(checks));
   }
 
   close(): void {

@@ -21,19 +21,19 @@ export const DENY: Strategy = { kind: 'deny' };
 
 /** Tokens one fill should hold at least, so that rounding a rate down to whole tokens costs under 10 %. */
 const MIN_TOKENS_PER_FILL = 10;
-/** The longest fill interval: a share under one request an hour is no share (DENY_ALL). */
-const MAX_FILL_SECONDS = 3600;
+/** The longest fill interval: a share under one request a day still gets one a day (never DENY_ALL). */
+const MAX_FILL_SECONDS = 86_400;
 
 /** A rate in requests a second, as a token bucket Envoy enforces at no more than that rate: one second's worth
- * (a longer interval for a small rate, so a fill holds ten tokens), rounded down; its capacity one fill, or
- * `maxBurst` if less (Envoy fills a first bucket to capacity at once). */
+ * (a longer interval for a small rate, so a fill holds ten tokens), rounded down. Its capacity is one second of
+ * the rate (at least one token), or `maxBurst` if less. A share under one request a day is one a day. */
 export function bucketFor(ratePerSecond: number, maxBurst = Infinity): Strategy {
   if (!(ratePerSecond > 0)) return DENY;
   if (ratePerSecond === Infinity) return ALLOW;
   const fillSeconds = Math.min(MAX_FILL_SECONDS, Math.max(1, Math.ceil(MIN_TOKENS_PER_FILL / ratePerSecond)));
-  const tokens = Math.min(0xffffffff, Math.floor(ratePerSecond * fillSeconds));
-  if (tokens < 1) return DENY;
-  return { kind: 'bucket', maxTokens: Math.max(1, Math.min(tokens, Math.floor(maxBurst))), tokensPerFill: tokens, fillSeconds };
+  const tokens = Math.max(1, Math.min(0xffffffff, Math.floor(ratePerSecond * fillSeconds)));
+  const burst = Math.min(tokens, Math.ceil(ratePerSecond), Math.floor(maxBurst));
+  return { kind: 'bucket', maxTokens: Math.max(1, burst), tokensPerFill: tokens, fillSeconds };
 }
 
 /** What to send where Envoy runs no token bucket for the bucket yet (a new one, or one under a blanket rule):

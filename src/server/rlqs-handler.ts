@@ -2,11 +2,11 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RlqsMetrics, RlqsStreamError } from '../metrics/rlqs-metrics.js';
 import type { QuotaService } from '../quota/quota-service.js';
-import { firstBucket, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
+import { ALLOW, firstBucket, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
 import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { UNDECODABLE } from './proto.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
-import { type ReadReport, StreamBuckets, type StreamLimits, type WireUsage } from './rlqs-stream.js';
+import { type ReadReport, type StreamBucket, StreamBuckets, type StreamLimits, type WireBucketId, type WireUsage } from './rlqs-stream.js';
 
 /** envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: one stream per Envoy instance
  * and domain. Each usage report is answered with an action for every bucket it named: the bucket's token bucket
@@ -25,6 +25,11 @@ export interface RlqsDeps {
   domainLabel: (domain: string) => string;
   /** Called with what each report was answered with (decision log, traces), and when it began. */
   onAssigned?: (a: AssignmentSummary, startMs: number) => void;
+}
+
+interface Assigned {
+  b: StreamBucket;
+  s: Strategy;
 }
 
 /** What domainLabel() answers for a domain no config names. */
@@ -73,6 +78,7 @@ class QuotaStream {
   private queued = 0;
   private ended = false;
   private storeFailureLogged = false;
+  private boundLogged = false;
   /** Share keys this stream watches for moves (QuotaService.watch), and the re-assignments waiting. */
   private readonly watching = new Map<string, () => void>();
   private readonly pushing = new Set<string>();
@@ -118,8 +124,16 @@ class QuotaStream {
         this.fail('no_domain', grpc.status.INVALID_ARGUMENT, 'the first report names no domain');
         return false;
       }
-      this.domain = domain;
+      if (Buffer.byteLength(domain) > this.deps.limits.bounds.maxValueBytes) {
+        this.fail('bad_domain', grpc.status.INVALID_ARGUMENT, `the domain is longer than ${this.deps.limits.bounds.maxValueBytes} bytes`);
+        return false;
+      }
       const claim = this.deps.instances.claim(domain, this.call.getPeer());
+      if (!claim) {
+        this.fail('too_many_streams', grpc.status.RESOURCE_EXHAUSTED, 'too many RLQS streams from this address, or in all');
+        return false;
+      }
+      this.domain = domain;
       this.instance = claim.instance;
       this.release = claim.release;
       this.buckets = new StreamBuckets(this.deps.limits, (id, known) => this.deps.quota.plan(domain, id, known));
@@ -143,7 +157,7 @@ class QuotaStream {
     const read = this.buckets!.read(usages, Date.now());
     this.deps.metrics?.bucketsChanged(this.buckets!.size - before);
     this.observeRead(read);
-    let strategies: Strategy[];
+    let strategies: (Strategy | undefined)[];
     let failure: string | undefined;
     try {
       strategies = await this.deps.quota.assign(this.instance, read.usages);
@@ -155,13 +169,20 @@ class QuotaStream {
       read.buckets.length = 0; // no assignment: Envoy keeps what it has until its TTL
     }
     if (this.ended) return;
-    read.buckets.forEach((b, i) => {
-      strategies[i] = firstBucket(strategies[i]!, b.sent);
-      b.sent = strategies[i];
-    });
-    this.send(read, strategies);
+    const sent = this.assigned(read.buckets, strategies);
+    this.send(sent, read.abandon, read.overflow);
     this.rewatch();
-    this.deps.onAssigned?.(this.summary(read, strategies, failure), startMs);
+    this.deps.onAssigned?.(this.summary(read, sent, failure), startMs);
+  }
+
+  /** The buckets that got a strategy, with what they are told (a first token bucket's burst held down). */
+  private assigned(buckets: readonly StreamBucket[], strategies: readonly (Strategy | undefined)[]): Assigned[] {
+    return buckets.flatMap((b, i) => {
+      const s = strategies[i];
+      if (!s) return [];
+      b.sent = firstBucket(s, b.sent);
+      return [{ b, s: b.sent }];
+    });
   }
 
   /** Watches the share keys of the buckets held now, and no others. */
@@ -195,54 +216,51 @@ class QuotaStream {
     const strategies = await this.deps.quota.assign(this.instance, usages, true).catch(() => undefined);
     if (!strategies || this.ended) return;
     const changed = buckets.flatMap((b, i) => {
-      const s = firstBucket(strategies[i]!, b.sent);
-      return sameStrategy(b.sent, s) ? [] : [{ b, s }];
+      const s = strategies[i] && firstBucket(strategies[i], b.sent);
+      if (!s || sameStrategy(b.sent, s)) return [];
+      b.sent = s;
+      return [{ b, s }];
     });
-    if (changed.length === 0) return;
-    for (const { b, s } of changed) b.sent = s;
-    const read = { usages: [], buckets: changed.map((c) => c.b), abandon: [], refused: [], allowed: 0, denied: 0 };
-    this.send(
-      read,
-      changed.map((c) => c.s),
-    );
+    if (changed.length > 0) this.send(changed, [], []);
+  }
+
+  private send(assigned: readonly Assigned[], abandon: readonly WireBucketId[], overflow: readonly WireBucketId[]): void {
+    // Messages of earlier answers still unsent: Envoy reads its answers long before its next report.
+    if (this.call.writableLength >= MAX_UNREAD_MESSAGES) {
+      this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${this.call.writableLength} answers unread`);
+      return;
+    }
+    const ttl = { seconds: this.deps.quota.ttlSeconds };
+    const assign = (id: WireBucketId, s: Strategy) => ({
+      bucket_id: { bucket: id },
+      quota_assignment_action: { assignment_time_to_live: ttl, rate_limit_strategy: wireStrategy(s) },
+    });
+    const actions: unknown[] = assigned.map(({ b, s }) => assign(b.id, s));
+    for (const id of overflow) actions.push(assign(id, ALLOW));
+    for (const id of abandon) actions.push({ bucket_id: { bucket: id }, abandon_action: {} });
+    this.countActions([...assigned.map((a) => a.s), ...overflow.map(() => ALLOW)], abandon.length);
+    for (let i = 0; i < actions.length; i += ACTIONS_PER_MESSAGE) this.call.write({ bucket_action: actions.slice(i, i + ACTIONS_PER_MESSAGE) });
   }
 
   /** What the span and the decision-log line of this answer say (response/assignment-summary.ts). */
-  private summary(read: ReadReport, strategies: readonly Strategy[], failure: string | undefined): AssignmentSummary {
-    const counts = { token_bucket: 0, allow_all: 0, deny_all: 0, abandon: read.abandon.length };
+  private summary(read: ReadReport, sent: readonly Assigned[], failure: string | undefined): AssignmentSummary {
+    const counts = { token_bucket: 0, allow_all: read.overflow.length, deny_all: 0, abandon: read.abandon.length };
     const denyRules = new Set<string>();
-    strategies.forEach((s, i) => {
+    for (const { b, s } of sent) {
       counts[STRATEGY_LABEL[s.kind]]++;
-      const rule = read.buckets[i]!.plan.rule;
-      if (s.kind === 'deny' && rule && denyRules.size < MAX_RULES) denyRules.add(rule.id);
-    });
+      if (s.kind === 'deny' && b.plan.rule && denyRules.size < MAX_RULES) denyRules.add(b.plan.rule.id);
+    }
     const domain = this.deps.domainLabel(this.domain!);
     return {
       domain: domain === UNKNOWN_DOMAIN ? undefined : domain,
       instance: this.instance,
-      buckets: read.buckets.length + read.abandon.length,
+      buckets: read.buckets.length + read.abandon.length + read.overflow.length,
       allowed: read.allowed,
       denied: read.denied,
       strategies: counts,
       denyRules: [...denyRules],
       ...(failure && { failure }),
     };
-  }
-
-  private send(read: ReadReport, strategies: readonly Strategy[]): void {
-    const ttl = { seconds: this.deps.quota.ttlSeconds };
-    const actions: unknown[] = read.buckets.map((b, i) => ({
-      bucket_id: { bucket: b.id },
-      quota_assignment_action: { assignment_time_to_live: ttl, rate_limit_strategy: wireStrategy(strategies[i]!) },
-    }));
-    for (const id of read.abandon) actions.push({ bucket_id: { bucket: id }, abandon_action: {} });
-    // Messages of earlier answers still unsent: Envoy reads its answers long before its next report.
-    if (this.call.writableLength >= MAX_UNREAD_MESSAGES) {
-      this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${this.call.writableLength} answers unread`);
-      return;
-    }
-    this.countActions(strategies, read.abandon.length);
-    for (let i = 0; i < actions.length; i += ACTIONS_PER_MESSAGE) this.call.write({ bucket_action: actions.slice(i, i + ACTIONS_PER_MESSAGE) });
   }
 
   private countActions(strategies: readonly Strategy[], abandoned: number): void {
@@ -255,15 +273,20 @@ class QuotaStream {
 
   private observeRead(read: ReadReport): void {
     const m = this.deps.metrics;
-    if (!m) return;
-    const domain = this.deps.domainLabel(this.domain!);
-    if (read.allowed > 0) m.reported.inc({ domain, result: 'allowed' }, read.allowed);
-    if (read.denied > 0) m.reported.inc({ domain, result: 'denied' }, read.denied);
-    for (const reason of read.refused) m.refused.inc({ reason });
-    const idle = read.abandon.length - read.refused.filter((r) => r === 'too_many_buckets').length;
-    if (idle > 0) m.refused.inc({ reason: 'idle' }, idle);
-    if (read.refused.includes('too_many_buckets'))
-      this.deps.logger.warn({ instance: this.instance, limit: this.deps.limits.maxBuckets }, 'rlqs stream past its bucket bound: new buckets abandoned');
+    if (m) {
+      const domain = this.deps.domainLabel(this.domain!);
+      if (read.allowed > 0) m.reported.inc({ domain, result: 'allowed' }, read.allowed);
+      if (read.denied > 0) m.reported.inc({ domain, result: 'denied' }, read.denied);
+      for (const [reason, n] of Object.entries(read.refused)) if (n > 0) m.refused.inc({ reason }, n);
+      if (read.idle > 0) m.refused.inc({ reason: 'idle' }, read.idle);
+    }
+    if (read.refused.too_many_buckets > 0 && !this.boundLogged) {
+      this.boundLogged = true;
+      this.deps.logger.warn(
+        { instance: this.instance, limit: this.deps.limits.maxBuckets },
+        'rlqs stream past its bucket bound: new buckets in use get ALLOW_ALL, idle ones are abandoned (logged once per stream)',
+      );
+    }
   }
 
   private storeFailed(err: Error): void {

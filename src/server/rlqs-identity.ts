@@ -9,16 +9,30 @@ import { fingerprint } from '../fingerprint.js';
  * Several streams at once from one address for one domain (two Envoys behind one address, or an Envoy that
  * opens one per worker, as releases before 2024 did) are told apart by the order they opened in. Only the
  * fingerprint leaves this file. */
+/** Streams open at once from one address (an Envoy keeps one per domain), and in all. */
+export const MAX_STREAMS_PER_HOST = 64;
+export const MAX_STREAMS = 10_000;
+
 export class InstanceRegistry {
   private readonly open = new Map<string, Set<number>>();
+  private readonly perHost = new Map<string, number>();
+  private total = 0;
 
-  constructor(private readonly replicaName = hostname()) {}
+  constructor(
+    private readonly replicaName = hostname(),
+    private readonly maxStreams = MAX_STREAMS,
+  ) {}
 
   /** The instance of a new stream for `domain` from `peer` (grpc-js's getPeer(): host:port); release() it at
-   * the stream's end. */
-  claim(domain: string, peer: string): { instance: string; release: () => void } {
+   * the stream's end. Undefined past the bounds: MAX_STREAMS_PER_HOST from one address (each would be an
+   * instance with a share of its own), `maxStreams` in all. */
+  claim(domain: string, peer: string): { instance: string; release: () => void } | undefined {
     const host = peerHost(peer);
     const who = host === '127.0.0.1' || host === '::1' ? `local:${this.replicaName}` : host;
+    const fromHost = this.perHost.get(who) ?? 0;
+    if (fromHost >= MAX_STREAMS_PER_HOST || this.total >= this.maxStreams) return undefined;
+    this.perHost.set(who, fromHost + 1);
+    this.total++;
     const slot = `${domain}\n${who}`;
     const taken = this.open.get(slot) ?? new Set<number>();
     this.open.set(slot, taken);
@@ -28,16 +42,21 @@ export class InstanceRegistry {
     const release = (): void => {
       taken.delete(n);
       if (taken.size === 0 && this.open.get(slot) === taken) this.open.delete(slot);
+      const left = (this.perHost.get(who) ?? 1) - 1;
+      if (left > 0) this.perHost.set(who, left);
+      else this.perHost.delete(who);
+      this.total--;
     };
     return { instance: fingerprint(`${who}#${n}`), release };
   }
 }
 
-/** The host part of "1.2.3.4:5", "[::1]:5", "ipv4:1.2.3.4:5" or "::ffff:1.2.3.4" forms. */
+/** The host of a grpc-js peer, always host:port: "1.2.3.4:5", "[::1]:5", "::1:5" (IPv6 without brackets),
+ * "ipv4:1.2.3.4:5", "::ffff:1.2.3.4:5" (an IPv4 client on a dual-stack listener). */
 export function peerHost(peer: string): string {
   let p = peer.replace(/^ipv[46]:/, '');
   const bracket = /^\[([^\]]*)\](?::\d+)?$/.exec(p);
   if (bracket) p = bracket[1]!;
-  else if (/^[^:]+:\d+$/.test(p)) p = p.slice(0, p.lastIndexOf(':'));
+  else p = p.replace(/:\d+$/, '');
   return p.replace(/^::ffff:/, '');
 }

@@ -1,4 +1,3 @@
-import { canonicalBucket } from '../quota/bucket-descriptor.js';
 import type { BucketPlan } from '../quota/bucket-plan.js';
 import type { BucketUsage } from '../quota/quota-service.js';
 import type { Strategy } from '../quota/strategy.js';
@@ -10,15 +9,19 @@ import type { RequestBounds } from './request.js';
  * time_elapsed 0; every 5 s every bucket is reported, idle or not; counts are deltas; Envoy never drops a
  * bucket by itself (the server abandons idle ones); a BucketId may be empty, and is then not assignable. */
 
-/** A BucketQuotaUsage as proto-loader gives it (keepCase, longs as numbers). */
+/** A BucketId's values as they came (bytes: echoed back exactly, see proto/…/rlqs.proto). */
+export type WireBucketId = Record<string, Buffer>;
+
+/** A BucketQuotaUsage as proto-loader gives it (keepCase, longs as numbers, bytes as Buffers). */
 export interface WireUsage {
-  bucket_id?: { bucket?: Record<string, string> } | null;
+  bucket_id?: { bucket?: WireBucketId } | null;
   num_requests_allowed?: number;
   num_requests_denied?: number;
 }
 
 export interface StreamBucket {
-  id: Record<string, string>;
+  /** As Envoy sent it, to echo. */
+  id: WireBucketId;
   plan: BucketPlan;
   lastReportMs: number;
   /** Periodic reports in a row with no request. */
@@ -27,6 +30,7 @@ export interface StreamBucket {
   demand: number;
   /** What it was last told. */
   sent: Strategy | undefined;
+  bytes: number;
 }
 
 export type Refusal = 'too_many_buckets' | 'empty_bucket_id' | 'bad_bucket_id';
@@ -35,9 +39,15 @@ export interface ReadReport {
   usages: BucketUsage[];
   /** The buckets of `usages`, in order. */
   buckets: StreamBucket[];
-  /** Buckets to abandon: idle too long, or past the stream's bound. */
-  abandon: Record<string, string>[];
-  refused: Refusal[];
+  /** Buckets to abandon: idle too long, or past the stream's bounds and idle. */
+  abandon: WireBucketId[];
+  /** Buckets past the stream's bounds that are in use: ALLOW_ALL with a TTL, no state kept. Abandoned, Envoy
+   * would make them anew at the next request, admit it and report it at once: a loop that also admits. */
+  overflow: WireBucketId[];
+  /** Buckets given no assignment, by why. */
+  refused: Record<Refusal, number>;
+  /** Held buckets abandoned for being idle. */
+  idle: number;
   allowed: number;
   denied: number;
 }
@@ -50,56 +60,91 @@ export interface StreamLimits {
   idleReports: number;
 }
 
-/** Counts above this are taken as this (uint64 on the wire; no Envoy reports more in 5 s). */
-const MAX_COUNT = 1e12;
+/** Counts above this are taken as this (uint64 on the wire; RLS bounds hits_addend the same). */
+const MAX_COUNT = 0xffffffff;
+/** Bytes of BucketIds one stream holds (keys and values): past it, new buckets are overflow. */
+const MAX_STREAM_BYTES = 16 * 1024 * 1024;
+
+interface Merged {
+  id: WireBucketId;
+  text: Record<string, string>;
+  allowed: number;
+  denied: number;
+  bytes: number;
+}
 
 export class StreamBuckets {
   private readonly buckets = new Map<string, StreamBucket>();
+  private bytes = 0;
 
   constructor(
     private readonly limits: StreamLimits,
-    private readonly plan: (id: Record<string, string>, known?: BucketPlan) => BucketPlan,
+    private readonly plan: (bucket: Record<string, string>, known?: BucketPlan) => BucketPlan,
   ) {}
 
   get size(): number {
     return this.buckets.size;
   }
 
-  /** Reads one message's usages at `nowMs`. */
+  /** Reads one message's usages at `nowMs`: a bucket named twice counts once, with both counts. */
   read(usages: readonly WireUsage[], nowMs: number): ReadReport {
-    const out: ReadReport = { usages: [], buckets: [], abandon: [], refused: [], allowed: 0, denied: 0 };
-    for (const u of usages) {
+    const refused = { too_many_buckets: 0, empty_bucket_id: 0, bad_bucket_id: 0 };
+    const out: ReadReport = { usages: [], buckets: [], abandon: [], overflow: [], refused, idle: 0, allowed: 0, denied: 0 };
+    for (const [key, m] of this.merge(usages, out)) {
+      out.allowed += m.allowed;
+      out.denied += m.denied;
+      const known = this.buckets.get(key);
+      if (known) this.report(key, known, m, nowMs, out);
+      else if (this.buckets.size >= this.limits.maxBuckets || this.bytes + m.bytes > MAX_STREAM_BYTES) {
+        out.refused.too_many_buckets++;
+        (m.allowed + m.denied > 0 ? out.overflow : out.abandon).push(m.id);
+      } else {
+        const b: StreamBucket = { id: m.id, plan: this.plan(m.text), lastReportMs: nowMs, idleReports: 0, demand: Infinity, sent: undefined, bytes: m.bytes };
+        this.buckets.set(key, b);
+        this.bytes += b.bytes;
+        this.report(key, b, m, nowMs, out, true);
+      }
+    }
+    return out;
+  }
+
+  private report(key: string, b: StreamBucket, m: Merged, nowMs: number, out: ReadReport, first = false): void {
+    b.plan = this.plan(m.text, b.plan);
+    b.idleReports = m.allowed + m.denied > 0 || first ? 0 : b.idleReports + 1;
+    if (b.idleReports >= this.limits.idleReports) {
+      this.buckets.delete(key);
+      this.bytes -= b.bytes;
+      out.abandon.push(b.id);
+      out.idle++;
+      return;
+    }
+    b.demand = first ? Infinity : rate(m.allowed + m.denied, nowMs - b.lastReportMs);
+    b.lastReportMs = nowMs;
+    out.usages.push({ plan: b.plan, allowed: m.allowed, demand: b.demand });
+    out.buckets.push(b);
+  }
+
+  /** The usages by bucket, checked and merged. At most twice the bucket bound of them are read from one
+   * message (Envoy sends one per bucket it holds): the rest are refused, so a message cannot hold the loop. */
+  private merge(usages: readonly WireUsage[], out: ReadReport): Map<string, Merged> {
+    const merged = new Map<string, Merged>();
+    const most = Math.min(usages.length, 2 * this.limits.maxBuckets);
+    for (let i = 0; i < most; i++) {
+      const u = usages[i]!;
       const id = u.bucket_id?.bucket ?? {};
       const bad = badBucket(id, this.limits.bounds);
       if (bad) {
-        out.refused.push(bad);
+        out.refused[bad]++;
         continue;
       }
-      const allowed = count(u.num_requests_allowed);
-      const denied = count(u.num_requests_denied);
-      out.allowed += allowed;
-      out.denied += denied;
-      const key = canonicalBucket(id);
-      const known = this.buckets.get(key);
-      if (!known && this.buckets.size >= this.limits.maxBuckets) {
-        out.refused.push('too_many_buckets');
-        out.abandon.push(id);
-        continue;
-      }
-      const b = known ?? { id: { ...id }, plan: this.plan(id), lastReportMs: nowMs, idleReports: 0, demand: Infinity, sent: undefined };
-      if (!known) this.buckets.set(key, b);
-      else b.plan = this.plan(id, b.plan);
-      if (this.idle(b, allowed + denied, known !== undefined)) {
-        this.buckets.delete(key);
-        out.abandon.push(b.id);
-        continue;
-      }
-      b.demand = known ? rate(allowed + denied, nowMs - b.lastReportMs) : Infinity;
-      out.usages.push({ plan: b.plan, allowed, demand: b.demand });
-      out.buckets.push(b);
-      b.lastReportMs = nowMs;
+      const key = canonicalId(id);
+      const m = merged.get(key) ?? { id, text: textOf(id), allowed: 0, denied: 0, bytes: idBytes(id) };
+      merged.set(key, m);
+      m.allowed = Math.min(MAX_COUNT, m.allowed + count(u.num_requests_allowed));
+      m.denied = Math.min(MAX_COUNT, m.denied + count(u.num_requests_denied));
     }
-    return out;
+    out.refused.too_many_buckets += usages.length - most;
+    return merged;
   }
 
   /** The share keys of the buckets held that are shares of a limit. */
@@ -112,11 +157,6 @@ export class StreamBuckets {
   /** The buckets held whose shares are those of `key`. */
   withShareKey(key: string): StreamBucket[] {
     return [...this.buckets.values()].filter((b) => b.plan.shareKey === key);
-  }
-
-  private idle(b: StreamBucket, requests: number, known: boolean): boolean {
-    b.idleReports = requests > 0 || !known ? 0 : b.idleReports + 1;
-    return b.idleReports >= this.limits.idleReports;
   }
 }
 
@@ -131,15 +171,41 @@ function count(n: number | undefined): number {
   return typeof n === 'number' && n > 0 ? Math.min(n, MAX_COUNT) : 0;
 }
 
+/** One string per BucketId, whatever order its pairs came in, telling apart values that differ in any byte. */
+function canonicalId(id: WireBucketId): string {
+  return JSON.stringify(
+    Object.keys(id)
+      .sort()
+      .map((k) => [k, id[k]!.toString('latin1')]),
+  );
+}
+
+/** The values as text, for matching against the config (as RLS reads descriptor values: UTF-8). */
+function textOf(id: WireBucketId): Record<string, string> {
+  const text: Record<string, string> = {};
+  for (const k of Object.keys(id)) text[k] = id[k]!.toString('utf8');
+  return text;
+}
+
+function idBytes(id: WireBucketId): number {
+  let n = 0;
+  for (const k of Object.keys(id)) n += Buffer.byteLength(k) + id[k]!.length;
+  return n;
+}
+
 /** Why a BucketId cannot be assigned: no pair (Envoy makes one when every dynamic value is empty; it refuses
- * actions for it), or one past the request bounds (pairs, bytes), or an empty key or value. */
-function badBucket(id: Record<string, string>, bounds: StreamLimits['bounds']): Refusal | undefined {
+ * actions for it), or one past the request bounds (pairs; bytes of a key or value, and of the whole id), or an
+ * empty key or value. */
+function badBucket(id: WireBucketId, bounds: StreamLimits['bounds']): Refusal | undefined {
   const keys = Object.keys(id);
   if (keys.length === 0) return 'empty_bucket_id';
   if (keys.length > bounds.maxEntries) return 'bad_bucket_id';
+  let total = 0;
   for (const k of keys) {
     const v = id[k]!;
-    if (k === '' || v === '' || Buffer.byteLength(k) > bounds.maxValueBytes || Buffer.byteLength(v) > bounds.maxValueBytes) return 'bad_bucket_id';
+    const kb = Buffer.byteLength(k);
+    if (kb === 0 || v.length === 0 || kb > bounds.maxValueBytes || v.length > bounds.maxValueBytes) return 'bad_bucket_id';
+    total += kb + v.length;
   }
-  return undefined;
+  return total > bounds.maxValueBytes ? 'bad_bucket_id' : undefined;
 }

@@ -143,7 +143,7 @@ export class SimEnvoy {
 
   /** A message on the stream, when it is up; dropped otherwise (as Envoy logs and drops it). */
   send(usages: Record<string, unknown>[], domain = this.o.domain): void {
-    this.sendRaw(Buffer.from(Reports.encode(Reports.fromObject({ domain, bucket_quota_usages: usages })).finish()));
+    this.sendRaw(encodeReport(domain, usages));
   }
 
   sendRaw(body: Buffer): void {
@@ -188,7 +188,7 @@ export class SimEnvoy {
     this.buf = Buffer.concat([this.buf, d]);
     while (this.buf.length >= 5 && this.buf.length >= 5 + this.buf.readUInt32BE(1)) {
       const len = this.buf.readUInt32BE(1);
-      const msg = Response.toObject(Response.decode(this.buf.subarray(5, 5 + len)), { longs: Number, defaults: false, oneofs: true });
+      const msg = textIds(Response.toObject(Response.decode(this.buf.subarray(5, 5 + len)), { longs: Number, defaults: false, oneofs: true }));
       this.buf = this.buf.subarray(5 + len);
       this.received.push(msg);
       this.apply(msg, Date.now());
@@ -237,6 +237,28 @@ export class SimEnvoy {
     this.stream?.close();
     this.session?.destroy();
   }
+}
+
+/** A report's bytes. Tollgate's proto reads BucketId values as bytes (the same wire form as Envoy's strings):
+ * text values are written as their UTF-8, a Buffer as it is (Envoy passes a header's bytes on unchanged). */
+export function encodeReport(domain: string, usages: Record<string, unknown>[]): Buffer {
+  const asBytes = usages.map((u) => {
+    const id = (u.bucket_id as { bucket?: Record<string, string | Buffer> } | undefined)?.bucket;
+    if (!id) return u;
+    const bucket = Object.fromEntries(Object.entries(id).map(([k, v]) => [k, typeof v === 'string' ? Buffer.from(v, 'utf8') : v]));
+    return { ...u, bucket_id: { bucket } };
+  });
+  return Buffer.from(Reports.encode(Reports.fromObject({ domain, bucket_quota_usages: asBytes })).finish());
+}
+
+/** A decoded response with its BucketId values as text (UTF-8), as the tests compare them. */
+// biome-ignore lint/suspicious/noExplicitAny: the decoded response, walked field by field
+function textIds(msg: any): Record<string, unknown> {
+  for (const a of msg.bucket_action ?? []) {
+    const id = a.bucket_id?.bucket;
+    if (id) a.bucket_id.bucket = Object.fromEntries(Object.entries(id).map(([k, v]) => [k, Buffer.from(v as Uint8Array).toString('utf8')]));
+  }
+  return msg;
 }
 
 /** Offers `rate` requests a second to one bucket of each instance, spread over 10 ms steps, for `ms`. */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfigDir } from '../../src/config/load.js';
 import { fairShares, reserve } from '../../src/counters/fair-share.js';
 import { noTiers } from '../../src/limiter/plan.js';
-import { bucketEntries, canonicalBucket } from '../../src/quota/bucket-descriptor.js';
+import { bucketEntries } from '../../src/quota/bucket-descriptor.js';
 import { planBucket } from '../../src/quota/bucket-plan.js';
 import { bucketFor, rateOf, sameStrategy, wireStrategy } from '../../src/quota/strategy.js';
 import { peerHost } from '../../src/server/rlqs-identity.js';
@@ -25,11 +25,6 @@ describe('a BucketId as a descriptor', () => {
     const entries = bucketEntries(domain, { zeta: '1', category: 'read', Alpha: '2' });
     expect(entries.map((e) => e.key)).toEqual(['category', 'Alpha', 'zeta']);
     expect(planBucket(property, 'property-api', { zeta: '1', category: 'read' }, planOpts).rule).toBeUndefined();
-  });
-
-  it('is the same whatever order the pairs came in', () => {
-    expect(canonicalBucket({ b: '1', a: '2' })).toBe(canonicalBucket({ a: '2', b: '1' }));
-    expect(canonicalBucket({ a: 'x","b' })).not.toBe(canonicalBucket({ a: 'x', b: '' }));
   });
 
   it("plans the rule's windows: the per-second one bounds the rate, the hourly one is a quota counted on RLS's counter", () => {
@@ -77,14 +72,16 @@ describe("a share as Envoy's token bucket", () => {
     expect(bucketFor(33.9)).toMatchObject({ tokensPerFill: 33, fillSeconds: 1 });
   });
 
-  it('uses a longer whole-second interval for a small rate, never admitting more than the rate', () => {
+  it('uses a longer whole-second interval for a small rate, never admitting more than the rate, its burst one second of it', () => {
     for (const rate of [0.01, 0.3, 1, 2.5, 7, 9.99]) {
       const s = bucketFor(rate);
       expect(s.kind).toBe('bucket');
       expect(rateOf(s)).toBeLessThanOrEqual(rate);
       expect(rateOf(s)).toBeGreaterThan(rate * 0.9);
+      expect(s).toMatchObject({ maxTokens: Math.ceil(rate) });
     }
-    expect(bucketFor(1 / 7200)).toEqual({ kind: 'deny' });
+    // A positive share is never refused outright: under one a day, it is one a day.
+    expect(bucketFor(1 / 200_000)).toEqual({ kind: 'bucket', maxTokens: 1, tokensPerFill: 1, fillSeconds: 86_400 });
     expect(bucketFor(0)).toEqual({ kind: 'deny' });
   });
 
@@ -108,11 +105,13 @@ describe("a share as Envoy's token bucket", () => {
 describe('the stream of one Envoy', () => {
   const plan = (id: Record<string, string>) => planBucket(property, 'property-api', id, planOpts);
   const limits = { bounds: { maxEntries: 4, maxValueBytes: 16 }, maxBuckets: 3, reportIntervalMs: 1000, idleReports: 2 };
+  const bytes = (bucket: Record<string, string>) => Object.fromEntries(Object.entries(bucket).map(([k, v]) => [k, Buffer.from(v)]));
   const u = (bucket: Record<string, string>, allowed = 0, denied = 0) => ({
-    bucket_id: { bucket },
+    bucket_id: { bucket: bytes(bucket) },
     num_requests_allowed: allowed,
     num_requests_denied: denied,
   });
+  const ids = (list: Record<string, Buffer>[]) => list.map((id) => Object.fromEntries(Object.entries(id).map(([k, v]) => [k, v.toString()])));
 
   it("reads demand from this replica's clock: unknown for a new bucket, then requests a second over the interval", () => {
     const s = new StreamBuckets(limits, plan);
@@ -121,24 +120,41 @@ describe('the stream of one Envoy', () => {
     expect(s.read([u({ category: 'read' }, 3)], 5200).usages[0]!.demand).toBe(3); // under a second counts as one
   });
 
-  it('abandons a bucket idle for its reports, and new ones past its bound', () => {
+  it('abandons a bucket idle for its reports; past its bound, gives ALLOW_ALL to new ones in use and abandons idle ones', () => {
     const s = new StreamBuckets(limits, plan);
     s.read([u({ category: 'read' }, 1)], 0);
     expect(s.read([u({ category: 'read' })], 1000).abandon).toEqual([]);
-    expect(s.read([u({ category: 'read' })], 2000).abandon).toEqual([{ category: 'read' }]);
-    const many = s.read(
-      [1, 2, 3, 4, 5].map((i) => u({ category: `c${i}` }, 1)),
-      3000,
-    );
+    const idle = s.read([u({ category: 'read' })], 2000);
+    expect([ids(idle.abandon), idle.idle]).toEqual([[{ category: 'read' }], 1]);
+    const many = s.read([1, 2, 3, 4].map((i) => u({ category: `c${i}` }, 1)).concat([u({ category: 'c5' })]), 3000);
     expect(many.usages).toHaveLength(3);
-    expect(many.abandon).toEqual([{ category: 'c4' }, { category: 'c5' }]);
-    expect(many.refused).toEqual(['too_many_buckets', 'too_many_buckets']);
+    expect(ids(many.overflow)).toEqual([{ category: 'c4' }]);
+    expect(ids(many.abandon)).toEqual([{ category: 'c5' }]);
+    expect(many.refused.too_many_buckets).toBe(2);
+  });
+
+  it('counts a bucket named twice in one report once, with both counts, whatever the order of its pairs', () => {
+    const s = new StreamBuckets({ ...limits, bounds: { maxEntries: 4, maxValueBytes: 64 } }, plan);
+    const read = s.read([u({ category: 'read', token: 't' }, 2, 1), u({ token: 't', category: 'read' }, 3, 0)], 0);
+    expect(read.usages).toHaveLength(1);
+    expect([read.allowed, read.denied, read.usages[0]!.allowed]).toEqual([5, 1, 5]);
+  });
+
+  it('echoes a value that is not UTF-8 byte for byte, and tells it apart from its replacement', () => {
+    const s = new StreamBuckets(limits, plan);
+    const raw = { category: Buffer.from([0x61, 0xe9, 0x62]) };
+    const read = s.read([{ bucket_id: { bucket: raw }, num_requests_allowed: 1 }, u({ category: 'a\ufffdb' }, 1)], 0);
+    expect(read.buckets).toHaveLength(2);
+    expect(read.buckets[0]!.id.category).toEqual(Buffer.from([0x61, 0xe9, 0x62]));
   });
 
   it('refuses empty ids, empty keys or values, too many pairs and too many bytes', () => {
     const s = new StreamBuckets(limits, plan);
-    const read = s.read([u({}), u({ a: '' }), u({ '': 'a' }), u({ a: '1', b: '2', c: '3', d: '4', e: '5' }), u({ a: 'x'.repeat(17) })], 0);
-    expect(read.refused).toEqual(['empty_bucket_id', 'bad_bucket_id', 'bad_bucket_id', 'bad_bucket_id', 'bad_bucket_id']);
+    const read = s.read(
+      [u({}), u({ a: '' }), u({ '': 'a' }), u({ a: '1', b: '2', c: '3', d: '4', e: '5' }), u({ a: 'x'.repeat(17) }), u({ a: 'x'.repeat(9), b: 'y'.repeat(8) })],
+      0,
+    );
+    expect(read.refused).toEqual({ empty_bucket_id: 1, bad_bucket_id: 5, too_many_buckets: 0 });
     expect(s.size).toBe(0);
   });
 });
@@ -185,7 +201,9 @@ describe('the peer address of a stream', () => {
     ['ipv4:10.1.2.3:443', '10.1.2.3'],
     ['[::1]:5000', '::1'],
     ['[2001:db8::7]:80', '2001:db8::7'],
-    ['::ffff:10.0.0.9', '10.0.0.9'],
+    ['::ffff:10.0.0.9:443', '10.0.0.9'],
+    ['::1:5000', '::1'],
+    ['2001:db8::1:5678', '2001:db8::1'],
   ])('%s is host %s', (peer, host) => {
     expect(peerHost(peer)).toBe(host);
   });

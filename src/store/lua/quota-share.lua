@@ -14,7 +14,8 @@
   ARGV[5]  most instances kept: past it, the entries nearest their end are dropped
 
   Expiry is read on Redis's clock (TIME), which every replica shares. The hash expires with its longest-lived
-  entry, so a bucket nobody reports any more leaves nothing behind.
+  entry, so a bucket nobody reports any more leaves nothing behind. An entry that cannot be read, or ends more
+  than a week away (no report interval makes that; another writer did), is deleted, not used.
 
   Returns  { grant, fair, previous grant or "-1" for a new entry }, as strings (a Lua number returned to Redis
            would lose its fraction).
@@ -35,7 +36,7 @@ for i = 1, #all, 2 do
   local ends = tonumber(e)
   if all[i] == me then
     if g then previous = g end
-  elseif ends == nil or tonumber(d) == nil or tonumber(g) == nil or ends <= now then
+  elseif ends == nil or tonumber(d) == nil or tonumber(g) == nil or ends <= now or ends > now + 604800000 then
     redis.call('HDEL', KEYS[1], all[i])
   else
     local dd = tonumber(d)
@@ -80,8 +81,8 @@ end
 
 local grant = math.max(0, math.min(fair, capacity - held))
 local fmt = function(x) return string.format('%.17g', x) end
-redis.call('HSET', KEYS[1], me, (demand == math.huge and '-1' or fmt(demand)) .. ' ' .. fmt(grant) .. ' ' .. (now + ttl))
+redis.call('HSET', KEYS[1], me, (demand == math.huge and '-1' or fmt(demand)) .. ' ' .. fmt(grant) .. ' ' .. string.format('%.0f', now + ttl))
 local last = now + ttl
 for i = 1, #others do if others[i].ends > last then last = others[i].ends end end
-redis.call('PEXPIREAT', KEYS[1], last)
+redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', last))
 return { fmt(grant), fmt(fair), previous }
