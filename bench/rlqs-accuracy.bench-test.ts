@@ -77,7 +77,8 @@ it('an instance under its fair share among 7 busy ones', async () => {
   await offer(load, 3000);
   const ms = 5000;
   const admitted = await offer(load, ms);
-  rows.push(`| 8 instances, one offering 5/s | fleet ${(rate(admitted, ms) / LIMIT).toFixed(3)} L; the small one served ${((admitted[0]! * 1000) / ms / 5 * 100).toFixed(0)} % |`);
+  const served = (((admitted[0]! * 1000) / ms / 5) * 100).toFixed(0);
+  rows.push(`| 8 instances, one offering 5/s | fleet ${(rate(admitted, ms) / LIMIT).toFixed(3)} L; the small one served ${served} % |`);
 });
 
 it('4 busy instances converged, then 4 more join: the fleet per half second', async () => {

@@ -16,6 +16,7 @@ export class RedisShareStore implements ShareStore {
     private readonly client: Redis | Cluster,
     private readonly keyOf: (key: string) => string,
     private readonly timeoutMs: number,
+    private readonly maxInstances = MAX_INSTANCES_PER_BUCKET,
   ) {}
 
   /** `_nowMs` is not used: expiry is on Redis's clock, which every replica shares. */
@@ -26,7 +27,7 @@ export class RedisShareStore implements ShareStore {
   private async one(r: ShareRequest): Promise<ShareGrant> {
     const demand = Number.isFinite(r.demand) ? String(Math.max(0, r.demand)) : '-1';
     const capacity = String(Math.min(Math.max(0, r.capacity), 1e15)); // finite: Lua reads "Infinity" as nothing
-    const args = [this.keyOf(r.key), r.instance, demand, capacity, Math.max(1, Math.round(r.ttlMs)), MAX_INSTANCES_PER_BUCKET];
+    const args = [this.keyOf(r.key), r.instance, demand, capacity, Math.max(1, Math.round(r.ttlMs)), this.maxInstances];
     let reply: string[];
     try {
       reply = (await this.client.evalsha(SHARE_SHA, 1, ...args)) as string[];

@@ -44,7 +44,10 @@ interface Held extends ShareEntry {
 export class MemoryShareStore implements ShareStore {
   private readonly buckets = new Map<string, Map<string, Held>>();
 
-  constructor(private readonly maxKeys = 100_000) {}
+  constructor(
+    private readonly maxKeys = 100_000,
+    private readonly maxInstances = MAX_INSTANCES_PER_BUCKET,
+  ) {}
 
   get size(): number {
     return this.buckets.size;
@@ -65,7 +68,7 @@ export class MemoryShareStore implements ShareStore {
       if (held.expiresAtMs <= nowMs) table.delete(instance);
       else others.push(held);
     }
-    if (others.length >= MAX_INSTANCES_PER_BUCKET) dropNearestEnd(table, others, others.length - MAX_INSTANCES_PER_BUCKET + 1);
+    if (others.length >= this.maxInstances) dropNearestEnd(table, others, others.length - this.maxInstances + 1);
     const { grant, fair } = reserve(r.capacity, r.demand, others);
     table.set(r.instance, { instance: r.instance, demand: r.demand, assigned: grant, expiresAtMs: nowMs + r.ttlMs });
     while (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
