@@ -17,6 +17,7 @@ export const RLQS_STREAM_ERRORS = [
   'not_reading',
   'too_many_reports',
   'store_unavailable',
+  'internal',
 ] as const;
 export type RlqsStreamError = (typeof RLQS_STREAM_ERRORS)[number];
 

@@ -114,7 +114,16 @@ class QuotaStream {
       return;
     }
     const usages = msg.bucket_quota_usages ?? [];
-    this.queue = this.queue.then(() => this.answer(usages)).finally(() => this.queued--);
+    this.enqueue(() => this.answer(usages).finally(() => this.queued--));
+  }
+
+  /** Reports and re-assignments run one at a time, in order. Whatever one throws that it did not expect (a
+   * bug) ends this stream with INTERNAL, logged by class: never an unhandled rejection. */
+  private enqueue(work: () => Promise<void>): void {
+    this.queue = this.queue.then(work).catch((err: unknown) => {
+      this.deps.logger.error({ err: (err as Error)?.constructor?.name, instance: this.instance }, 'rlqs stream failed on an internal error; ended');
+      this.fail('internal', grpc.status.INTERNAL, 'internal error');
+    });
   }
 
   /** The first message names the domain; a later one may repeat it (Envoy's does) but not change it. */
@@ -205,7 +214,7 @@ class QuotaStream {
   private pushed(key: string): void {
     if (this.ended || this.pushing.has(key)) return;
     this.pushing.add(key);
-    this.queue = this.queue.then(() => this.reassign(key)).finally(() => this.pushing.delete(key));
+    this.enqueue(() => this.reassign(key).finally(() => this.pushing.delete(key)));
   }
 
   /** Sends the buckets of `key` whose strategy changed; a store failure leaves them as they are. */
