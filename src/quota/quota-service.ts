@@ -52,10 +52,9 @@ const WORTH_TELLING = 0.02;
 export class QuotaService {
   private readonly watchers = new Map<string, Set<(key: string) => void>>();
   private readonly settling = new Map<string, NodeJS.Timeout>();
+  private listening = false;
 
-  constructor(private readonly deps: QuotaDeps) {
-    deps.events.onChange((key) => this.changed(key));
-  }
+  constructor(private readonly deps: QuotaDeps) {}
 
   get settings(): QuotaSettings {
     return this.deps.settings;
@@ -76,6 +75,11 @@ export class QuotaService {
 
   /** Calls `listener` when the shares of the bucket `key` moved; returns how to stop. */
   watch(key: string, listener: (key: string) => void): () => void {
+    // The events are listened to from the first stream on: a service nobody asks for RLQS holds no subscription.
+    if (!this.listening) {
+      this.listening = true;
+      this.deps.events.onChange((k) => this.changed(k));
+    }
     const set = this.watchers.get(key) ?? new Set();
     this.watchers.set(key, set);
     set.add(listener);

@@ -34,23 +34,27 @@ export class LocalShareEvents implements ShareEvents {
 /** Every replica sharing the Redis, over pub/sub (this one included: its own message comes back like the
  * others'). A lost message costs only speed: the next report re-assigns anyway. */
 export class RedisShareEvents implements ShareEvents {
-  private readonly subscriber: Redis | Cluster;
+  /** Connected at the first listener: a replica no Envoy asks for RLQS holds no extra connection. */
+  private subscriber: Redis | Cluster | undefined;
   private readonly listeners: ((key: string) => void)[] = [];
 
   constructor(
     private readonly client: Redis | Cluster,
     private readonly channel: string,
-    logger: Logger,
-  ) {
-    this.subscriber = client instanceof Cluster ? client.duplicate() : client.duplicate();
-    this.subscriber.once('ready', () => {
-      this.subscriber.subscribe(channel).catch((err: Error) => logger.warn({ err: err.message }, 'rlqs share events: subscribe failed'));
+    private readonly logger: Logger,
+  ) {}
+
+  private subscribe(): Redis | Cluster {
+    const sub = this.client instanceof Cluster ? this.client.duplicate() : this.client.duplicate();
+    sub.once('ready', () => {
+      sub.subscribe(this.channel).catch((err: Error) => this.logger.warn({ err: err.message }, 'rlqs share events: subscribe failed'));
     });
-    this.subscriber.on('error', () => undefined); // the store's client logs connection trouble
-    this.subscriber.on('message', (_c: string, message: string) => {
+    sub.on('error', () => undefined); // the store's client logs connection trouble
+    sub.on('message', (_c: string, message: string) => {
       if (!SHARE_KEY.test(message)) return;
       for (const l of this.listeners) l(message);
     });
+    return sub;
   }
 
   publish(key: string): void {
@@ -58,10 +62,11 @@ export class RedisShareEvents implements ShareEvents {
   }
 
   onChange(listener: (key: string) => void): void {
+    this.subscriber ??= this.subscribe();
     this.listeners.push(listener);
   }
 
   async close(): Promise<void> {
-    this.subscriber.disconnect();
+    this.subscriber?.disconnect();
   }
 }
