@@ -1,6 +1,7 @@
 import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SimEnvoy } from '../helpers/envoy-rlqs.js';
 import { type Prometheus, startPrometheus } from '../helpers/prometheus.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, property, startTestService, type TestService } from '../helpers/service.js';
@@ -37,6 +38,7 @@ describe('Grafana dashboard against a real Prometheus', () => {
   let prometheus: Prometheus;
   let traffic: Promise<void>;
   let running = true;
+  let envoy: SimEnvoy;
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -44,12 +46,15 @@ describe('Grafana dashboard against a real Prometheus', () => {
     copyFileSync('config/property-api.yaml', join(dir, 'property-api.yaml'));
     t = await startTestService({ configDir: dir, realClock: true, args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'] });
     prometheus = await startPrometheus([`127.0.0.1:${t.service.httpPort}`], TARGET);
+    // An Envoy on the RLQS stream too, reporting every second, for the RLQS panels.
+    envoy = new SimEnvoy({ ports: [t.service.grpcPort], localAddress: '127.0.0.90', domain: 'property-api', reportIntervalMs: 1000 });
     // Bounded traffic until the test ends: over-limit reads (cache hits), near-limit writes, shadow rejections.
     traffic = (async () => {
       for (let i = 0; running && i < 20_000; i++) {
         await t.rls.call(property('read', 'Bearer hammer'));
         await t.rls.call(property('write', `Bearer writer-${Math.floor(i / 6)}`));
         await t.rls.call({ domain: 'trial', descriptors: [{ entries: [{ key: 'client', value: 'c' }] }] });
+        envoy.request({ category: 'reports', token: 'Bearer rlqs' });
         // Pacing, not a wait for a condition: a modest rate that lasts the whole test, rather than its
         // 20,000 rounds at full speed on the CPU Prometheus and the service share.
         if (i % 50 === 0) await new Promise((r) => setTimeout(r, 20));
@@ -66,6 +71,7 @@ describe('Grafana dashboard against a real Prometheus', () => {
   afterAll(async () => {
     running = false;
     await traffic;
+    envoy?.close();
     await prometheus?.stop();
     await t?.close();
     await redis?.stop();

@@ -16,6 +16,8 @@ const DOMAIN_LABELLED = [
   'tollgate_hits_total',
   'tollgate_near_limit_total',
   'tollgate_over_limit_total',
+  'tollgate_rlqs_assignments_total',
+  'tollgate_rlqs_reported_requests_total',
 ];
 
 /** Every `uid` in the JSON, wherever it is. */
@@ -80,6 +82,10 @@ describe('deploy/grafana/dashboards/tollgate.json', () => {
       'Redis memory (as Tollgate reads it)',
       'Redis evictions/s',
       'Envoy rate-limit calls/s (ok, over_limit, error)',
+      'RLQS: requests Envoy decided locally/s',
+      'RLQS: assignments/s by strategy',
+      'RLQS: streams and buckets',
+      'RLQS: refusals and stream errors/s',
     ]);
     const ids = dashboard.panels.map((p: Obj) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
