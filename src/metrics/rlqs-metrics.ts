@@ -18,6 +18,7 @@ export const RLQS_STREAM_ERRORS = [
   'too_many_reports',
   'store_unavailable',
   'internal',
+  'silent',
 ] as const;
 export type RlqsStreamError = (typeof RLQS_STREAM_ERRORS)[number];
 

@@ -1,5 +1,5 @@
 import type { CompiledConfig } from '../config/compiled.js';
-import { plannedDemand } from '../counters/fair-share.js';
+import { fairShares, plannedDemand } from '../counters/fair-share.js';
 import type { TierSource } from '../limiter/plan.js';
 import type { ShareEvents } from '../store/share-events.js';
 import type { ShareGrant, ShareStore } from '../store/share-store.js';
@@ -40,6 +40,8 @@ export interface BucketUsage {
   /** Requests a second this instance offered the bucket (allowed + denied over the interval); Infinity when
    * not known yet (the bucket's first report). */
   demand: number;
+  /** The rate its Envoy runs for the bucket now (what it was last sent; 0 before anything). */
+  running: number;
 }
 
 /** Assignments live three report intervals: a report lost or late does not end one. */
@@ -65,12 +67,11 @@ export class QuotaService {
     return Math.max(1, Math.ceil((this.deps.settings.reportIntervalMs * LIVES_FOR_REPORTS) / 1000));
   }
 
-  /** The plan of a bucket under the current config (again when the config changed since `known`). */
-  plan(domain: string, bucket: Readonly<Record<string, string>>, known?: BucketPlan): BucketPlan {
-    const config = this.deps.config();
-    if (known && known.config === config) return known;
-    const { tiers, settings } = this.deps;
-    return planBucket(config, domain, bucket, { tiers, ...settings });
+  /** The plan of a bucket now: planned afresh at every report, so a reload and a client's tier changed through the
+   * admin API reach held buckets as they reach RLS decisions (a few µs a bucket, every few seconds). */
+  plan(domain: string, bucket: Readonly<Record<string, string>>): BucketPlan {
+    const { tiers, settings, config } = this.deps;
+    return planBucket(config(), domain, bucket, { tiers, ...settings });
   }
 
   /** Calls `listener` when the shares of the bucket `key` moved; returns how to stop. */
@@ -96,30 +97,57 @@ export class QuotaService {
     const limited = usages.filter((u) => !u.plan.fixed);
     const counted = await Promise.allSettled(limited.map((u) => this.countQuotas(u, pushed)));
     const horizonMs = this.deps.settings.reportIntervalMs;
-    const asks: { u: BucketUsage; c: FleetCapacity }[] = [];
+    // Buckets of this instance that count on one counter (a shared wildcard, say) hold one entry in its table:
+    // one grant, split among them below.
+    const groups = new Map<string, { c: FleetCapacity; members: BucketUsage[] }>();
     const spent = new Set<BucketUsage>();
     limited.forEach((u, i) => {
       const r = counted[i]!;
       if (r.status === 'rejected') return;
       const c = fleetCapacity(u.plan, r.value, 0, pushed ? 0 : u.allowed, horizonMs);
-      if (c.spent) spent.add(u);
-      else asks.push({ u, c });
+      if (c.spent) {
+        spent.add(u);
+        return;
+      }
+      const g = groups.get(u.plan.shareKey);
+      if (!g) groups.set(u.plan.shareKey, { c, members: [u] });
+      else {
+        g.members.push(u);
+        if (c.ratePerSecond < g.c.ratePerSecond) g.c = c;
+      }
     });
+    const asks = [...groups.entries()];
     const ttlMs = (this.ttlSeconds + this.deps.settings.reportIntervalMs / 1000) * 1000; // outlives the assignment
-    const requests = asks.map(({ u, c }) => ({ key: u.plan.shareKey, instance, demand: plannedDemand(u.demand), capacity: c.ratePerSecond, ttlMs }));
+    const requests = asks.map(([key, { c, members }]) => ({
+      key,
+      instance,
+      demand: groupDemand(members),
+      capacity: c.ratePerSecond,
+      ttlMs,
+      running: Math.min(
+        c.ratePerSecond,
+        members.reduce((sum, u) => sum + u.running, 0),
+      ), // ALLOW_ALL counts as all of it
+    }));
     const grants = requests.length === 0 ? [] : await this.deps.shares.reserve(requests, Date.now());
     const granted = new Map<BucketUsage, Strategy>();
-    asks.forEach(({ u, c }, i) => {
-      this.tell(u.plan.shareKey, c, grants[i]!, pushed);
-      granted.set(u, strategyOf(c, grants[i]!.rate));
+    asks.forEach(([key, { c, members }], i) => {
+      this.tell(key, c, grants[i]!, pushed);
+      const split = fairShares(
+        grants[i]!.rate,
+        members.map((u) => plannedDemand(u.demand)),
+      );
+      members.forEach((u, j) => {
+        granted.set(u, strategyOf(c, split[j]!));
+      });
     });
     return usages.map((u) => u.plan.fixed ?? (spent.has(u) ? DENY : granted.get(u)));
   }
 
-  /** A grant that shrank frees room; one held below its fair share (on a report) needs others to shrink. */
+  /** What a table holds shrinking frees room; one held below its fair share (on a report) needs others to shrink. */
   private tell(key: string, c: FleetCapacity, g: ShareGrant, pushed: boolean): void {
     const margin = c.ratePerSecond * WORTH_TELLING;
-    const shrank = g.previous !== undefined && g.rate < g.previous - margin;
+    const shrank = g.previous !== undefined && g.held < g.previous - margin;
     const heldBack = !pushed && g.rate < g.fair - margin;
     if (shrank || heldBack) this.deps.events.publish(key);
   }
@@ -148,6 +176,13 @@ export class QuotaService {
     for (const t of this.settling.values()) clearTimeout(t);
     this.settling.clear();
   }
+}
+
+/** The demand of an instance's buckets that share one counter: their sum, planned. */
+function groupDemand(members: readonly BucketUsage[]): number {
+  let sum = 0;
+  for (const u of members) sum += u.demand;
+  return plannedDemand(sum);
 }
 
 /** A grant as Envoy's token bucket. A bucket carries its share of unspent tokens into the next assignment (a

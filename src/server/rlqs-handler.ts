@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RlqsMetrics, RlqsStreamError } from '../metrics/rlqs-metrics.js';
 import type { QuotaService } from '../quota/quota-service.js';
-import { ALLOW, firstBucket, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
+import { ALLOW, firstBucket, rateOf, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
 import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { UNDECODABLE } from './proto.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
@@ -42,6 +42,8 @@ const MAX_QUEUED_REPORTS = 16;
  * stream is ended. One answer is at most a report's buckets over ACTIONS_PER_MESSAGE messages (a report is
  * bounded by the 4 MiB message limit), so what a stream holds unsent stays bounded too. */
 const MAX_UNREAD_MESSAGES = 32;
+/** Report intervals with no message after which a stream is ended. */
+const SILENT_REPORTS = 3;
 /** Actions in one response message, so one answer never nears a 4 MiB message limit. */
 const ACTIONS_PER_MESSAGE = 10_000;
 
@@ -82,6 +84,10 @@ class QuotaStream {
   /** Share keys this stream watches for moves (QuotaService.watch), and the re-assignments waiting. */
   private readonly watching = new Map<string, () => void>();
   private readonly pushing = new Set<string>();
+  /** Share keys whose rate this stream lowered in the answer being sent (see told()). */
+  private readonly shrunk = new Set<string>();
+  private lastMessageMs = Date.now();
+  private silence: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly call: Call,
@@ -95,6 +101,15 @@ class QuotaStream {
 
   start(): void {
     this.deps.metrics?.streamOpened();
+    // Envoy reports every interval, idle or not: a stream silent for three is a connection that died without a
+    // close (no FIN), or a client that stopped. Ended, it releases its instance, whose entries then expire.
+    const every = this.deps.limits.reportIntervalMs;
+    this.silence = setInterval(() => {
+      if (Date.now() - this.lastMessageMs <= SILENT_REPORTS * every) return;
+      this.deps.metrics?.streamErrors.inc({ reason: 'silent' });
+      this.finish();
+    }, every);
+    this.silence.unref();
     this.call.on('data', (m: unknown) => this.received(m));
     this.call.on('end', () => this.finish());
     this.call.on('error', () => this.close());
@@ -103,6 +118,7 @@ class QuotaStream {
 
   private received(m: unknown): void {
     if (this.ended) return;
+    this.lastMessageMs = Date.now();
     if (m === UNDECODABLE) {
       this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
       return;
@@ -145,7 +161,7 @@ class QuotaStream {
       this.domain = domain;
       this.instance = claim.instance;
       this.release = claim.release;
-      this.buckets = new StreamBuckets(this.deps.limits, (id, known) => this.deps.quota.plan(domain, id, known));
+      this.buckets = new StreamBuckets(this.deps.limits, (id) => this.deps.quota.plan(domain, id));
       return true;
     }
     if (domain !== '' && domain !== this.domain) {
@@ -180,6 +196,7 @@ class QuotaStream {
     if (this.ended) return;
     const sent = this.assigned(read.buckets, strategies);
     this.send(sent, read.abandon, read.overflow);
+    this.confirmShrinks();
     this.rewatch();
     this.deps.onAssigned?.(this.summary(read, sent, failure), startMs);
   }
@@ -188,10 +205,23 @@ class QuotaStream {
   private assigned(buckets: readonly StreamBucket[], strategies: readonly (Strategy | undefined)[]): Assigned[] {
     return buckets.flatMap((b, i) => {
       const s = strategies[i];
-      if (!s) return [];
-      b.sent = firstBucket(s, b.sent);
-      return [{ b, s: b.sent }];
+      return s ? [this.told(b, firstBucket(s, b.sent))] : [];
     });
+  }
+
+  /** Records what a bucket is told. A lower rate than before is held in the share table as the old one until
+   * it is sent: once it is, its bucket is re-assigned, which records the lower rate and tells the replicas. */
+  private told(b: StreamBucket, s: Strategy): Assigned {
+    if (b.sent && rateOf(s) < rateOf(b.sent) && b.plan.shareKey !== '') this.shrunk.add(b.plan.shareKey);
+    b.sent = s;
+    return { b, s };
+  }
+
+  /** After a send: the share keys whose rate went down are re-assigned, now that Envoy has been told. */
+  private confirmShrinks(): void {
+    const keys = [...this.shrunk];
+    this.shrunk.clear();
+    for (const key of keys) this.pushed(key);
   }
 
   /** Watches the share keys of the buckets held now, and no others. */
@@ -214,23 +244,25 @@ class QuotaStream {
   private pushed(key: string): void {
     if (this.ended || this.pushing.has(key)) return;
     this.pushing.add(key);
-    this.enqueue(() => this.reassign(key).finally(() => this.pushing.delete(key)));
+    this.enqueue(() => {
+      this.pushing.delete(key); // a move while this one runs is another re-assignment after it
+      return this.reassign(key);
+    });
   }
 
   /** Sends the buckets of `key` whose strategy changed; a store failure leaves them as they are. */
   private async reassign(key: string): Promise<void> {
     const buckets = this.buckets!.withShareKey(key);
     if (this.ended || buckets.length === 0) return;
-    const usages = buckets.map((b) => ({ plan: b.plan, allowed: 0, demand: b.demand }));
+    const usages = buckets.map((b) => ({ plan: b.plan, allowed: 0, demand: b.demand, running: b.sent ? rateOf(b.sent) : 0 }));
     const strategies = await this.deps.quota.assign(this.instance, usages, true).catch(() => undefined);
     if (!strategies || this.ended) return;
     const changed = buckets.flatMap((b, i) => {
       const s = strategies[i] && firstBucket(strategies[i], b.sent);
-      if (!s || sameStrategy(b.sent, s)) return [];
-      b.sent = s;
-      return [{ b, s }];
+      return !s || sameStrategy(b.sent, s) ? [] : [this.told(b, s)];
     });
     if (changed.length > 0) this.send(changed, [], []);
+    this.confirmShrinks();
   }
 
   private send(assigned: readonly Assigned[], abandon: readonly WireBucketId[], overflow: readonly WireBucketId[]): void {
@@ -329,6 +361,7 @@ class QuotaStream {
   private close(): void {
     if (this.ended) return;
     this.ended = true;
+    clearInterval(this.silence);
     this.onClosed();
     for (const stop of this.watching.values()) stop();
     this.watching.clear();

@@ -1,6 +1,6 @@
 import type { BucketPlan } from '../quota/bucket-plan.js';
 import type { BucketUsage } from '../quota/quota-service.js';
-import type { Strategy } from '../quota/strategy.js';
+import { rateOf, type Strategy } from '../quota/strategy.js';
 import type { RequestBounds } from './request.js';
 
 /** One RLQS stream's view of its buckets: what Envoy reported, turned into the usages the quota service
@@ -79,7 +79,7 @@ export class StreamBuckets {
 
   constructor(
     private readonly limits: StreamLimits,
-    private readonly plan: (bucket: Record<string, string>, known?: BucketPlan) => BucketPlan,
+    private readonly plan: (bucket: Record<string, string>) => BucketPlan,
   ) {}
 
   get size(): number {
@@ -109,7 +109,7 @@ export class StreamBuckets {
   }
 
   private report(key: string, b: StreamBucket, m: Merged, nowMs: number, out: ReadReport, first = false): void {
-    b.plan = this.plan(m.text, b.plan);
+    if (!first) b.plan = this.plan(m.text);
     b.idleReports = m.allowed + m.denied > 0 || first ? 0 : b.idleReports + 1;
     if (b.idleReports >= this.limits.idleReports) {
       this.buckets.delete(key);
@@ -120,7 +120,7 @@ export class StreamBuckets {
     }
     b.demand = first ? Infinity : rate(m.allowed + m.denied, nowMs - b.lastReportMs);
     b.lastReportMs = nowMs;
-    out.usages.push({ plan: b.plan, allowed: m.allowed, demand: b.demand });
+    out.usages.push({ plan: b.plan, allowed: m.allowed, demand: b.demand, running: b.sent ? rateOf(b.sent) : 0 });
     out.buckets.push(b);
   }
 

@@ -27,7 +27,8 @@ export class RedisShareStore implements ShareStore {
   private async one(r: ShareRequest): Promise<ShareGrant> {
     const demand = Number.isFinite(r.demand) ? String(Math.max(0, r.demand)) : '-1';
     const capacity = String(Math.min(Math.max(0, r.capacity), 1e15)); // finite: Lua reads "Infinity" as nothing
-    const args = [this.keyOf(r.key), r.instance, demand, capacity, Math.max(1, Math.round(r.ttlMs)), this.maxInstances];
+    const running = String(Math.min(Math.max(0, r.running), 1e15));
+    const args = [this.keyOf(r.key), r.instance, demand, capacity, Math.max(1, Math.round(r.ttlMs)), this.maxInstances, running];
     let reply: string[];
     try {
       reply = (await this.client.evalsha(SHARE_SHA, 1, ...args)) as string[];
@@ -36,6 +37,6 @@ export class RedisShareStore implements ShareStore {
       reply = (await this.client.eval(SHARE_SCRIPT, 1, ...args)) as string[];
     }
     const previous = Number(reply[2]);
-    return { rate: Number(reply[0]), fair: Number(reply[1]), previous: previous < 0 ? undefined : previous };
+    return { rate: Number(reply[0]), held: Number(reply[3]), fair: Number(reply[1]), previous: previous < 0 ? undefined : previous };
   }
 }

@@ -17,13 +17,19 @@ export interface ShareRequest {
   /** How long the entry lives without a newer report: longer than the assignment's TTL, so an entry is never
    * gone while its Envoy may still run the rate it records. */
   ttlMs: number;
+  /** The rate its Envoy may be running now (what it was last sent): recorded as held until a later call says it
+   * was told less, so a shrink frees room only once it has been sent, never while it is in flight. */
+  running: number;
 }
 
 export interface ShareGrant {
+  /** What to send it now. */
   rate: number;
+  /** What the table holds for it: the larger of `rate` and what it runs. */
+  held: number;
   /** Its fair share: more than `rate` while the others' grants still hold the difference. */
   fair: number;
-  /** What it was granted before (undefined: a new entry). */
+  /** What the table held for it before (undefined: a new entry). */
   previous: number | undefined;
 }
 
@@ -70,9 +76,10 @@ export class MemoryShareStore implements ShareStore {
     }
     if (others.length >= this.maxInstances) dropNearestEnd(table, others, others.length - this.maxInstances + 1);
     const { grant, fair } = reserve(r.capacity, r.demand, others);
-    table.set(r.instance, { instance: r.instance, demand: r.demand, assigned: grant, expiresAtMs: nowMs + r.ttlMs });
+    const held = Math.max(grant, r.running);
+    table.set(r.instance, { instance: r.instance, demand: r.demand, assigned: held, expiresAtMs: nowMs + r.ttlMs });
     while (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
-    return { rate: grant, fair, previous };
+    return { rate: grant, held, fair, previous };
   }
 }
 

@@ -149,6 +149,28 @@ describe('RLQS: bad input', () => {
     await within(5000, () => actions(again).length > 0, 'a stream after one closed');
   });
 
+  it('a stream silent for three report intervals (a dead connection with no close) is ended with OK', async () => {
+    const session = http2.connect(`http://127.0.0.1:${t.service.grpcPort}`);
+    session.on('error', () => undefined);
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    stream.on('error', () => undefined);
+    stream.on('data', () => undefined);
+    const status = new Promise<unknown>((resolve) => stream.on('trailers', (h) => resolve(h['grpc-status'])));
+    const body = encodeReport('rlqs-test', [usage({ tenant: 'silent' })]);
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
+    frame.writeUInt32BE(body.length, 1);
+    stream.write(frame); // one report, then nothing, and no end
+    const started = Date.now();
+    expect(await status).toBe('0');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
+    session.destroy();
+  });
+
   it('nothing a client sent reaches a log line or a metric label', async () => {
     const s = sim(36, `d-${MARK}`);
     await report(s, { [`k-${MARK}`]: `v-${MARK}` }, [usage({ tenant: `v-${MARK}` }), usage({ [`k-${MARK}`]: '' })]);

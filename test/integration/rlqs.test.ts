@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fingerprint } from '../../src/fingerprint.js';
 import { offer, SimEnvoy } from '../helpers/envoy-rlqs.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
@@ -88,6 +89,32 @@ describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
     const res = await t.rls.call({ domain: 'rlqs-test', descriptors: [{ entries: [{ key: 'hourly', value: hourly.hourly }] }] });
     expect(res.overall_code).toBe('OVER_LIMIT');
     expect(res.statuses[0]!.current_limit!.name).toBe('hourly-per-hour');
+  });
+
+  it('splits one grant among the buckets of an instance that count on one counter (a shared wildcard)', async () => {
+    const [one, two] = [sim(6), sim(7)];
+    const files = (p: string) => ({ path: `files/${p}` });
+    const load = [
+      { sim: one, id: files('a'), rate: 150 },
+      { sim: one, id: files('b'), rate: 150 },
+      { sim: two, id: files('c'), rate: 150 },
+    ];
+    await offer(load, 2500);
+    // Three Envoy buckets, one counter of 100/s: the rates in force sum to at most 100, each instance about half.
+    const rates = load.map((l) => l.sim.rateInForce(l.id));
+    expect(rates.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(100);
+    expect(rates[0]! + rates[1]!).toBeGreaterThan(30);
+    expect(rates[2]).toBeGreaterThan(30);
+  });
+
+  it("follows a client's tier changed at run time at the bucket's next report, as RLS does", async () => {
+    const s = sim(8);
+    const id = { tenant: 'moving-up' };
+    await offer([{ sim: s, id, rate: 50 }], 1500);
+    expect(s.rateInForce(id)).toBe(100);
+    await t.service.tiers.assign({ fingerprint: fingerprint('moving-up'), tier: 'big', assignedAt: new Date().toISOString(), by: 'test' });
+    await offer([{ sim: s, id, rate: 50 }], 2200);
+    expect(s.rateInForce(id)).toBe(300);
   });
 
   it('holds one instance to the limit it enforces locally', async () => {

@@ -28,17 +28,37 @@ const stores: [string, () => ShareStore][] = [
   ['redis', () => new RedisShareStore(client, (k) => storeKey('test:', k), 5000, BOUND)],
 ];
 let n = 0;
-const ask = (key: string, instance: string, demand: number, capacity = 100, ttlMs = 60_000): ShareRequest => ({ key, instance, demand, capacity, ttlMs });
+const ask = (key: string, instance: string, demand: number, capacity = 100, ttlMs = 60_000, running = 0): ShareRequest => ({
+  key,
+  instance,
+  demand,
+  capacity,
+  ttlMs,
+  running,
+});
 
 describe.each(stores)('%s share store', (_name, make) => {
   it('grants an instance alone the capacity, and a second its fair share of what the first leaves', async () => {
     const store = make();
     const k = `a${n++}`;
-    expect(await store.reserve([ask(k, 'i1', Infinity)], Date.now())).toEqual([{ rate: 100, fair: 100, previous: undefined }]);
+    expect(await store.reserve([ask(k, 'i1', Infinity)], Date.now())).toEqual([{ rate: 100, held: 100, fair: 100, previous: undefined }]);
     // i1 still holds 100: i2 is owed 50 but gets nothing until i1 shrinks.
-    expect(await store.reserve([ask(k, 'i2', Infinity)], Date.now())).toEqual([{ rate: 0, fair: 50, previous: undefined }]);
-    expect(await store.reserve([ask(k, 'i1', Infinity)], Date.now())).toEqual([{ rate: 50, fair: 50, previous: 100 }]);
-    expect(await store.reserve([ask(k, 'i2', Infinity)], Date.now())).toEqual([{ rate: 50, fair: 50, previous: 0 }]);
+    expect(await store.reserve([ask(k, 'i2', Infinity)], Date.now())).toEqual([{ rate: 0, held: 0, fair: 50, previous: undefined }]);
+    expect(await store.reserve([ask(k, 'i1', Infinity)], Date.now())).toEqual([{ rate: 50, held: 50, fair: 50, previous: 100 }]);
+    expect(await store.reserve([ask(k, 'i2', Infinity)], Date.now())).toEqual([{ rate: 50, held: 50, fair: 50, previous: 0 }]);
+  });
+
+  it('holds a shrink as the old rate until the instance says it was sent', async () => {
+    const store = make();
+    const k = `r${n++}`;
+    await store.reserve([ask(k, 'i1', Infinity)], Date.now());
+    await store.reserve([ask(k, 'i2', Infinity)], Date.now());
+    // i1 is to shrink to 50, but its Envoy still runs 100 until that is sent: the table keeps 100 for it.
+    expect((await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 100)], Date.now()))[0]).toMatchObject({ rate: 50, held: 100 });
+    expect((await store.reserve([ask(k, 'i2', Infinity)], Date.now()))[0]!.rate).toBe(0);
+    // Sent: the next call says it runs 50, and the room is free.
+    expect((await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 50)], Date.now()))[0]).toMatchObject({ rate: 50, held: 50, previous: 100 });
+    expect((await store.reserve([ask(k, 'i2', Infinity)], Date.now()))[0]!.rate).toBe(50);
   });
 
   it('serves a small demand in full and gives the rest to the busy', async () => {

@@ -2,23 +2,25 @@
   quota-share: one RLQS instance's grant for one bucket, in one atomic step, so no two replicas can hand out the
   same room (src/counters/fair-share.ts reserve() is the same arithmetic, and the memory store's):
     fair   = the instance's max-min fair share of the capacity among every live entry (its demand first)
-    grant  = max(0, min(fair, capacity - the sum of the other live entries' grants))
+    grant  = max(0, min(fair, capacity - the sum of what the other live entries hold))
+    held   = max(grant, what its Envoy runs now): what its entry holds, so a shrink frees room once it was sent
   Run by src/store/redis-share-store.ts with EVALSHA (EVAL when Redis has not cached it yet).
 
   KEYS[1]  the bucket's share hash (src/counters/keys.ts demandKey): field = an instance's fingerprint, value =
-           "<demand> <granted> <expires_ms>", demand in requests a second (-1: not known yet)
+           "<demand> <held> <expires_ms>", demand in requests a second (-1: not known yet)
   ARGV[1]  the instance's fingerprint
   ARGV[2]  its planned demand (-1: not known yet)
   ARGV[3]  the capacity: what the fleet may admit, requests a second
   ARGV[4]  how long its entry lives without a newer report, in ms
   ARGV[5]  most instances kept: past it, the entries nearest their end are dropped
+  ARGV[6]  the rate its Envoy may be running now (what it was last sent)
 
   Expiry is read on Redis's clock (TIME), which every replica shares. The hash expires with its longest-lived
   entry, so a bucket nobody reports any more leaves nothing behind. An entry that cannot be read, or ends more
   than a week away (no report interval makes that; another writer did), is deleted, not used.
 
-  Returns  { grant, fair, previous grant or "-1" for a new entry }, as strings (a Lua number returned to Redis
-           would lose its fraction).
+  Returns  { grant, fair, what it held before or "-1" for a new entry, what it holds now }, as strings (a Lua
+           number returned to Redis would lose its fraction).
 ]]
 
 local t = redis.call('TIME')
@@ -80,9 +82,10 @@ if capacity > 0 then
 end
 
 local grant = math.max(0, math.min(fair, capacity - held))
+local mine = math.max(grant, tonumber(ARGV[6]))
 local fmt = function(x) return string.format('%.17g', x) end
-redis.call('HSET', KEYS[1], me, (demand == math.huge and '-1' or fmt(demand)) .. ' ' .. fmt(grant) .. ' ' .. string.format('%.0f', now + ttl))
+redis.call('HSET', KEYS[1], me, (demand == math.huge and '-1' or fmt(demand)) .. ' ' .. fmt(mine) .. ' ' .. string.format('%.0f', now + ttl))
 local last = now + ttl
 for i = 1, #others do if others[i].ends > last then last = others[i].ends end end
 redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', last))
-return { fmt(grant), fmt(fair), previous }
+return { fmt(grant), fmt(fair), previous, fmt(mine) }
