@@ -8,20 +8,24 @@
  * `demands` are requests per second; Infinity means not known yet (an instance's first report): such an
  * instance takes an equal share of what is left, as the busiest would. */
 export function fairShares(capacity: number, demands: readonly number[]): number[] {
+  const { level, spare } = waterLevel(capacity, demands);
+  return demands.map((d) => (capacity > 0 ? Math.min(Math.max(d, 0), level) + spare : 0));
+}
+
+/** The water level of max-min fair shares: every demand above it gets the level, every one below gets itself;
+ * Infinity when every demand fits, and then `spare` is the capacity left over, split equally. One numeric sort
+ * and one pass: quota-share.lua computes the same, step for step, so both stores grant the same digits. */
+export function waterLevel(capacity: number, demands: readonly number[]): { level: number; spare: number } {
   const n = demands.length;
-  const shares = new Array<number>(n).fill(0);
-  if (n === 0 || !(capacity > 0)) return shares;
-  const order = demands.map((_, i) => i).sort((a, b) => demands[a]! - demands[b]! || a - b);
+  if (n === 0 || !(capacity > 0)) return { level: 0, spare: 0 };
+  const sorted = demands.map((d) => Math.max(d, 0)).sort((a, b) => a - b);
   let left = capacity;
   for (let k = 0; k < n; k++) {
-    const i = order[k]!;
     const equal = left / (n - k);
-    const give = Math.min(Math.max(demands[i]!, 0), equal);
-    shares[i] = give;
-    left -= give;
+    if (sorted[k]! >= equal) return { level: equal, spare: 0 };
+    left -= sorted[k]!;
   }
-  if (left > 0) for (let i = 0; i < n; i++) shares[i]! += left / n;
-  return shares;
+  return { level: Infinity, spare: left / n };
 }
 
 /** The demand an instance is planned for: what it reported, with room to grow (a fifth more, and one request a

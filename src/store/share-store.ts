@@ -68,9 +68,11 @@ export class MemoryShareStore implements ShareStore {
     this.buckets.delete(r.key); // re-inserted last: the map's order is the order of last writes
     this.buckets.set(r.key, table);
     const previous = table.get(r.instance)?.assigned;
-    table.delete(r.instance);
+    // In the table's order, an entry rewritten keeping its place (as a Redis hash does), so the sums below add in
+    // the order quota-share.lua adds them.
     const others: Held[] = [];
     for (const [instance, held] of table) {
+      if (instance === r.instance) continue;
       if (held.expiresAtMs <= nowMs) table.delete(instance);
       else others.push(held);
     }

@@ -105,6 +105,23 @@ describe.each(stores)('%s share store', (_name, make) => {
   });
 });
 
+it('the Lua script and the memory store grant the same digits over 400 random steps', async () => {
+  const memory = new MemoryShareStore();
+  const redisStore = new RedisShareStore(client, (k) => storeKey('test:', k), 5000);
+  let seed = 7;
+  const random = (): number => {
+    seed = (seed * 16807) % 2147483647;
+    return seed / 2147483647;
+  };
+  for (let step = 0; step < 400; step++) {
+    const demand = random() < 0.2 ? Infinity : Math.round(random() * 20000) / 100;
+    const r = ask('agree', `i${Math.floor(random() * 6)}`, demand, Math.round(random() * 50000) / 100, 60_000, Math.round(random() * 3000) / 100);
+    const [m] = await memory.reserve([r], Date.now());
+    const [x] = await redisStore.reserve([r], Date.now());
+    expect(x, `step ${step}`).toEqual(m);
+  }
+});
+
 it("the Redis table is one hash under the prefix, named from the counter key's fingerprints, and expires", async () => {
   const store = new RedisShareStore(client, (k) => storeKey('test:', k), 5000);
   const key = demandKey('{rlqs-test:tenant:abc}');

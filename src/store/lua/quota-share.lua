@@ -30,55 +30,71 @@ local demand = tonumber(ARGV[2])
 if demand < 0 then demand = math.huge end
 local capacity = tonumber(ARGV[3])
 
--- The live entries but this instance's; expired and unreadable ones are deleted.
+-- The live entries but this instance's, in parallel arrays (no table per entry); expired and unreadable ones
+-- are deleted.
 local all = redis.call('HGETALL', KEYS[1])
-local others, previous = {}, '-1'
+local ids, demands, granted, ends = {}, {}, {}, {}
+local previous = '-1'
+local n = 0
 for i = 1, #all, 2 do
   local d, g, e = string.match(all[i + 1], '^(%S+) (%S+) (%d+)$')
-  local ends = tonumber(e)
+  local at, dd, gg = tonumber(e), tonumber(d), tonumber(g)
   if all[i] == me then
     if g then previous = g end
-  elseif ends == nil or tonumber(d) == nil or tonumber(g) == nil or ends <= now or ends > now + 604800000 then
+  elseif at == nil or dd == nil or gg == nil or at <= now or at > now + 604800000 then
     redis.call('HDEL', KEYS[1], all[i])
   else
-    local dd = tonumber(d)
-    if dd < 0 then dd = math.huge end
-    others[#others + 1] = { id = all[i], demand = dd, granted = tonumber(g), ends = ends }
+    n = n + 1
+    ids[n], granted[n], ends[n] = all[i], gg, at
+    if dd < 0 then demands[n] = math.huge else demands[n] = dd end
   end
 end
 
--- Past the bound, the entries nearest their end go.
-if #others >= cap then
-  table.sort(others, function(a, b) return a.ends < b.ends end)
-  local kept = {}
-  for i = 1, #others do
-    if i <= #others - cap + 1 then redis.call('HDEL', KEYS[1], others[i].id) else kept[#kept + 1] = others[i] end
+-- Past the bound, the entries nearest their end go (a rare path: a closure sort is fine here).
+if n >= cap then
+  local order = {}
+  for i = 1, n do order[i] = i end
+  table.sort(order, function(a, b) return ends[a] < ends[b] end)
+  local drop = {}
+  for i = 1, n - cap + 1 do
+    drop[order[i]] = true
+    redis.call('HDEL', KEYS[1], ids[order[i]])
   end
-  others = kept
+  local keep = 0
+  for i = 1, n do
+    if not drop[i] then
+      keep = keep + 1
+      ids[keep], demands[keep], granted[keep], ends[keep] = ids[i], demands[i], granted[i], ends[i]
+    end
+  end
+  for i = keep + 1, n do ids[i], demands[i], granted[i], ends[i] = nil, nil, nil, nil end
+  n = keep
 end
 
--- Water-filling (fairShares): in order of demand, each takes the lesser of its demand and an equal split of
--- what is left; what nobody asked for is then split among all. This instance is index 0 and sorts first among
--- equal demands, as the TypeScript sort by (demand, index) does.
-local order = { { demand = demand, idx = 0 } }
+-- The water level (counters/fair-share.ts waterLevel): demands sorted as numbers; in order, while a demand is
+-- under an equal split of what is left it takes itself, else every demand from there on gets that split; if all
+-- fit, what is left is split among all.
 local held = 0
-for i = 1, #others do
-  order[#order + 1] = { demand = others[i].demand, idx = i }
-  held = held + others[i].granted
+local sorted = { demand }
+for i = 1, n do
+  sorted[i + 1] = demands[i]
+  held = held + granted[i]
 end
-table.sort(order, function(a, b)
-  if a.demand ~= b.demand then return a.demand < b.demand end
-  return a.idx < b.idx
-end)
-local left, n, fair = capacity, #order, 0
+table.sort(sorted)
+local total = n + 1
+local fair = 0
 if capacity > 0 then
-  for k = 1, n do
-    local equal = left / (n - k + 1)
-    local give = math.min(math.max(order[k].demand, 0), equal)
-    if order[k].idx == 0 then fair = give end
-    left = left - give
+  local left, level, spare = capacity, math.huge, 0
+  for k = 1, total do
+    local equal = left / (total - k + 1)
+    if sorted[k] >= equal then
+      level = equal
+      break
+    end
+    left = left - sorted[k]
   end
-  if left > 0 then fair = fair + left / n end
+  if level == math.huge then spare = left / total end
+  fair = math.min(demand, level) + spare
 end
 
 local grant = math.max(0, math.min(fair, capacity - held))
@@ -86,6 +102,6 @@ local mine = math.max(grant, tonumber(ARGV[6]))
 local fmt = function(x) return string.format('%.17g', x) end
 redis.call('HSET', KEYS[1], me, (demand == math.huge and '-1' or fmt(demand)) .. ' ' .. fmt(mine) .. ' ' .. string.format('%.0f', now + ttl))
 local last = now + ttl
-for i = 1, #others do if others[i].ends > last then last = others[i].ends end end
+for i = 1, n do if ends[i] > last then last = ends[i] end end
 redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', last))
 return { fmt(grant), fmt(fair), previous, fmt(mine) }
