@@ -30,6 +30,28 @@ afterAll(async () => {
   await t.close();
 });
 
+/** A bare HTTP/2 gRPC stream to the RLQS method, for clients no Envoy would be (one that never reads, one that
+ * goes silent). */
+function rawStream(): { session: http2.ClientHttp2Session; stream: http2.ClientHttp2Stream } {
+  const session = http2.connect(`http://127.0.0.1:${t.service.grpcPort}`);
+  session.on('error', () => undefined);
+  const stream = session.request({
+    ':method': 'POST',
+    ':path': '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas',
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  });
+  stream.on('error', () => undefined);
+  return { session, stream };
+}
+
+/** A gRPC message frame: not compressed, its length, the bytes. */
+function framed(body: Buffer): Buffer {
+  const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
+  frame.writeUInt32BE(body.length, 1);
+  return frame;
+}
+
 /** Opens the stream (as the first new bucket does) and sends `usages` as one more report. */
 async function report(s: SimEnvoy, first: Record<string, string>, usages: ReturnType<typeof usage>[], domain?: string): Promise<void> {
   s.request(first);
@@ -101,22 +123,14 @@ describe('RLQS: bad input', () => {
   }, 60_000);
 
   it('a client that never reads its answers has its stream ended, and others are still served', async () => {
-    const session = http2.connect(`http://127.0.0.1:${t.service.grpcPort}`);
-    session.on('error', () => undefined);
-    const stream = session.request({
-      ':method': 'POST',
-      ':path': '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas',
-      'content-type': 'application/grpc',
-      te: 'trailers',
-    });
-    stream.on('error', () => undefined);
+    const { session, stream } = rawStream();
     stream.pause(); // never reads
-    const body = encodeReport(
-      'rlqs-test',
-      Array.from({ length: 2000 }, (_, i) => usage({ tenant: `n${i}` })),
+    const frame = framed(
+      encodeReport(
+        'rlqs-test',
+        Array.from({ length: 2000 }, (_, i) => usage({ tenant: `n${i}` })),
+      ),
     );
-    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
-    frame.writeUInt32BE(body.length, 1);
     const errors = async () => metric((await scrape(t.service.httpPort)).series, 'tollgate_rlqs_stream_errors_total', { reason: 'not_reading' })!;
     for (let i = 0; i < 200 && (await errors()) === 0; i++) {
       stream.write(frame);
@@ -150,21 +164,10 @@ describe('RLQS: bad input', () => {
   });
 
   it('a stream silent for three report intervals (a dead connection with no close) is ended with OK', async () => {
-    const session = http2.connect(`http://127.0.0.1:${t.service.grpcPort}`);
-    session.on('error', () => undefined);
-    const stream = session.request({
-      ':method': 'POST',
-      ':path': '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas',
-      'content-type': 'application/grpc',
-      te: 'trailers',
-    });
-    stream.on('error', () => undefined);
+    const { session, stream } = rawStream();
     stream.on('data', () => undefined);
     const status = new Promise<unknown>((resolve) => stream.on('trailers', (h) => resolve(h['grpc-status'])));
-    const body = encodeReport('rlqs-test', [usage({ tenant: 'silent' })]);
-    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
-    frame.writeUInt32BE(body.length, 1);
-    stream.write(frame); // one report, then nothing, and no end
+    stream.write(framed(encodeReport('rlqs-test', [usage({ tenant: 'silent' })]))); // one report, then nothing, and no end
     const started = Date.now();
     expect(await status).toBe('0');
     expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
