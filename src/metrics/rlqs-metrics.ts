@@ -23,8 +23,8 @@ export const RLQS_STREAM_ERRORS = [
 export type RlqsStreamError = (typeof RLQS_STREAM_ERRORS)[number];
 
 export class RlqsMetrics {
-  private streamCount = 0;
-  private bucketCount = 0;
+  /** How many streams are open and buckets held, read at each scrape from the streams themselves. */
+  private open: () => { streams: number; buckets: number } = () => ({ streams: 0, buckets: 0 });
   readonly assignments: Counter<'domain' | 'strategy'>;
   readonly reported: Counter<'domain' | 'result'>;
   readonly refused: Counter<'reason'>;
@@ -36,9 +36,9 @@ export class RlqsMetrics {
       name: 'tollgate_rlqs_streams',
       help: 'Open RLQS streams (one per Envoy instance and domain)',
       registers,
-      collect: this.set(() => this.streamCount),
+      collect: this.set(() => this.open().streams),
     });
-    new Gauge({ name: 'tollgate_rlqs_buckets', help: 'RLQS buckets held by the open streams', registers, collect: this.set(() => this.bucketCount) });
+    new Gauge({ name: 'tollgate_rlqs_buckets', help: 'RLQS buckets held by the open streams', registers, collect: this.set(() => this.open().buckets) });
     this.assignments = new Counter({
       name: 'tollgate_rlqs_assignments_total',
       help: 'Bucket actions sent to Envoy, by domain and strategy (token_bucket, allow_all, deny_all, abandon); re-sent ones included',
@@ -75,16 +75,8 @@ export class RlqsMetrics {
     };
   }
 
-  streamOpened(): void {
-    this.streamCount++;
-  }
-
-  streamClosed(buckets: number): void {
-    this.streamCount--;
-    this.bucketCount -= buckets;
-  }
-
-  bucketsChanged(delta: number): void {
-    this.bucketCount += delta;
+  /** Where the gauges read the open streams and their buckets from (the stream handler's own set). */
+  measure(open: () => { streams: number; buckets: number }): void {
+    this.open = open;
   }
 }

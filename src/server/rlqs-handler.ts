@@ -65,6 +65,11 @@ export function rlqsService(deps: RlqsDeps): RlqsServer {
       stream.start();
     },
   };
+  deps.metrics?.measure(() => {
+    let buckets = 0;
+    for (const s of open) buckets += s.size;
+    return { streams: open.size, buckets };
+  });
   const drain = (): void => {
     for (const s of [...open]) s.drain();
   };
@@ -95,12 +100,16 @@ class QuotaStream {
     private readonly onClosed: () => void,
   ) {}
 
+  /** Buckets this stream holds. */
+  get size(): number {
+    return this.buckets?.size ?? 0;
+  }
+
   drain(): void {
     this.finish();
   }
 
   start(): void {
-    this.deps.metrics?.streamOpened();
     // Envoy reports every interval, idle or not: a stream silent for three is a connection that died without a
     // close (no FIN), or a client that stopped. Ended, it releases its instance, whose entries then expire.
     const every = this.deps.limits.reportIntervalMs;
@@ -178,9 +187,7 @@ class QuotaStream {
   private async answer(usages: readonly WireUsage[]): Promise<void> {
     if (this.ended) return;
     const startMs = Date.now();
-    const before = this.buckets!.size;
-    const read = this.buckets!.read(usages, Date.now());
-    this.deps.metrics?.bucketsChanged(this.buckets!.size - before);
+    const read = this.buckets!.read(usages, startMs);
     this.observeRead(read);
     let strategies: (Strategy | undefined)[];
     let failure: string | undefined;
@@ -366,6 +373,5 @@ class QuotaStream {
     for (const stop of this.watching.values()) stop();
     this.watching.clear();
     this.release?.();
-    this.deps.metrics?.streamClosed(this.buckets?.size ?? 0);
   }
 }
