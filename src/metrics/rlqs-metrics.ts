@@ -3,12 +3,9 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 /** The Rate Limit Quota Service's series (docs/rlqs.md). Labels name configured domains only (an unknown one is
  * "(unknown)"), kinds of strategy and reasons: never a bucket id, instance or other request text. */
 
-export const RLQS_STRATEGIES = ['token_bucket', 'allow_all', 'deny_all', 'abandon'] as const;
-export type RlqsStrategyLabel = (typeof RLQS_STRATEGIES)[number];
-/** Why a bucket got no assignment, or a stream was ended. */
-export const RLQS_REFUSALS = ['too_many_buckets', 'empty_bucket_id', 'bad_bucket_id', 'idle'] as const;
-export type RlqsRefusal = (typeof RLQS_REFUSALS)[number];
-export const RLQS_STREAM_ERRORS = [
+/** Why a bucket got no share, and why a stream was ended or a report not answered. */
+const RLQS_REFUSALS = ['too_many_buckets', 'empty_bucket_id', 'bad_bucket_id', 'idle'] as const;
+const RLQS_STREAM_ERRORS = [
   'no_domain',
   'bad_domain',
   'domain_changed',

@@ -34,6 +34,6 @@ function nextKey(level: ReadonlyMap<string, KeyBranch>, keys: readonly string[],
 }
 
 /** Code point order (not the locale's): the same on every replica and every Node version. */
-export function byCodePoint(a: string, b: string): number {
+function byCodePoint(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -58,10 +58,6 @@ export class QuotaService {
 
   constructor(private readonly deps: QuotaDeps) {}
 
-  get settings(): QuotaSettings {
-    return this.deps.settings;
-  }
-
   /** Assignment time to live, in whole seconds (Envoy reads only the seconds; under 1 s it expires at once). */
   get ttlSeconds(): number {
     return Math.max(1, Math.ceil((this.deps.settings.reportIntervalMs * LIVES_FOR_REPORTS) / 1000));

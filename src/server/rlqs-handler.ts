@@ -32,6 +32,15 @@ interface Assigned {
   s: Strategy;
 }
 
+type Tally = AssignmentSummary['strategies'];
+
+/** The actions of one answer by strategy, as the metric and the summary count them. */
+function tally(assigned: readonly Assigned[], overflow: number, abandon: number): Tally {
+  const counts = { token_bucket: 0, allow_all: overflow, deny_all: 0, abandon };
+  for (const { s } of assigned) counts[STRATEGY_LABEL[s.kind]]++;
+  return counts;
+}
+
 /** What domainLabel() answers for a domain no config names. */
 export const UNKNOWN_DOMAIN = '(unknown)';
 const STRATEGY_LABEL = { bucket: 'token_bucket', allow: 'allow_all', deny: 'deny_all' } as const;
@@ -286,18 +295,14 @@ class QuotaStream {
     const actions: unknown[] = assigned.map(({ b, s }) => assign(b.id, s));
     for (const id of overflow) actions.push(assign(id, ALLOW));
     for (const id of abandon) actions.push({ bucket_id: { bucket: id }, abandon_action: {} });
-    this.countActions([...assigned.map((a) => a.s), ...overflow.map(() => ALLOW)], abandon.length);
+    this.countActions(tally(assigned, overflow.length, abandon.length));
     for (let i = 0; i < actions.length; i += ACTIONS_PER_MESSAGE) this.call.write({ bucket_action: actions.slice(i, i + ACTIONS_PER_MESSAGE) });
   }
 
   /** What the span and the decision-log line of this answer say (response/assignment-summary.ts). */
   private summary(read: ReadReport, sent: readonly Assigned[], failure: string | undefined): AssignmentSummary {
-    const counts = { token_bucket: 0, allow_all: read.overflow.length, deny_all: 0, abandon: read.abandon.length };
     const denyRules = new Set<string>();
-    for (const { b, s } of sent) {
-      counts[STRATEGY_LABEL[s.kind]]++;
-      if (s.kind === 'deny' && b.plan.rule && denyRules.size < MAX_RULES) denyRules.add(b.plan.rule.id);
-    }
+    for (const { b, s } of sent) if (s.kind === 'deny' && b.plan.rule && denyRules.size < MAX_RULES) denyRules.add(b.plan.rule.id);
     const domain = this.deps.domainLabel(this.domain!);
     return {
       domain: domain === UNKNOWN_DOMAIN ? undefined : domain,
@@ -305,18 +310,17 @@ class QuotaStream {
       buckets: read.buckets.length + read.abandon.length + read.overflow.length,
       allowed: read.allowed,
       denied: read.denied,
-      strategies: counts,
+      strategies: tally(sent, read.overflow.length, read.abandon.length),
       denyRules: [...denyRules],
       ...(failure && { failure }),
     };
   }
 
-  private countActions(strategies: readonly Strategy[], abandoned: number): void {
+  private countActions(counts: Tally): void {
     const m = this.deps.metrics;
     if (!m) return;
     const domain = this.deps.domainLabel(this.domain!);
-    for (const s of strategies) m.assignments.inc({ domain, strategy: STRATEGY_LABEL[s.kind] });
-    if (abandoned > 0) m.assignments.inc({ domain, strategy: 'abandon' }, abandoned);
+    for (const [strategy, n] of Object.entries(counts)) if (n > 0) m.assignments.inc({ domain, strategy }, n);
   }
 
   private observeRead(read: ReadReport): void {

@@ -120,6 +120,9 @@ describe('RLQS: bad input', () => {
     expect(metric(series, 'tollgate_rlqs_buckets')).toBeLessThanOrEqual(10_000 + 10);
     const refused = (m: Map<string, number>) => metric(m, 'tollgate_rlqs_buckets_refused_total', { reason: 'too_many_buckets' })!;
     expect(refused(series) - refused(before)).toBe(10_001 + 80_000 + 100_000);
+    const sent = (m: Map<string, number>, strategy: string) => metric(m, 'tollgate_rlqs_assignments_total', { domain: 'rlqs-test', strategy }) ?? 0;
+    expect(sent(series, 'allow_all') - sent(before, 'allow_all')).toBe(10_001 + 20_000);
+    expect(sent(series, 'token_bucket') - sent(before, 'token_bucket')).toBeGreaterThanOrEqual(10_000);
   }, 60_000);
 
   it('a client that never reads its answers has its stream ended, and others are still served', async () => {
