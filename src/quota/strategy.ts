@@ -1,3 +1,5 @@
+import { MAX_UINT32 } from '../config/units.js';
+
 /** What Envoy's rate_limit_quota filter is told to do with one bucket (a RateLimitStrategy), and how a share
  * of a rate becomes one. Facts from Envoy's source (docs/design/rlqs-envoy.md §3): the filter refills a token
  * bucket continuously at tokens_per_fill / fill_interval, the interval truncated to whole seconds (under 1 s it
@@ -31,7 +33,7 @@ export function bucketFor(ratePerSecond: number, maxBurst = Infinity): Strategy 
   if (!(ratePerSecond > 0)) return DENY;
   if (ratePerSecond === Infinity) return ALLOW;
   const fillSeconds = Math.min(MAX_FILL_SECONDS, Math.max(1, Math.ceil(MIN_TOKENS_PER_FILL / ratePerSecond)));
-  const tokens = Math.max(1, Math.min(0xffffffff, Math.floor(ratePerSecond * fillSeconds)));
+  const tokens = Math.max(1, Math.min(MAX_UINT32, Math.floor(ratePerSecond * fillSeconds)));
   const burst = Math.min(tokens, Math.ceil(ratePerSecond), Math.floor(maxBurst));
   return { kind: 'bucket', maxTokens: Math.max(1, burst), tokensPerFill: tokens, fillSeconds };
 }

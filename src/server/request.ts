@@ -80,7 +80,7 @@ function toDescriptor(d: WireDescriptor, i: number, bounds: RequestBounds): Desc
 
 /** UTF-8 length over `max`. A UTF-16 unit is 1 to 3 UTF-8 bytes, so most strings are decided without
  * encoding them. */
-function tooLong(s: string, max: number): boolean {
+export function tooLong(s: string, max: number): boolean {
   if (s.length > max) return true;
   return s.length * 3 > max && Buffer.byteLength(s) > max;
 }

@@ -5,6 +5,7 @@ import type { QuotaService } from '../quota/quota-service.js';
 import { ALLOW, firstBucket, rateOf, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
 import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { UNDECODABLE } from './proto.js';
+import { tooLong } from './request.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
 import { type ReadReport, type StreamBucket, StreamBuckets, type StreamLimits, type WireBucketId, type WireUsage } from './rlqs-stream.js';
 
@@ -167,7 +168,7 @@ class QuotaStream {
         this.fail('no_domain', grpc.status.INVALID_ARGUMENT, 'the first report names no domain');
         return false;
       }
-      if (Buffer.byteLength(domain) > this.deps.limits.bounds.maxValueBytes) {
+      if (tooLong(domain, this.deps.limits.bounds.maxValueBytes)) {
         this.fail('bad_domain', grpc.status.INVALID_ARGUMENT, `the domain is longer than ${this.deps.limits.bounds.maxValueBytes} bytes`);
         return false;
       }

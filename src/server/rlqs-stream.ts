@@ -1,7 +1,8 @@
+import { MAX_UINT32 } from '../config/units.js';
 import type { BucketPlan } from '../quota/bucket-plan.js';
 import type { BucketUsage } from '../quota/quota-service.js';
 import { rateOf, type Strategy } from '../quota/strategy.js';
-import type { RequestBounds } from './request.js';
+import { type RequestBounds, tooLong } from './request.js';
 
 /** One RLQS stream's view of its buckets: what Envoy reported, turned into the usages the quota service
  * assigns from, and the bounds that keep a stream's memory finite. Envoy's behaviour it is built on
@@ -61,7 +62,7 @@ export interface StreamLimits {
 }
 
 /** Counts above this are taken as this (uint64 on the wire; RLS bounds hits_addend the same). */
-const MAX_COUNT = 0xffffffff;
+const MAX_COUNT = MAX_UINT32;
 /** Bytes of BucketIds one stream holds (keys and values): past it, new buckets are overflow. */
 const MAX_STREAM_BYTES = 16 * 1024 * 1024;
 
@@ -203,9 +204,8 @@ function badBucket(id: WireBucketId, bounds: StreamLimits['bounds']): Refusal | 
   let total = 0;
   for (const k of keys) {
     const v = id[k]!;
-    const kb = Buffer.byteLength(k);
-    if (kb === 0 || v.length === 0 || kb > bounds.maxValueBytes || v.length > bounds.maxValueBytes) return 'bad_bucket_id';
-    total += kb + v.length;
+    if (k === '' || v.length === 0 || tooLong(k, bounds.maxValueBytes) || v.length > bounds.maxValueBytes) return 'bad_bucket_id';
+    total += Buffer.byteLength(k) + v.length;
   }
   return total > bounds.maxValueBytes ? 'bad_bucket_id' : undefined;
 }
