@@ -4,6 +4,7 @@ import { createWriteStream, existsSync, readFileSync, statSync, writeFileSync } 
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import type { CompiledConfig } from '../config/compiled.js';
 import { loadConfigDir } from '../config/load.js';
 import { MAX_UINT32, parseUnit, UNIT_NAMES } from '../config/units.js';
 import type { TierAssignment } from '../control/tier-store.js';
@@ -11,7 +12,7 @@ import { loadEnvoyConfig } from '../envoy/routes.js';
 import { CliError, systemCause } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import { explain } from '../limiter/explain.js';
-import type { DescriptorInput } from '../limiter/plan.js';
+import type { DescriptorInput, TierSource } from '../limiter/plan.js';
 import { bucketEntries } from '../quota/bucket-descriptor.js';
 import { planBucket } from '../quota/bucket-plan.js';
 import { bucketExplanation, formatBucket } from '../tuning/bucket-report.js';
@@ -220,14 +221,20 @@ export async function explainCommand(args: string[]): Promise<number> {
     if (p === '+') descriptors.push({ entries: [] });
     else addToDescriptor(descriptors.at(-1)!, p);
   }
-  const byFingerprint = new Map(readAssignments(values.tiers).map((a) => [a.fingerprint, a.tier]));
-  if (!existsSync(values.config)) throw new CliError(`${values.config}: no such file or directory (--config)`);
+  const { config, tiers } = explainInputs(values);
   const hits = values.hits === undefined ? 1 : wholeNumber(values.hits, '--hits');
   const request = { domain, descriptors: descriptors.filter((d) => d.entries.length > 0), hits: hits > 0 ? hits : 1 };
   // The user typed this request: its text is shown back (but the token's value, a fingerprint as everywhere).
-  const e = await explain(loadConfigDir(values.config), { tierOf: (fp: string) => byFingerprint.get(fp) }, request, { reveal: true });
+  const e = await explain(config, tiers, request, { reveal: true });
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return 0;
+}
+
+/** What both kinds of explain read: the config directory (--config) and the tier assignments (--tiers). */
+function explainInputs(o: { config: string; tiers?: string }): { config: CompiledConfig; tiers: TierSource } {
+  const byFingerprint = new Map(readAssignments(o.tiers).map((a) => [a.fingerprint, a.tier]));
+  if (!existsSync(o.config)) throw new CliError(`${o.config}: no such file or directory (--config)`);
+  return { config: loadConfigDir(o.config), tiers: { tierOf: (fp: string) => byFingerprint.get(fp) } };
 }
 
 /** `explain --bucket`: an RLQS BucketId, as the quota service plans it (src/quota/bucket-plan.ts), then the
@@ -244,10 +251,7 @@ async function explainBucket(positionals: string[], o: { config: string; tiers?:
     if (at <= 0 || p.startsWith('@') || p === '+') throw new CliError(`"${p.slice(0, 40)}" is not key=value (a BucketId is one map of pairs)`, 2);
     bucket[p.slice(0, at)] = p.slice(at + 1);
   }
-  if (!existsSync(o.config)) throw new CliError(`${o.config}: no such file or directory (--config)`);
-  const config = loadConfigDir(o.config);
-  const byFingerprint = new Map(readAssignments(o.tiers).map((a) => [a.fingerprint, a.tier]));
-  const tiers = { tierOf: (fp: string) => byFingerprint.get(fp) };
+  const { config, tiers } = explainInputs(o);
   const plan = planBucket(config, domain, bucket, { tiers, reportIntervalMs: 5000, unmatched: 'allow', globalShadow: false });
   const e = await explain(config, tiers, { domain, descriptors: [{ entries: bucketEntries(config.domains.get(domain), bucket) }], hits: 1 }, { reveal: true });
   // The token's value is shown as its fingerprint, as everywhere else; the rest as typed.
