@@ -59,6 +59,8 @@ export class SimEnvoy {
   /** Every message received, decoded, and every stream's end status. */
   readonly received: Record<string, unknown>[] = [];
   readonly statuses: (string | undefined)[] = [];
+  /** The grpc-message of each status, as sent. */
+  readonly messages: string[] = [];
   admitted = 0;
   rejected = 0;
   /** Assignments that ran out before a new one came (a gap: the bucket fell back to ALLOW_ALL). */
@@ -165,13 +167,14 @@ export class SimEnvoy {
     stream.on('data', (d: Buffer) => this.data(d));
     // A status in trailers, or in the headers of a trailers-only answer (an error before any message); either
     // ends the stream on Envoy's side too (onRemoteClose drops it, to be reopened on the next report).
-    const ended = (status: unknown): void => {
-      if (status === undefined) return;
-      this.statuses.push(String(status));
+    const ended = (h: http2.IncomingHttpHeaders): void => {
+      if (h['grpc-status'] === undefined) return;
+      this.statuses.push(String(h['grpc-status']));
+      this.messages.push(decodeURIComponent(String(h['grpc-message'] ?? '')));
       stream.close();
     };
-    stream.on('response', (h) => ended(h['grpc-status']));
-    stream.on('trailers', (t) => ended(t['grpc-status']));
+    stream.on('response', ended);
+    stream.on('trailers', ended);
     stream.on('error', () => undefined);
     stream.on('close', () => {
       if (this.stream === stream) {

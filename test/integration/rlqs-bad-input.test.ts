@@ -177,10 +177,38 @@ describe('RLQS: bad input', () => {
     session.destroy();
   });
 
-  it('nothing a client sent reaches a log line or a metric label', async () => {
+  it('a burst of 1,000 reports on one stream in one go: RESOURCE_EXHAUSTED past 16 waiting, and others still served', async () => {
+    const s = sim(39);
+    s.request({ tenant: 'burst' });
+    await within(5000, () => actions(s).length > 0, 'the first assignment');
+    for (let i = 0; i < 1000; i++) s.send([usage({ tenant: 'burst' })]);
+    await within(5000, () => s.statuses.length > 0, 'a status');
+    expect(s.statuses).toEqual(['8']);
+    const other = sim(40);
+    other.request({ tenant: 'after-burst' });
+    await within(5000, () => actions(other).length > 0, 'another stream served');
+  });
+
+  it('a report over the 4 MiB message limit ends the stream with RESOURCE_EXHAUSTED, and the process goes on', async () => {
+    const s = sim(41);
+    s.request({ tenant: 'big' });
+    await within(5000, () => actions(s).length > 0, 'the first assignment');
+    s.send(Array.from({ length: 150_000 }, (_, i) => usage({ tenant: `big-${i}-${'x'.repeat(20)}` })));
+    await within(10_000, () => s.statuses.length > 0, 'a status');
+    expect(s.statuses).toEqual(['8']);
+    const other = sim(42);
+    other.request({ tenant: 'after-big' });
+    await within(5000, () => actions(other).length > 0, 'another stream served');
+  });
+
+  it('nothing a client sent reaches a log line, a metric label or a status message', async () => {
     const s = sim(36, `d-${MARK}`);
     await report(s, { [`k-${MARK}`]: `v-${MARK}` }, [usage({ tenant: `v-${MARK}` }), usage({ [`k-${MARK}`]: '' })]);
     await within(5000, () => actions(s).length >= 2, 'the second answer');
+    s.send([usage({ tenant: 'a' })], `other-${MARK}`);
+    await within(5000, () => s.statuses.length > 0, 'the changed domain refused');
+    expect(s.messages.join(' ')).toContain('the domain changed mid-stream');
+    expect(s.messages.join(' ')).not.toContain(MARK);
     const text = (await scrape(t.service.httpPort)).text;
     expect(text).not.toContain(MARK);
     expect(JSON.stringify(log.lines())).not.toContain(MARK);
