@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { COMMANDS } from './commands/index.js';
 import { UserError } from './errors.js';
+import { ownedByLogSink } from './log-sink.js';
 import { VERSION } from './version.js';
 
 const USAGE = `Usage: tollgate <command> [options]
@@ -46,9 +47,11 @@ async function main(argv: string[]): Promise<number> {
 }
 
 /** A reader that goes away (`tollgate simulate --generate 10 | head -2`) ends the command quietly, as it
- * ends any Unix tool, instead of crashing on EPIPE. */
+ * ends any Unix tool, instead of crashing on EPIPE. Not `serve`: its log sink takes these errors, and a
+ * service keeps serving when its log reader goes away (src/log-sink.ts). */
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (ownedByLogSink(stream)) return;
     if (err.code === 'EPIPE') process.exit(0);
     throw err;
   });

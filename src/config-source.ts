@@ -4,6 +4,7 @@ import type { CompiledConfig } from './config/compiled.js';
 import { type ConfigError, formatProblem } from './config/errors.js';
 import type { ConfigLimits } from './config/load.js';
 import { type ConfigDiff, ConfigWatcher, type ReloadOutcome } from './config/watcher.js';
+import { shown } from './config/xds/rls-conf.js';
 import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './config/xds/source.js';
 import type { Clock } from './counters/clock.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -101,11 +102,12 @@ function xdsSource(
         if (result === 'applied') counters.lastApplied.set(Math.floor(clock.now() / 1000));
         if (result === 'applied' && !readyLogged) {
           readyLogged = true;
-          logger.info({ version: source.version }, 'first config from the xDS server applied: ready');
+          logger.info({ version: shown(source.version) }, 'first config from the xDS server applied: ready');
           p.deps.onReady();
         }
       },
       streamError: (code) => counters.streamErrors.inc({ code }),
+      connectFailure: (reason) => counters.connectFailures.inc({ reason }),
     },
   });
   metrics.gauge('tollgate_xds_connected', 'Whether the stream to the xDS management server is up (1) or not (0)', () => (source.connected ? 1 : 0), {}, 'min');

@@ -1,17 +1,19 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { LogSink } from './log-sink.js';
 
 export type LogFormat = 'json' | 'text';
 
 /** Logs on stdout, one line per state change: JSON lines, or (LOG_FORMAT=text, as envoyproxy/ratelimit
  * offers) the same events as readable lines. Fields that could carry a secret are redacted as a second line
  * of defence: code logs fingerprints, never tokens. Redaction happens before either format is written. */
-export function createLogger(level: string, format: LogFormat = 'json'): Logger {
+export function createLogger(level: string, format: LogFormat = 'json', sink: LogSink = new LogSink()): Logger {
   const options = {
     level,
     base: { service: 'tollgate' },
     redact: { paths: ['token', '*.token', 'authorization', '*.authorization', 'value', '*.value'], censor: '[redacted]' },
   };
-  return format === 'text' ? pino(options, textDestination(process.stdout)) : pino(options);
+  // Through the sink, which never blocks the process or its exit (src/log-sink.ts), in either format.
+  return format === 'text' ? pino(options, textDestination(sink)) : pino(options, sink);
 }
 
 const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
@@ -27,6 +29,6 @@ export function textLine(json: string): string {
   return `${[time, LEVEL_NAMES[o.level as number] ?? String(o.level), String(o.msg ?? ''), ...fields].filter(Boolean).join(' ')}\n`;
 }
 
-function textDestination(out: NodeJS.WritableStream): DestinationStream {
+function textDestination(out: DestinationStream): DestinationStream {
   return { write: (line: string) => out.write(textLine(line)) };
 }

@@ -1,17 +1,22 @@
 import { ConfigError } from '../config/errors.js';
 import { ListenError } from '../errors.js';
+import { LogSink } from '../log-sink.js';
 import { createLogger } from '../logger.js';
 import { logSettingNotes, startService } from '../service.js';
 import { parseServeArgs, serveHelp } from '../settings.js';
 import { isWorker, runPrimary } from '../workers.js';
 import type { Command } from './command.js';
 
+/** How long a start that failed waits for its log lines to leave before exiting 1. */
+const START_FAILURE_FLUSH_MS = 1000;
+
 /** `tollgate serve`: runs the service until SIGTERM or SIGINT, then stops it gracefully. */
 export const serveCommand: Command = { help: serveHelp, run: serve };
 
 async function serve(args: string[]): Promise<number> {
   const settings = parseServeArgs(args);
-  const logger = createLogger(settings.logLevel, settings.logFormat);
+  const sink = new LogSink();
+  const logger = createLogger(settings.logLevel, settings.logFormat, sink);
   if (settings.workers > 1 && !isWorker()) {
     logSettingNotes(settings, logger); // once, not once per worker (a worker does not log them)
     return runPrimary(settings.workers, logger);
@@ -23,11 +28,13 @@ async function serve(args: string[]): Promise<number> {
     if (err instanceof ConfigError) {
       logger.fatal({ problems: err.problems }, 'descriptor config is invalid');
       process.stderr.write(`${err.message}\n`);
+      await sink.flush(START_FAILURE_FLUSH_MS);
       return 1;
     }
     if (err instanceof ListenError) {
       logger.fatal({ err: err.message }, 'cannot start');
       process.stderr.write(`tollgate: ${err.message}\n`);
+      await sink.flush(START_FAILURE_FLUSH_MS);
       return 1;
     }
     throw err;
@@ -37,12 +44,16 @@ async function serve(args: string[]): Promise<number> {
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
+    const deadline = Date.now() + settings.shutdownTimeoutMs;
     logger.info({ signal }, 'shutting down');
+    // Log lines still queued (a slow or stuck reader) get what is left of the shutdown timeout, and no more:
+    // a log reader that is gone or stuck never holds the exit past it.
+    const exit = (code: number): void => void sink.flush(deadline - Date.now()).then(() => process.exit(code));
     running.stop().then(
-      () => process.exit(0),
+      () => exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
-        process.exit(1);
+        exit(1);
       },
     );
   };

@@ -1,5 +1,6 @@
 import { type Aggregator, Counter, collectDefaultMetrics, Gauge, type LabelValues, Registry } from 'prom-client';
 import type { Rule } from '../config/compiled.js';
+import { CONNECT_FAILURE_REASONS } from '../config/xds/connect-failure.js';
 import type { Decision } from '../limiter/limiter.js';
 import type { RedisMemory } from '../store/redis-info.js';
 import { type CounterSeries, FastCounter, FastHistogram, ScrapedSeries } from './series.js';
@@ -10,6 +11,7 @@ import { type CounterSeries, FastCounter, FastHistogram, ScrapedSeries } from '.
 export interface XdsMetrics {
   responses: Counter<'result'>;
   streamErrors: Counter<'code'>;
+  connectFailures: Counter<'reason'>;
   lastApplied: Gauge;
 }
 
@@ -151,13 +153,20 @@ export class Metrics {
         labelNames: ['code'] as const,
         registers: [this.registry],
       });
+      const connectFailures = new Counter({
+        name: 'tollgate_xds_connect_failures_total',
+        help: 'Attempts to connect to the xDS server that failed, by reason (refused, tls_handshake, certificate_name, client_certificate, plaintext_peer, …)',
+        labelNames: ['reason'] as const,
+        registers: [this.registry],
+      });
+      for (const reason of CONNECT_FAILURE_REASONS) connectFailures.inc({ reason }, 0);
       const lastApplied = new Gauge({
         name: 'tollgate_xds_last_applied_timestamp_seconds',
         help: 'When the last xDS response was applied (Unix seconds; with --workers, the oldest of them)',
         registers: [this.registry],
         aggregator: 'min',
       });
-      this.xdsCounters = { responses, streamErrors, lastApplied };
+      this.xdsCounters = { responses, streamErrors, connectFailures, lastApplied };
     }
     return this.xdsCounters;
   }

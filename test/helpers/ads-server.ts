@@ -53,16 +53,11 @@ export function encodeConfig(config: Record<string, unknown>): Uint8Array {
   return rlcType.encode(message).finish();
 }
 
-export class AdsServer {
-  readonly received: Received[] = [];
-  private readonly server = new grpc.Server({ 'grpc.max_send_message_length': -1 });
-  private readonly streams = new Map<number, AdsStream>();
-  private snapshot: { version: string; resources: { type_url: string; value: Buffer }[]; typeUrl: string } | undefined;
-  private nonce = 0;
-  private streamCount = 0;
-  port = 0;
+let adsDefinition: grpc.ServiceDefinition | undefined;
 
-  constructor() {
+/** Envoy's ADS service, loaded once per test file (half a second a load on a busy machine). */
+function adsService(): grpc.ServiceDefinition {
+  if (!adsDefinition) {
     const def = protoLoader.loadSync('envoy/service/discovery/v3/ads.proto', {
       keepCase: true,
       longs: Number,
@@ -74,7 +69,22 @@ export class AdsServer {
     const pkg = grpc.loadPackageDefinition(def) as unknown as {
       envoy: { service: { discovery: { v3: { AggregatedDiscoveryService: grpc.ServiceClientConstructor } } } };
     };
-    this.server.addService(pkg.envoy.service.discovery.v3.AggregatedDiscoveryService.service, {
+    adsDefinition = pkg.envoy.service.discovery.v3.AggregatedDiscoveryService.service;
+  }
+  return adsDefinition;
+}
+
+export class AdsServer {
+  readonly received: Received[] = [];
+  private readonly server = new grpc.Server({ 'grpc.max_send_message_length': -1 });
+  private readonly streams = new Map<number, AdsStream>();
+  private snapshot: { version: string; resources: { type_url: string; value: Buffer }[]; typeUrl: string } | undefined;
+  private nonce = 0;
+  private streamCount = 0;
+  port = 0;
+
+  constructor() {
+    this.server.addService(adsService(), {
       StreamAggregatedResources: (call: AdsStream) => this.serve(call),
       DeltaAggregatedResources: (call: AdsStream) => call.end(),
     });

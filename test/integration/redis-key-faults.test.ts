@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { capturingLogger, property, startTestService, type TestService } from '../helpers/service.js';
+import { capturingLogger, configDir, property, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
 /** Issue 22, items 2 and 8: one request's keys refused by Redis (a key of another type; Redis out of memory)
@@ -67,6 +67,84 @@ describe.each(['allow', 'deny', 'local'])('a poisoned counter key amid 50 other 
     // The store is not degraded by one bad key, and the local policy did not flap into fallback mode.
     expect(t.service.store.health().degraded).toBe(false);
     expect(log.lines().filter((l) => String(l.msg).startsWith('shared store unavailable'))).toEqual([]);
+  });
+});
+
+/** Issue 36, item 12: values Lua's tonumber reads but INCRBY refuses. Before, such a value passed the script's
+ * check, the request's other window was written (1 → 2), then INCRBY refused the hour's: a partial write,
+ * counted as `other`. Now refused before any write, as `wrong_type`, on the plain path (fixed windows) and the
+ * general one (a sliding window). Minute windows, not seconds: their counters outlive the test's steps. */
+describe('counter values that are not plain decimal counts', () => {
+  let redis: RedisServer;
+  let t: TestService;
+  const domain = (name: string, hourAlgorithm: string): string =>
+    [
+      `domain: ${name}`,
+      'descriptors:',
+      '  - key: token',
+      '    rate_limits:',
+      '      - {unit: minute, requests_per_unit: 100}',
+      `      - {unit: hour, requests_per_unit: 1000, algorithm: ${hourAlgorithm}}`,
+      '',
+    ].join('\n');
+  beforeEach(async () => {
+    redis = await startRedis();
+    const dir = configDir({ 'fixed.yaml': domain('fixed', 'fixed_window'), 'sliding.yaml': domain('sliding', 'sliding_window') });
+    t = await startTestService({
+      realClock: true,
+      configDir: dir,
+      args: ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000', '--redis-failure', 'allow', '--local-cache', 'false'],
+    });
+  });
+  afterEach(async () => {
+    await t?.close();
+    await redis?.stop();
+  });
+
+  const request = (name: string, token: string): RlsRequest => ({ domain: name, descriptors: [{ entries: [{ key: 'token', value: token }] }] });
+  const call = async (name: string, token: string): Promise<string> => {
+    try {
+      return (await t.rls.call(request(name, token), 2000)).overall_code;
+    } catch (err) {
+      return `error ${(err as { code: number }).code}`;
+    }
+  };
+  const counters = async (name: string, token: string, unit: string): Promise<string[]> =>
+    (await redis.cli('--scan', '--pattern', `*:${name}:*${fingerprint(token)}*:${unit}:*`)).split('\n').filter(Boolean).sort();
+  const VALUES = ['1e1', '0x5', ' 5', '5 ', '5.0', 'nan', '-inf', 'inf', '+5', '05', '-0', '9223372036854775807'];
+
+  it.each(['fixed', 'sliding'])('%s: refused before any write, counted as wrong_type', async (name) => {
+    for (const [i, value] of VALUES.entries()) {
+      const token = `Bearer odd-${i}`;
+      expect(await call(name, token)).toBe('OK');
+      const [hourly] = await counters(name, token, 'hour');
+      const minutes = await counters(name, token, 'minute');
+      expect(minutes).toHaveLength(1);
+      await redis.cli('SET', hourly!, value);
+      expect(await call(name, token), `hour counter ${JSON.stringify(value)}`).toBe(`error ${status.UNAVAILABLE}`);
+      expect(await redis.cli('GET', hourly!)).toBe(value.trim()); // (the helper trims what redis-cli prints)
+      // Nothing written for it: its minute counter did not grow, and none appeared for a new minute.
+      expect(await counters(name, token, 'minute'), `minute counters after ${JSON.stringify(value)}`).toEqual(minutes);
+      expect(await redis.cli('GET', minutes[0]!), `minute count after ${JSON.stringify(value)}`).toBe('1');
+    }
+    const { series } = await scrape(t.service.httpPort);
+    expect(metric(series, 'tollgate_store_errors_total', { store: 'redis', kind: 'wrong_type' })).toBe(VALUES.length);
+    expect(metric(series, 'tollgate_store_errors_total', { store: 'redis', kind: 'other' })).toBe(0);
+  });
+
+  it('plain decimal counts are read as counts: 0, a negative one, and one of 18 characters', async () => {
+    for (const [i, [value, code, after]] of [
+      ['0', 'OK', '1'],
+      ['-3', 'OK', '-2'],
+      ['999999999999999998', 'OVER_LIMIT', '999999999999999998'],
+    ].entries()) {
+      const token = `Bearer plain-${i}`;
+      expect(await call('fixed', token)).toBe('OK');
+      const [hourly] = await counters('fixed', token, 'hour');
+      await redis.cli('SET', hourly!, value!);
+      expect(await call('fixed', token)).toBe(code);
+      expect(await redis.cli('GET', hourly!)).toBe(after);
+    }
   });
 });
 

@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { Logger } from 'pino';
 import type { Backoff } from './backoff.js';
+import { CONNECT_FAILURE_TEXT, type ConnectFailure, type ConnectFailureReason, connectFailure } from './connect-failure.js';
 import { shown, type XdsResource } from './rls-conf.js';
 
 const PROTO_DIR = fileURLToPath(new URL('../../../proto', import.meta.url));
@@ -32,8 +33,13 @@ export interface AdsClientOptions {
   logger: Logger;
   /** Applies one response's resources; resolves to undefined to ACK it, or to the reason to NACK it. */
   apply: (resources: XdsResource[]) => Promise<string | undefined>;
-  /** Every response, by what became of it, and every broken stream by its status code name. */
-  events: { response(result: 'applied' | 'nacked' | 'refused'): void; streamError(code: string): void };
+  /** Every response, by what became of it, every broken stream by its status code name, and every attempt to
+   * connect that failed, by why. */
+  events: {
+    response(result: 'applied' | 'nacked' | 'refused'): void;
+    streamError(code: string): void;
+    connectFailure(reason: ConnectFailureReason): void;
+  };
 }
 
 interface DiscoveryResponse {
@@ -71,6 +77,10 @@ export class AdsClient {
   private stopped = false;
   /** The current stream has carried a response: the server is there and speaking xDS. */
   private answered = false;
+  /** Why the last attempt to connect failed, until a stream has a connection: a line is logged when it changes. */
+  private failing: ConnectFailureReason | undefined;
+  /** The channel's state is being watched for the connection after failures (untilConnected). */
+  private watching = false;
 
   constructor(private readonly o: AdsClientOptions) {
     const Ads = adsConstructor();
@@ -109,7 +119,9 @@ export class AdsClient {
 
   private open(): void {
     if (this.stopped) return;
-    const metadata = new grpc.Metadata({ waitForReady: true }); // wait out a server that is not up yet
+    // Not waitForReady: a call that waits for a connection never hears why there is none. Without it, the call
+    // fails at once when the channel cannot connect, with the reason (connectFailed), and is tried again.
+    const metadata = new grpc.Metadata({ waitForReady: false });
     for (const [k, v] of Object.entries(this.o.headers)) metadata.set(k, v);
     const stream = (this.client as unknown as { StreamAggregatedResources(m: grpc.Metadata): Stream }).StreamAggregatedResources(metadata);
     this.stream = stream;
@@ -124,13 +136,16 @@ export class AdsClient {
       type_url: this.o.typeUrl,
       response_nonce: '',
     });
-    this.o.logger.info({ server: this.o.target, version: this.applied }, 'xDS stream opened, asking for rate-limit configs');
+    // Once per stream that had a connection before, not on every attempt while the server cannot be reached.
+    const level = this.failing === undefined ? 'info' : 'debug';
+    this.o.logger[level]({ server: this.o.target, version: shown(this.applied) }, 'xDS stream opened, asking for rate-limit configs');
   }
 
   private received(stream: Stream, response: DiscoveryResponse): void {
     if (stream !== this.stream) return;
     if (!this.answered) {
       this.answered = true;
+      this.failing = undefined;
       this.o.backoff.reset();
       this.o.logger.info({ server: this.o.target }, 'xDS server answered');
     }
@@ -193,17 +208,59 @@ export class AdsClient {
     if (stream !== this.stream || this.stopped) return;
     this.stream = undefined;
     stream.cancel();
+    const failure = err && connectFailure(err);
+    if (failure) {
+      this.connectFailed(failure);
+      return;
+    }
+    this.failing = undefined; // it had a connection
     const code = err ? (grpc.status[err.code] ?? 'UNKNOWN') : 'ENDED';
     this.o.events.streamError(code);
     const delayMs = this.o.backoff.next();
     this.o.logger.warn(
-      { server: this.o.target, code, details: err ? shown(err.details ?? '') : undefined, retryInMs: delayMs, keeping: this.applied },
+      { server: this.o.target, code, details: err ? shown(err.details ?? '') : undefined, retryInMs: delayMs, keeping: shown(this.applied) },
       err?.code === grpc.status.RESOURCE_EXHAUSTED
         ? 'xDS stream broken by a message over the size limit (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES): keeping the applied config'
         : 'xDS stream broken: keeping the applied config, decisions go on',
     );
     this.retry = setTimeout(() => this.open(), delayMs);
     this.retry.unref();
+  }
+
+  /** No connection: counted by reason every attempt, logged when the reason changes, tried again every
+   * CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL (the channel reconnects as often). */
+  private connectFailed(f: ConnectFailure): void {
+    this.o.events.connectFailure(f.reason);
+    if (f.reason !== this.failing) {
+      this.failing = f.reason;
+      this.o.logger.warn(
+        { server: this.o.target, reason: f.reason, detail: f.detail, retryEveryMs: this.o.connectRetryMs, keeping: shown(this.applied) },
+        `cannot connect to the xDS server: ${CONNECT_FAILURE_TEXT[f.reason]}`,
+      );
+    }
+    this.untilConnected();
+    this.retry = setTimeout(() => this.open(), this.o.connectRetryMs);
+    this.retry.unref();
+  }
+
+  /** After connections failed, one line once the channel connects: the stream may then carry nothing for a
+   * long while (a server with nothing newer than the applied version sends nothing). One watch at a time. */
+  private untilConnected(): void {
+    if (this.watching) return;
+    this.watching = true;
+    const channel = this.client.getChannel();
+    const check = (): void => {
+      const state = this.stopped || this.failing === undefined ? undefined : channel.getConnectivityState(false);
+      if (state !== undefined && state !== grpc.connectivityState.READY) {
+        channel.watchConnectivityState(state, Infinity, check);
+        return;
+      }
+      this.watching = false;
+      if (state === undefined) return; // stopped, or a stream got through and said so
+      this.failing = undefined;
+      this.o.logger.info({ server: this.o.target }, 'connected to the xDS server');
+    };
+    check();
   }
 }
 

@@ -38,8 +38,9 @@ function rateLimitConfigType(): protobuf.Type {
 
 /** A management-server string as a log line or NACK may show it: printable, bounded. */
 export function shown(text: string): string {
-  const clean = text.replace(/[^\x20-\x7e]/g, '?');
-  return clean.length > MAX_SHOWN ? `${clean.slice(0, MAX_SHOWN)}… (${text.length} characters)` : clean;
+  // Cut before cleaning: a 1 MiB version costs a 120-character copy, not a second megabyte (issue 36, item 10).
+  const clean = text.slice(0, MAX_SHOWN).replace(/[^\x20-\x7e]/g, '?');
+  return text.length > MAX_SHOWN ? `${clean}… (${text.length} characters)` : clean;
 }
 
 /** Each resource as the YAML file envoyproxy/ratelimit would have made of it (its src/config/config_xds.go

@@ -35,9 +35,10 @@
            another value. A request whose counters Redis refused (a key of another type: WRONGTYPE; a value that
            is not a count: WRONGTYPE too; out of memory: OOM) has, in place of all that, the error's first word
            as a string: it fails alone, the others of the batch are decided as usual. A value that is not a
-           count is found before anything is written; a write Redis refuses after another write of the same
-           request leaves the first (over maxmemory Redis refuses every write, so in practice it is the first
-           that fails).
+           count (is_count below: only what INCRBY itself reads as an integer, so never "1e1", "0x5", " 5",
+           "5.0", "nan" or "-inf", which tonumber reads) is found before anything is written; a write Redis
+           refuses after another write of the same request leaves the first (over maxmemory Redis refuses
+           every write, so in practice it is the first that fails).
 
   Rules (the same as src/store/store.ts settle() and src/counters/window.ts):
     used  = c                                  fixed window
@@ -130,14 +131,23 @@ if m > 0 then
   for i = 1, m do values[names[i]] = got[i] end
 end
 
+-- A count is what INCRBY reads as one (Redis's string2ll, src/util.c): "0", or an optional minus and digits
+-- without a leading zero, nothing before or after. tonumber reads more ("1e1", "0x5", " 5", "5.0", "nan",
+-- "-inf"), which INCRBY then refuses after the request's other windows were written. At most 18 characters,
+-- so no INCRBY of a count overflows 64 bits (a count Tollgate writes has at most 10 digits). A number is
+-- INCRBY's reply to an earlier request of this batch (write() keeps it), a count by construction.
+local find = string.find
+local function is_count(v)
+  return type(v) == 'number' or v == '0' or (#v <= 18 and find(v, '^%-?[1-9]%d*$') ~= nil)
+end
+
 -- A counter's count: 0 when absent (MGET's false, also for a key of another type, which the write then
 -- refuses); an error for a value that is not a count, so the request fails before writing anything.
 local function count(n)
   local v = values[n]
   if not v then return 0 end
-  local c = tonumber(v)
-  if not c then error({ err = 'WRONGTYPE counter value is not a count' }) end
-  return c
+  if not is_count(v) then error({ err = 'WRONGTYPE counter value is not a count' }) end
+  return tonumber(v)
 end
 
 -- A window's count, the previous window's (sliding only), and whether it has room (see the rules above).
