@@ -1,5 +1,6 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { bucketFullInMs, bucketRemaining, bucketRetryMs } from '../counters/bucket.js';
+import { windowEndMs } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, Maybe, Store, TraceLink } from '../store/store.js';
@@ -94,12 +95,13 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     const o = outcomes[c.group]!;
     const prev = r.prev[i]!;
     const curr = r.curr[i]!;
-    const counted = r.admitted && !o.over ? c.hits : 0;
+    // A charge or a reservation says what it counted; otherwise an admitted request counted its hits.
+    const counted = r.counted ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
     const bucket = c.burst > 0;
     // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
-    const debt = bucket ? curr + counted * c.windowMs : 0;
-    const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : retryAfterMs(c, prev, curr, r.nowMs)));
+    const debt = bucket ? Math.max(0, curr + counted * c.windowMs) : 0;
+    const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : windowWait(c, prev, curr, r.nowMs)));
     if (c.quota && !c.shadow) quotaGroups.add(c.group);
     if (over && c.quota && !c.shadow) quotaWait.set(c.group, Math.max(quotaWait.get(c.group) ?? 0, wait));
     else if (over && !c.shadow && !c.quota) retry = Math.max(retry, wait);
@@ -107,7 +109,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     o.windows.push({
       limit,
       remaining: bucket ? bucketRemaining(debt, c.windowMs, c.burst) : windowRemaining(c, prev, curr, counted, r.nowMs),
-      resetAtMs: bucket ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit) : windowStartMs(r.nowMs, c.windowMs) + c.windowMs,
+      resetAtMs: bucket ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit) : c.calendar === 0 ? windowStartMs(r.nowMs, c.windowMs) + c.windowMs : windowEndMs(r.nowMs, c.windowMs, c.calendar),
       over,
       retryAfterMs: wait,
     });
@@ -117,6 +119,11 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     retry = Math.max(retry, Math.min(...quotaWait.values()));
   }
   return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
+}
+
+/** The wait of a full window: a calendar window (always fixed) opens again when it ends. */
+function windowWait(c: CounterCheck, prev: number, curr: number, nowMs: number): number {
+  return c.calendar === 0 ? retryAfterMs(c, prev, curr, nowMs) : windowEndMs(nowMs, c.windowMs, c.calendar) - nowMs;
 }
 
 /** Requests left in a window after this one was (or was not) counted; a sliding estimate rounds down. */
