@@ -134,11 +134,16 @@ export class RedisStore implements Store {
         ),
       );
     const peeked = merge(checks, slots, await part('peek', checks));
-    if (!peeked.admitted) return peeked;
+    const charges = checks.some((c) => c.charge);
+    if (!peeked.admitted && !charges) return peeked;
     // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
     // slot's count lets its quota descriptors block nothing (over, they are still not counted).
-    const counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
-    return merge(checks, slots, await part('count', counted));
+    let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
+    // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
+    if (!peeked.admitted) counted = counted.map((c) => (c.charge ? c : { ...c, hits: 0, shadow: true }));
+    const result = merge(checks, slots, await part('count', counted));
+    if (!peeked.admitted) result.admitted = false;
+    return result;
   }
 
   /** Queues a request for the flush at the end of this event-loop turn (setImmediate runs after the poll
