@@ -91,6 +91,8 @@ export interface ExplainOptions {
   globalShadow?: boolean;
   /** The service's QUOTA_MODE. */
   globalQuota?: boolean;
+  /** The service's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false. */
+  globalCharge?: boolean;
   /** Show the request's own text instead of its fingerprint (not the token's value): for the CLI, where
    * the user typed it. Never for POST /explain, whose request comes from anyone. */
   reveal?: boolean;
@@ -100,7 +102,12 @@ export async function explain(config: CompiledConfig, tiers: TierSource, request
   const domain = config.domains.get(request.domain);
   const domainBytes = Buffer.byteLength(request.domain);
   const shadowMode = opts.globalShadow ?? false;
-  const { plans, trace } = traceRequest(domain, request, { tiers, globalShadow: shadowMode, globalQuota: opts.globalQuota ?? false });
+  const { plans, trace } = traceRequest(domain, request, {
+    tiers,
+    globalShadow: shadowMode,
+    globalQuota: opts.globalQuota ?? false,
+    globalCharge: opts.globalCharge ?? false,
+  });
   const hide = opts.reveal ? revealed : hidden;
   if (!domain) {
     const descriptors = plans.map((p, i) => outline(request.descriptors[i]!.entries, [], p, 'no such domain: every request passes', hide));
