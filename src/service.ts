@@ -79,7 +79,15 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
-  const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit, clock: opts.clock });
+  const limiter = new Limiter({
+    config: () => config,
+    store,
+    tiers,
+    globalShadow: settings.shadowMode,
+    globalQuota: settings.quotaMode,
+    globalCharge: settings.countPastLimit,
+    clock: opts.clock,
+  });
   const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata, observer };
   const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken

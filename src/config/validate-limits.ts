@@ -1,7 +1,7 @@
 import { isMap, type Node } from 'yaml';
 import { windowName } from '../counters/keys.js';
 import { ALGORITHMS, type Algorithm, type LimitSpec } from './spec.js';
-import { bucketIsExact, CALENDAR_UNITS, MAX_LIMIT, MAX_WINDOW_SECONDS, parseUnit, type Unit, UNIT_NAMES, UNITS } from './units.js';
+import { bucketIsExact, CALENDAR_UNITS, MAX_LIMIT, MAX_WINDOW_SECONDS, parseUnit, UNIT_NAMES, UNITS, type Unit } from './units.js';
 import type { Reader } from './yaml-reader.js';
 
 export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst', 'calendar', 'unit_multiplier'];

@@ -52,7 +52,19 @@ export interface LimitExplanation {
 
 export interface DescriptorExplanation {
   steps: StepExplanation[];
-  rule: { id: string; source: string; algorithm: string; shadow: boolean; quota: boolean; unlimited: boolean } | null;
+  rule: {
+    id: string;
+    source: string;
+    algorithm: string;
+    shadow: boolean;
+    quota: boolean;
+    unlimited: boolean;
+    /** charge_mode, and the entry key that names a reservation (the request's id entry is no part of the counter). */
+    charge?: boolean;
+    reservationKey?: string;
+  } | null;
+  /** The request names a reservation on this descriptor's counter (by its id entry, shown by fingerprint). */
+  reservation?: boolean;
   /** Why nothing limits this descriptor, when nothing does. */
   reason?: string;
   tier: string | null;
@@ -156,7 +168,19 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
     hide,
     domain.tokenKey,
   );
-  out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, quota: r.quota, unlimited: r.unlimited } : null;
+  out.rule = r
+    ? {
+        id: r.id,
+        source: r.source,
+        algorithm: r.algorithm,
+        shadow: r.shadow,
+        quota: r.quota,
+        unlimited: r.unlimited,
+        ...(plan.charge && { charge: true }),
+        ...(r.reservationKey !== undefined && { reservationKey: r.reservationKey }),
+      }
+    : null;
+  if (plan.reservation) out.reservation = true;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
     return {

@@ -124,7 +124,11 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     o.windows.push({
       limit,
       remaining: bucket ? bucketRemaining(debt, c.windowMs, c.burst) : windowRemaining(c, prev, curr, counted, r.nowMs),
-      resetAtMs: bucket ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit) : c.calendar === 0 ? windowStartMs(r.nowMs, c.windowMs) + c.windowMs : windowEndMs(r.nowMs, c.windowMs, c.calendar),
+      resetAtMs: bucket
+        ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit)
+        : c.calendar === 0
+          ? windowStartMs(r.nowMs, c.windowMs) + c.windowMs
+          : windowEndMs(r.nowMs, c.windowMs, c.calendar),
       over,
       retryAfterMs: wait,
     });
@@ -144,7 +148,10 @@ function noteCharge(o: DescriptorOutcome, c: CounterCheck, prev: number, curr: n
   const reservation = r.reservations?.[c.group];
   if (reservation) o.reservation = reservation;
   if (c.hits > 0 && (reservation === undefined || reservation.event === 'settled')) o.charged = Math.max(o.charged ?? -Infinity, counted);
-  const after = c.burst > 0 ? Math.max(0, curr + counted * c.windowMs) / c.windowMs - c.burst : (c.sliding ? slidingUsed(prev, curr, r.nowMs, c.windowMs) : curr) + counted - c.limit;
+  const after =
+    c.burst > 0
+      ? Math.max(0, curr + counted * c.windowMs) / c.windowMs - c.burst
+      : (c.sliding ? slidingUsed(prev, curr, r.nowMs, c.windowMs) : curr) + counted - c.limit;
   if (after > 0) o.debt = Math.max(o.debt ?? 0, Math.ceil(after));
 }
 

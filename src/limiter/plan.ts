@@ -175,7 +175,13 @@ function modesOf(rule: Rule | undefined, override: boolean, ctx: PlanContext): M
 /** A descriptor whose last entry is a request id: its rule is the one the entries before it reach, when that
  * rule takes reservations under that key; the id is then no part of the counter. Any other descriptor is
  * planned as usual (undefined). A descriptor without the id is a plain charge. */
-function reservationPlan(domain: CompiledDomain, d: DescriptorInput, hits: number, ctx: PlanContext, steps: MatchStep[] | undefined): DescriptorPlan | undefined {
+function reservationPlan(
+  domain: CompiledDomain,
+  d: DescriptorInput,
+  hits: number,
+  ctx: PlanContext,
+  steps: MatchStep[] | undefined,
+): DescriptorPlan | undefined {
   const last = d.entries[d.entries.length - 1];
   if (!last || !domain.reservationKeys.has(last.key)) return undefined;
   const entries = d.entries.slice(0, -1);

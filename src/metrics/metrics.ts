@@ -72,7 +72,8 @@ export class Metrics {
   );
   readonly reservations = new FastCounter(
     'tollgate_reservations_total',
-    'Reservations by rule and event: made, refused (did not fit), settled, late (settled after a refusal or twice: nothing counted), full (the bound of open reservations)',
+    'Reservations by rule and event: made, refused (did not fit), settled, late (settled after a refusal or twice: nothing counted), ' +
+      'full (the bound of open reservations)',
     this.registry,
   );
   readonly reservationsExpired = new Counter({

@@ -51,9 +51,15 @@ export class MemoryReservations {
       return;
     }
     if (o.event !== 'made' && o.event !== 'refused') return;
-    if (!table) this.byCounter.set(key, (table = new Map()));
+    if (!table) {
+      table = new Map();
+      this.byCounter.set(key, table);
+    }
     if (old) this.forget(key, id, old, false); // an expired record still in place
-    const r: Record = { held: o.event === 'made' ? { state: 'reserved', estimate: o.estimate, atMs: nowMs } : { state: 'refused' }, expiresAtMs: nowMs + ttlMs };
+    const r: Record = {
+      held: o.event === 'made' ? { state: 'reserved', estimate: o.estimate, atMs: nowMs } : { state: 'refused' },
+      expiresAtMs: nowMs + ttlMs,
+    };
     table.set(id, r);
     this.total++;
     const second = Math.ceil(r.expiresAtMs / 1000);

@@ -1,6 +1,6 @@
 import { bucketDebt, bucketRetryMs } from '../counters/bucket.js';
-import { type Clock, systemClock } from '../counters/clock.js';
 import { windowBounds } from '../counters/calendar.js';
+import { type Clock, systemClock } from '../counters/clock.js';
 import { retryAfterMs, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 

@@ -68,8 +68,7 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
     }
   }
   const args: (string | number)[] = [nowMs, shapes.length];
-  for (const c of shapes)
-    args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
+  for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
   for (const a of tail) args.push(a);
   return { keys, args };
 }

@@ -45,7 +45,7 @@ const reservation = (id: string, ttlMs = 600_000): Reservation => ({ key: 'tenan
 const used = async (store: Store, c: CounterCheck): Promise<number> => (await store.check([{ ...c, hits: 0, reservation: undefined }])).curr[0]!;
 
 describe.each(stores)('charges and reservations: %s', (_name, make) => {
-  it('the new user\'s sequence: check, charge, a charge past the limit counted in full, then the check refused', async () => {
+  it("the new user's sequence: check, charge, a charge past the limit counted in full, then the check refused", async () => {
     const store = await make(new ManualClock(T0));
     const check = await store.check([budget({ hits: 0 })]);
     expect([check.admitted, check.curr[0]]).toEqual([true, 0]);

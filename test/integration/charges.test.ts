@@ -11,7 +11,10 @@ import { configDir, header, type RlsRequest, startTestService, type TestService 
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false. The shipped example config (examples/llm-budgets.yaml).
 
 const dir = configDir({ 'llm.yaml': readFileSync('examples/llm-budgets.yaml', 'utf8') });
-const month = (tenant: string, hits: number): RlsRequest => ({ domain: 'llm', descriptors: [{ entries: [{ key: 'tenant', value: tenant }], hits_addend: { value: hits } }] });
+const month = (tenant: string, hits: number): RlsRequest => ({
+  domain: 'llm',
+  descriptors: [{ entries: [{ key: 'tenant', value: tenant }], hits_addend: { value: hits } }],
+});
 const hour = (tenant: string, id: string, hits: number): RlsRequest => ({
   domain: 'llm',
   descriptors: [
@@ -77,7 +80,7 @@ describe('charges behind the service: two replicas on one Redis', () => {
 describe('a budget past 2^32, and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false', () => {
   it("an enterprise tenant's 10,000,000,000 a month: the answer's uint32 fields clamp, the headers are exact", async () => {
     const tiers = new MemoryTierStore();
-    await tiers.assign({ fingerprint: fingerprint('big'), tier: 'enterprise', assignedAt: new Date().toISOString() });
+    await tiers.assign({ fingerprint: fingerprint('big'), tier: 'enterprise', assignedAt: new Date().toISOString(), by: 'test' });
     const s = await startTestService({ configDir: dir, tiers });
     try {
       const r = await s.rls.call(month('big', 1));
@@ -92,7 +95,17 @@ describe('a budget past 2^32, and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false'
     const counts = async (env: NodeJS.ProcessEnv): Promise<string[]> => {
       const s = await startTestService({ env });
       try {
-        const req = { domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'reports' }, { key: 'token', value: 'Bearer x' }] }] };
+        const req = {
+          domain: 'property-api',
+          descriptors: [
+            {
+              entries: [
+                { key: 'category', value: 'reports' },
+                { key: 'token', value: 'Bearer x' },
+              ],
+            },
+          ],
+        };
         const codes = [];
         for (let i = 0; i < 4; i++) codes.push((await s.rls.call(req)).overall_code);
         // A second later the per-second window is empty again; the hour says what was counted.
