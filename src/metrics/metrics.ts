@@ -274,7 +274,7 @@ export class Metrics {
       c.hits.inc(o.hits);
       if (o.charged !== undefined || o.reservation) this.observeCharge(c, o);
       for (const w of o.windows) {
-        const window = w.limit.unit;
+        const window = w.limit.windowName;
         if (w.over) this.child(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();
         else if (w.limit.requestsPerUnit - w.remaining >= this.nearRatio * w.limit.requestsPerUnit) {
           this.child(c.near, window, () => this.nearLimit.labels({ ...c.labels, window })).inc();

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '../errors.js';
@@ -253,6 +254,11 @@ export class RedisStore implements Store {
     const key = storeKey(this.opts.keyPrefix, w.key);
     if (w.key.endsWith(BUCKET_SUFFIX)) return [key];
     const now = this.opts.clock?.now() ?? Date.now();
+    if (w.calendar) {
+      // A calendar window's index is not now / window_ms (counters/calendar.ts): the ones around now.
+      const { index } = windowBounds(now, w.windowMs, w.calendar);
+      return [-2, -1, 0, 1].map((d) => `${key}:${index + d}`);
+    }
     return [-2, -1, 0, 1].map((d) => windowCounterName(key, w.windowMs, now + d * w.windowMs));
   }
 

@@ -56,6 +56,8 @@ export interface ReservationOutcome {
 export interface CounterWindow {
   key: string;
   windowMs: number;
+  /** How the window is aligned (counters/calendar.ts); absent: epoch-aligned. */
+  calendar?: number;
 }
 
 export interface CheckResult {

@@ -170,6 +170,15 @@ describe.each(stores)('calendar and multiplied windows: %s', (_name, make) => {
     expect((await store.check([week])).admitted).toBe(true);
   });
 
+  it('a calendar window is reset by its key, whatever its index (the admin API resets a client so)', async () => {
+    const clock = new ManualClock(Date.UTC(2027, 4, 20));
+    const store = await make(clock);
+    const m = month({ key: 'reset-me', limit: 1 });
+    expect((await store.check([m])).admitted).toBe(true);
+    expect(await store.reset([{ key: 'reset-me', windowMs: m.windowMs, calendar: 1 }])).toBe(1);
+    expect((await store.check([m])).admitted).toBe(true);
+  });
+
   it('unit_multiplier 5 with unit minute is one 5-minute window, aligned to the epoch', async () => {
     const clock = new ManualClock(T0);
     const store = await make(clock);
