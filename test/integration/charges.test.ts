@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfigDir } from '../../src/config/load.js';
 import { MemoryTierStore } from '../../src/control/tier-store.js';
 import { fingerprint } from '../../src/fingerprint.js';
+import { explain } from '../../src/limiter/explain.js';
+import { noTiers } from '../../src/limiter/plan.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
@@ -118,5 +121,17 @@ describe('a budget past 2^32, and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false'
     };
     expect(await counts({ STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'false' })).toEqual(['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT', '195']);
     expect(await counts({})).toEqual(['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT', '197']);
+  });
+});
+
+describe('explain', () => {
+  it("shows a rule's charge mode and reservation key, and whether the request names a reservation (by fingerprint only)", async () => {
+    const config = loadConfigDir(dir);
+    const [named] = (await explain(config, noTiers, { domain: 'llm', hits: 1, descriptors: [{ entries: hour('t', 'secret-id', 5).descriptors[0]!.entries }] }))
+      .descriptors;
+    expect([named!.rule?.id, named!.rule?.charge, named!.rule?.reservationKey, named!.reservation]).toEqual(['tenant.model', true, 'request_id', true]);
+    expect(JSON.stringify(named)).not.toContain('secret-id');
+    const [plain] = (await explain(config, noTiers, month('t', 0))).descriptors;
+    expect([plain!.rule?.charge, plain!.reservation]).toEqual([true, undefined]);
   });
 });
