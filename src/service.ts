@@ -79,7 +79,15 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
-  const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, clock: opts.clock });
+  const limiter = new Limiter({
+    config: () => config,
+    store,
+    tiers,
+    globalShadow: settings.shadowMode,
+    globalQuota: settings.quotaMode,
+    globalCharge: settings.countPastLimit,
+    clock: opts.clock,
+  });
   const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata, observer };
   const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken
@@ -87,7 +95,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     : undefined;
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> =>
-    explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
+    explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit });
   const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });
   const servers = await startServers(settings, { handler, rlqs: rlqs.implementation, health, ready, explain: explainLive, admin, logger }).catch(
     async (err: unknown) => {

@@ -24,7 +24,7 @@ const TRUE = /^(true|1|yes)$/i;
 
 /** envoyproxy/ratelimit's variables read besides settings.ts's table (where HOST, PORT, GRPC_HOST, GRPC_PORT,
  * LOG_LEVEL, LOG_FORMAT, BACKEND_TYPE, REDIS_URL, REDIS_TYPE, NEAR_LIMIT_RATIO, SHADOW_MODE, QUOTA_MODE,
- * RESPONSE_DYNAMIC_METADATA and MERGE_DOMAIN_CONFIG are read under their own names): the config directory
+ * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, RESPONSE_DYNAMIC_METADATA and MERGE_DOMAIN_CONFIG are read under their own names): the config directory
  * (runtimeConfigDir), the Redis URL's parts (redisUrlFrom), and stand-ins for Tollgate's own settings
  * (settings.ts, COMPAT_ENV). */
 export const READ_BY_COMPAT: readonly string[] = [
@@ -69,8 +69,6 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'RUNTIME_IGNOREDOTFILES', same: TRUE },
   { name: 'EXPIRATION_JITTER_MAX_SECONDS' },
   { name: 'LOCAL_CACHE_SIZE_IN_BYTES' },
-  // A rejected request counts on no counter (store/store.ts, settle): always true in Tollgate.
-  { name: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', same: TRUE },
   { name: 'LIMIT_RESPONSE_HEADERS_ENABLED' },
   { name: 'LIMIT_LIMIT_HEADER' },
   { name: 'LIMIT_REMAINING_HEADER' },

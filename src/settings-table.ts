@@ -34,6 +34,11 @@ export const SERVE_OPTIONS = {
   'local-cache': { env: 'LOCAL_CACHE', default: 'true', help: 'answer windows known to be full without Redis (true | false)' },
   'shadow-mode': { env: 'SHADOW_MODE', default: 'false', help: 'report decisions but admit every request (true | false)' },
   'quota-mode': { env: 'QUOTA_MODE', default: 'false', help: 'every descriptor in quota mode: over only when all quota descriptors are (true | false)' },
+  'stop-increment-when-over-limit': {
+    env: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
+    default: 'true',
+    help: 'false: every hit is counted, past the limit too, as envoyproxy/ratelimit counts by default (every descriptor in charge_mode)',
+  },
   'response-dynamic-metadata': {
     env: 'RESPONSE_DYNAMIC_METADATA',
     default: 'false',

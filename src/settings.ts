@@ -43,6 +43,9 @@ export interface Settings {
   shadowMode: boolean;
   /** envoyproxy/ratelimit's QUOTA_MODE: every descriptor in quota mode. */
   quotaMode: boolean;
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every hit counted past the limit (every descriptor in
+   * charge_mode), as envoyproxy/ratelimit's default counts it (src/redis/fixed_cache_impl.go getHitsAddend). */
+  countPastLimit: boolean;
   /** envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA: answers carry dynamic_metadata. */
   responseDynamicMetadata: boolean;
   /** envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: files of one domain are merged. */
@@ -174,6 +177,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     localCache: flag('local-cache'),
     shadowMode: flag('shadow-mode'),
     quotaMode: flag('quota-mode'),
+    countPastLimit: !flag('stop-increment-when-over-limit'),
     responseDynamicMetadata: flag('response-dynamic-metadata'),
     mergeDomainConfig: flag('merge-domain-config'),
     bounds: {

@@ -1,4 +1,5 @@
-import { counterId } from '../counters/keys.js';
+import { EPOCH_ALIGNED, FROM_MONDAY } from '../counters/calendar.js';
+import { counterId, windowName } from '../counters/keys.js';
 import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule, WildcardNode } from './compiled.js';
 import { compileGlob, isGlob } from './glob.js';
 import type { Algorithm, DescriptorSpec, DomainSpec, LimitSpec } from './spec.js';
@@ -17,6 +18,7 @@ export function compileDomain(spec: DomainSpec): CompiledDomain {
     root,
     rules,
     notes: spec.notes,
+    reservationKeys: new Set(rules.flatMap((r) => (r.reservationKey === undefined ? [] : [r.reservationKey]))),
   };
 }
 
@@ -62,6 +64,9 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       unlimited: d.unlimited,
       shadow: d.shadow,
       quota: d.quota,
+      charge: d.charge,
+      reservationKey: d.reservationKey,
+      reservationTtlMs: d.reservationTtlMs,
       metadata: d.metadata,
       algorithm,
       tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id, algorithm))])),
@@ -78,10 +83,13 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
 /** `ruleAlgorithm`: the rule's (or domain's) algorithm, used when the limit names none of its own. */
 export function compileLimit(l: LimitSpec, domain: string, ruleId: string, ruleAlgorithm: Algorithm): CompiledLimit {
   const algorithm = l.algorithm ?? ruleAlgorithm;
+  const multiplier = l.unitMultiplier ?? 1;
   return {
     unit: l.unit,
     unitCode: UNITS[l.unit].code,
-    windowSeconds: UNITS[l.unit].seconds,
+    windowSeconds: UNITS[l.unit].seconds * multiplier,
+    windowName: windowName(l.unit, multiplier, l.calendar ?? false),
+    calendar: calendarCode(l.unit, multiplier, l.calendar ?? false),
     requestsPerUnit: l.requestsPerUnit,
     // Unnamed limits get a stable name so statuses and metrics can still tell windows apart.
     name: l.name ?? `${domain}.${ruleId}.per_${l.unit}`,
@@ -89,4 +97,13 @@ export function compileLimit(l: LimitSpec, domain: string, ruleId: string, ruleA
     algorithm,
     burst: algorithm === 'token_bucket' ? (l.burst ?? l.requestsPerUnit) : 0,
   };
+}
+
+/** counters/calendar.ts's alignment code of a window: months per window for calendar months and years,
+ * Monday for calendar weeks; a calendar day is already aligned by the epoch. */
+function calendarCode(unit: LimitSpec['unit'], multiplier: number, calendar: boolean): number {
+  if (!calendar) return EPOCH_ALIGNED;
+  if (unit === 'month') return multiplier;
+  if (unit === 'year') return 12 * multiplier;
+  return unit === 'week' ? FROM_MONDAY : EPOCH_ALIGNED;
 }

@@ -7,7 +7,12 @@ export interface CompiledLimit {
   unit: Unit;
   /** The wire enum of RateLimitResponse.RateLimit.Unit. */
   unitCode: number;
+  /** unit × unit_multiplier; a calendar month or year: its nominal 30 or 365 days (the real one varies). */
   windowSeconds: number;
+  /** The window as its key names it (counters/keys.ts windowName): the unit, unless a multiplier or a calendar. */
+  windowName: string;
+  /** How the window is aligned (counters/calendar.ts): 0 epoch, -1 weeks from Monday, n months. */
+  calendar: number;
   requestsPerUnit: number;
   name: string;
   replaces: readonly string[];
@@ -32,6 +37,12 @@ export interface Rule {
   /** quota_mode: a soft limit. Over it, the request is still admitted unless every quota-mode descriptor of
    * the request is over too (or a normal one is): envoyproxy/ratelimit's src/service/ratelimit.go. */
   quota: boolean;
+  /** charge_mode: a request's hits > 0 are a charge, counted in full even past the limit (store.ts). */
+  charge: boolean;
+  /** The entry key that names a reservation on this rule's counter (never part of the counter), and how long
+   * an unsettled one is kept; undefined when the rule takes no reservations. */
+  reservationKey: string | undefined;
+  reservationTtlMs: number;
   /** The descriptor's `metadata`, returned (merged) in the response's dynamic_metadata when it passed. */
   metadata: Metadata | undefined;
   algorithm: Algorithm;
@@ -81,6 +92,9 @@ export interface CompiledDomain {
   rules: readonly Rule[];
   /** `file:line: key: note` for what loads but has no effect (detailed_metric): logged at load. */
   notes: readonly string[];
+  /** The reservation keys of its rules: empty for almost every domain, so planning looks for a request id
+   * only where one can matter. */
+  reservationKeys: ReadonlySet<string>;
 }
 
 export interface CompiledConfig {

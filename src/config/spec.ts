@@ -15,6 +15,10 @@ export interface LimitSpec {
   algorithm?: Algorithm | undefined;
   /** token_bucket only: the bucket's capacity; undefined = requestsPerUnit. */
   burst?: number | undefined;
+  /** Windows aligned to UTC calendar boundaries (day, week from Monday, month, year): fixed windows only. */
+  calendar?: boolean | undefined;
+  /** Windows of this many units (Envoy's proposed RateLimit.unit_multiplier, PR #47307); undefined = 1. */
+  unitMultiplier?: number | undefined;
 }
 
 /** A descriptor's `metadata`: a free mapping, as JSON holds it (envoyproxy/ratelimit turns it into a
@@ -29,6 +33,12 @@ export interface DescriptorSpec {
   /** share_threshold: every value the wildcard matches counts on one counter. */
   shareThreshold: boolean;
   quota: boolean;
+  /** charge_mode: hits > 0 are a charge for work done, counted in full even past the limit. */
+  charge: boolean;
+  /** charge_mode only: the entry key whose value names a reservation (a request id), and how long an
+   * unsettled reservation is kept. */
+  reservationKey: string | undefined;
+  reservationTtlMs: number;
   metadata: Metadata | undefined;
   line: number;
   /** The file it was written in, when not its domain's (MERGE_DOMAIN_CONFIG merged it in). */

@@ -34,9 +34,21 @@ export function overrideCodeOf(name: string): number {
 
 /** A token bucket is stored in ticks of 1/requests_per_unit ms, up to burst × window: beyond 2^53 a double
  * (in JavaScript and in Redis's Lua) is no longer exact, and the stores would stop agreeing. */
-export function bucketIsExact(burst: number, unit: Unit): boolean {
-  return burst * UNITS[unit].seconds * 1000 <= Number.MAX_SAFE_INTEGER;
+export function bucketIsExact(burst: number, unit: Unit, multiplier = 1): boolean {
+  return burst * UNITS[unit].seconds * multiplier * 1000 <= Number.MAX_SAFE_INTEGER;
 }
 
 /** The largest uint32: every count on the wire (requests_per_unit, hits_addend, limit_remaining) is one. */
 export const MAX_UINT32 = 0xffff_ffff;
+
+/** The largest limit a config may hold (requests_per_unit): 2^53 − 1, the largest count a double (in
+ * JavaScript and in Redis's Lua) keeps exactly, so a token budget of 100 billion a month is one limit. The
+ * RLS answer's uint32 fields clamp to MAX_UINT32; the headers carry the exact numbers. */
+export const MAX_LIMIT = Number.MAX_SAFE_INTEGER;
+
+/** The units `calendar: true` aligns to UTC calendar boundaries. */
+export const CALENDAR_UNITS: readonly Unit[] = ['day', 'week', 'month', 'year'];
+
+/** A window of unit × unit_multiplier is at most this long (ten years of seconds): far past any budget's
+ * period, and short enough that every window index and expiry stays a small exact number. */
+export const MAX_WINDOW_SECONDS = 10 * 365 * 86_400;

@@ -1,11 +1,12 @@
 import { isMap, type Node } from 'yaml';
+import { windowName } from '../counters/keys.js';
 import { ALGORITHMS, type Algorithm, type LimitSpec } from './spec.js';
-import { bucketIsExact, parseUnit, UNIT_NAMES } from './units.js';
+import { bucketIsExact, CALENDAR_UNITS, MAX_LIMIT, MAX_WINDOW_SECONDS, parseUnit, UNIT_NAMES, UNITS, type Unit } from './units.js';
 import type { Reader } from './yaml-reader.js';
 
-export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst'];
+export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst', 'calendar', 'unit_multiplier'];
 /** A tier's limit: no unlimited, no replaces (the schema's tierLimit holds the same keys). */
-export const TIER_LIMIT_KEYS = ['unit', 'requests_per_unit', 'name', 'algorithm', 'burst'];
+export const TIER_LIMIT_KEYS = ['unit', 'requests_per_unit', 'name', 'algorithm', 'burst', 'calendar', 'unit_multiplier'];
 
 /** The limits of a descriptor (rate_limit, rate_limits, tier_limits), read and checked: units, counts,
  * names unique in the domain, algorithm and burst. validate.ts reads the rest of the file. */
@@ -41,7 +42,7 @@ export function readSingleLimit(
   if (r.boolean(f.get('unlimited'), `${path}.unlimited`)) {
     // envoyproxy/ratelimit refuses a unit beside unlimited ("should not specify rate limit unit when
     // unlimited") and ignores requests_per_unit: so does Tollgate, with a note.
-    for (const k of ['unit', 'algorithm', 'burst']) {
+    for (const k of ['unit', 'algorithm', 'burst', 'calendar', 'unit_multiplier']) {
       if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, 'has no meaning with unlimited: true');
     }
     if (f.has('requests_per_unit')) r.note(f.get('requests_per_unit'), `${path}.requests_per_unit`, 'ignored: the limit is unlimited');
@@ -58,8 +59,9 @@ export function readLimitList(r: Reader, node: Node | undefined, path: string, c
     const f = r.fields(item, at, named ? RATE_LIMIT_KEYS.filter((k) => k !== 'unlimited') : TIER_LIMIT_KEYS);
     const limit = f && readLimitFields(r, item, f, at, ctx, named);
     if (!limit) return;
-    if (out.some((l) => l.unit === limit.unit)) {
-      r.fail(f.get('unit'), `${at}.unit`, `duplicate window: another limit in this list is per ${limit.unit}`);
+    const name = windowOf(limit);
+    if (out.some((l) => windowOf(l) === name)) {
+      r.fail(f.get('unit'), `${at}.unit`, `duplicate window: another limit in this list is per ${name}`);
       return;
     }
     out.push(limit);
@@ -75,7 +77,7 @@ function readLimitFields(r: Reader, node: Node, f: Map<string, Node>, path: stri
   else if (unitText !== undefined && unit === undefined) {
     r.fail(f.get('unit'), `${path}.unit`, `unknown unit "${unitText}" (use one of ${UNIT_NAMES.join(', ')})`);
   }
-  const requestsPerUnit = r.count(f.get('requests_per_unit'), `${path}.requests_per_unit`);
+  const requestsPerUnit = r.count(f.get('requests_per_unit'), `${path}.requests_per_unit`, MAX_LIMIT);
   if (!f.has('requests_per_unit')) r.fail(node, `${path}.requests_per_unit`, 'is required');
   const name = r.string(f.get('name'), `${path}.name`, { nonEmpty: true });
   if (unit !== undefined) ctx.generated.add(`${ctx.domain}.${ctx.segments.join('.')}.per_${unit}`);
@@ -97,14 +99,37 @@ function readLimitFields(r: Reader, node: Node, f: Map<string, Node>, path: stri
   });
   const { algorithm, burst } = readAlgorithm(r, f, path, ctx);
   if (unit === undefined || requestsPerUnit === undefined) return undefined;
-  if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && !bucketIsExact(burst ?? requestsPerUnit, unit)) {
+  const { calendar, unitMultiplier } = readWindowShape(r, f, path, unit, algorithm ?? ctx.ruleAlgorithm);
+  if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && !bucketIsExact(burst ?? requestsPerUnit, unit, unitMultiplier ?? 1)) {
     r.fail(
       f.get(f.has('burst') ? 'burst' : 'requests_per_unit'),
       `${path}.${f.has('burst') ? 'burst' : 'requests_per_unit'}`,
       `too large for a token bucket per ${unit}`,
     );
   }
-  return { unit, requestsPerUnit, name, replaces, algorithm, burst };
+  return { unit, requestsPerUnit, name, replaces, algorithm, burst, calendar, unitMultiplier };
+}
+
+/** The window a limit counts in, as its key names it: two limits of one list may not share one. */
+function windowOf(l: LimitSpec): string {
+  return windowName(l.unit, l.unitMultiplier ?? 1, l.calendar ?? false);
+}
+
+/** `calendar` (day, week, month, year; fixed windows only: a sliding window or a bucket has no calendar
+ * boundary to keep) and `unit_multiplier` (whole number >= 1, the window at most ten years). */
+function readWindowShape(r: Reader, f: Map<string, Node>, path: string, unit: Unit, algorithm: Algorithm): Pick<LimitSpec, 'calendar' | 'unitMultiplier'> {
+  const calendar = r.boolean(f.get('calendar'), `${path}.calendar`);
+  if (calendar && !CALENDAR_UNITS.includes(unit)) {
+    r.fail(f.get('calendar'), `${path}.calendar`, `a calendar window is a day, week, month or year (this limit is per ${unit})`);
+  } else if (calendar && algorithm !== 'fixed_window') {
+    r.fail(f.get('calendar'), `${path}.calendar`, `only a fixed_window limit has calendar windows (this limit is ${algorithm})`);
+  }
+  const unitMultiplier = r.count(f.get('unit_multiplier'), `${path}.unit_multiplier`);
+  if (unitMultiplier === 0) r.fail(f.get('unit_multiplier'), `${path}.unit_multiplier`, 'must be at least 1');
+  else if (unitMultiplier !== undefined && UNITS[unit].seconds * unitMultiplier > MAX_WINDOW_SECONDS) {
+    r.fail(f.get('unit_multiplier'), `${path}.unit_multiplier`, `${unitMultiplier} ${unit}s is longer than ten years`);
+  }
+  return { calendar: calendar || undefined, unitMultiplier: unitMultiplier || undefined };
 }
 
 /** A limit's own `algorithm`, and its `burst`, which only a token bucket has (whole number >= 1). */

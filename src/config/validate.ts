@@ -22,6 +22,9 @@ export const DESCRIPTOR_KEYS = [
   'share_threshold',
   'quota_mode',
   'metadata',
+  'charge_mode',
+  'reservation_key',
+  'reservation_ttl',
 ];
 export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
@@ -220,6 +223,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   const limits = single ? single.limits : readLimitList(r, f.get('rate_limits'), `${path}.rate_limits`, ctx, true);
   const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
   const quota = r.boolean(f.get('quota_mode'), `${path}.quota_mode`);
+  const charge = readCharge(r, f, path);
   const metadata = readMetadata(r, f.get('metadata'), `${path}.metadata`);
   const tierLimits = readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
   metricOption(r, f, 'detailed_metric', path);
@@ -230,6 +234,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     value,
     shareThreshold,
     quota,
+    ...charge,
     metadata,
     line: r.line(node),
     limits,
@@ -241,6 +246,34 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   };
   ctx.segments.pop();
   return spec;
+}
+
+/** An unsettled reservation is kept 10 minutes unless `reservation_ttl` says; at most a day (each is held in
+ * the store until then). */
+export const DEFAULT_RESERVATION_TTL_MS = 600_000;
+const MAX_RESERVATION_TTL_MS = 86_400_000;
+
+/** charge_mode, and the reservation_key and reservation_ttl that only a charge-mode descriptor has. */
+function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<DescriptorSpec, 'charge' | 'reservationKey' | 'reservationTtlMs'> {
+  const charge = r.boolean(f.get('charge_mode'), `${path}.charge_mode`);
+  const reservationKey = r.string(f.get('reservation_key'), `${path}.reservation_key`, { nonEmpty: true });
+  if (reservationKey !== undefined && !charge) r.fail(f.get('reservation_key'), `${path}.reservation_key`, 'only a charge_mode descriptor has reservations');
+  let reservationTtlMs = DEFAULT_RESERVATION_TTL_MS;
+  const ttl = f.get('reservation_ttl');
+  if (ttl !== undefined) {
+    const ms = durationMs(r.string(ttl, `${path}.reservation_ttl`));
+    if (!f.has('reservation_key')) r.fail(ttl, `${path}.reservation_ttl`, 'only a descriptor with a reservation_key has reservations');
+    else if (ms === undefined || ms < 1000 || ms > MAX_RESERVATION_TTL_MS) {
+      r.fail(ttl, `${path}.reservation_ttl`, 'must be a duration from 1s to 24h, in whole seconds, minutes or hours (30s, 10m, 1h)');
+    } else reservationTtlMs = ms;
+  }
+  return { charge, reservationKey, reservationTtlMs };
+}
+
+/** "30s", "10m", "2h" in milliseconds. */
+function durationMs(text: string | undefined): number | undefined {
+  const m = text === undefined ? null : /^(\d{1,6})(s|m|h)$/.exec(text);
+  return m ? Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 's' | 'm' | 'h'] : undefined;
 }
 
 /** A descriptor's metadata: a mapping of anything (envoyproxy/ratelimit does not look inside it either),

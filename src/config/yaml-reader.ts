@@ -66,15 +66,16 @@ export class Reader {
     return false;
   }
 
-  count(node: Node | undefined, path: string): number | undefined {
+  /** A whole number from 0 to `max` (a uint32 unless said: every count on the wire is one). */
+  count(node: Node | undefined, path: string, max = MAX_UINT32): number | undefined {
     if (node === undefined) return undefined;
     const v = isScalar(node) ? node.value : undefined;
     if (typeof v !== 'number' || !Number.isInteger(v)) {
       this.fail(node, path, 'must be a whole number');
     } else if (v < 0) {
       this.fail(node, path, `must not be negative (got ${v})`);
-    } else if (v > MAX_UINT32) {
-      this.fail(node, path, `must be at most ${MAX_UINT32}`);
+    } else if (v > max) {
+      this.fail(node, path, `must be at most ${max}`);
     } else {
       return v;
     }

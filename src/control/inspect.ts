@@ -42,7 +42,7 @@ export function tokenWindows(config: CompiledConfig, tiers: TierSource, fingerpr
   return toChecks(
     clientPlans(config, tiers, fingerprint).map((c) => c.plan),
     true,
-  ).map((c) => ({ key: c.key, windowMs: c.windowMs }));
+  ).map((c) => ({ key: c.key, windowMs: c.windowMs, calendar: c.calendar }));
 }
 
 /** Current use of every window of a client, read with check-only calls (nothing is counted). */
@@ -57,7 +57,7 @@ export async function inspectToken(config: CompiledConfig, tiers: TierSource, st
       domain: domain.name,
       rule: rule.id,
       category: rule.category,
-      window: limit.unit,
+      window: limit.windowName,
       limit: limit.requestsPerUnit,
       used: use[i]![j]!.used,
       remaining: use[i]![j]!.remaining,

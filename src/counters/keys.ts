@@ -10,7 +10,10 @@ import { cachedFingerprint } from '../fingerprint.js';
  *   override id   <domain>:~override:<fp>          Envoy's per-descriptor limit on a descriptor no rule
  *                                                  matches; <fp> is the fingerprint of its entry keys. The
  *                                                  ':' after ~override is one no rule path can hold (encoded)
- *   window key    <counter key>:<unit>             one window of a counter (second, minute, …)
+ *   window key    <counter key>:<window>           one window of a counter: its unit (second, minute, …), with
+ *                                                  `.x<N>` for N units (unit_multiplier) and `.cal` for calendar
+ *                                                  windows (month.cal, week.x2.cal), so a 30-day month and a
+ *                                                  calendar month never share counters
  *   bucket key    <counter key>:<unit>.bucket      a token bucket: its own key, so switching a limit between
  *                                                  a window and a bucket starts it fresh, never misread
  *   store key     <prefix>v<N>:<window key>        the Redis store adds --redis-key-prefix and the layout
@@ -22,6 +25,9 @@ import { cachedFingerprint } from '../fingerprint.js';
  *                                                  index since the epoch (start / length); check-and-incr.lua
  *                                                  builds these from the store key, as windowCounterName does.
  *                                                  A bucket's counter is its store key itself
+ *   reservations  <counter key>:rsv                a charge-mode descriptor's reservations (a Redis hash: request
+ *                                                  id fingerprint → state, estimate, time), and
+ *                  <counter key>:rsv.exp            their expiries (a sorted set), check-and-incr.lua's
  *   demand key    <counter key>:rlqs               an RLQS bucket's demand table (a Redis hash: instance
  *                                                  fingerprint → demand and expiry; quota-demand.lua). No
  *                                                  unit is named rlqs, so it never meets a window key
@@ -71,6 +77,18 @@ export function overrideCounterKey(domain: string, entries: readonly { key: stri
 /** One window of a counter. */
 export function windowKey(counterKey: string, unit: string): string {
   return `${counterKey}:${unit}`;
+}
+
+/** The name a window goes by in its key: the unit alone for the windows every release has had, so their
+ * counters carry over. */
+export function windowName(unit: string, multiplier: number, calendar: boolean): string {
+  return `${unit}${multiplier > 1 ? `.x${multiplier}` : ''}${calendar ? '.cal' : ''}`;
+}
+
+/** Where a charge-mode descriptor's reservations are kept (the hash; the sorted set of expiries is
+ * `<this>.exp`). No unit is named rsv, so it never meets a window key. */
+export function reservationKey(counterKey: string): string {
+  return `${counterKey}:rsv`;
 }
 
 /** An RLQS bucket's demand table: every Envoy instance's demand for the counter, shared by replicas. */

@@ -52,7 +52,19 @@ export interface LimitExplanation {
 
 export interface DescriptorExplanation {
   steps: StepExplanation[];
-  rule: { id: string; source: string; algorithm: string; shadow: boolean; quota: boolean; unlimited: boolean } | null;
+  rule: {
+    id: string;
+    source: string;
+    algorithm: string;
+    shadow: boolean;
+    quota: boolean;
+    unlimited: boolean;
+    /** charge_mode, and the entry key that names a reservation (the request's id entry is no part of the counter). */
+    charge?: boolean;
+    reservationKey?: string;
+  } | null;
+  /** The request names a reservation on this descriptor's counter (by its id entry, shown by fingerprint). */
+  reservation?: boolean;
   /** Why nothing limits this descriptor, when nothing does. */
   reason?: string;
   tier: string | null;
@@ -91,6 +103,8 @@ export interface ExplainOptions {
   globalShadow?: boolean;
   /** The service's QUOTA_MODE. */
   globalQuota?: boolean;
+  /** The service's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false. */
+  globalCharge?: boolean;
   /** Show the request's own text instead of its fingerprint (not the token's value): for the CLI, where
    * the user typed it. Never for POST /explain, whose request comes from anyone. */
   reveal?: boolean;
@@ -100,7 +114,12 @@ export async function explain(config: CompiledConfig, tiers: TierSource, request
   const domain = config.domains.get(request.domain);
   const domainBytes = Buffer.byteLength(request.domain);
   const shadowMode = opts.globalShadow ?? false;
-  const { plans, trace } = traceRequest(domain, request, { tiers, globalShadow: shadowMode, globalQuota: opts.globalQuota ?? false });
+  const { plans, trace } = traceRequest(domain, request, {
+    tiers,
+    globalShadow: shadowMode,
+    globalQuota: opts.globalQuota ?? false,
+    globalCharge: opts.globalCharge ?? false,
+  });
   const hide = opts.reveal ? revealed : hidden;
   if (!domain) {
     const descriptors = plans.map((p, i) => outline(request.descriptors[i]!.entries, [], p, 'no such domain: every request passes', hide));
@@ -149,7 +168,19 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
     hide,
     domain.tokenKey,
   );
-  out.rule = r ? { id: r.id, source: r.source, algorithm: r.algorithm, shadow: r.shadow, quota: r.quota, unlimited: r.unlimited } : null;
+  out.rule = r
+    ? {
+        id: r.id,
+        source: r.source,
+        algorithm: r.algorithm,
+        shadow: r.shadow,
+        quota: r.quota,
+        unlimited: r.unlimited,
+        ...(plan.charge && { charge: true }),
+        ...(r.reservationKey !== undefined && { reservationKey: r.reservationKey }),
+      }
+    : null;
+  if (plan.reservation) out.reservation = true;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
     return {

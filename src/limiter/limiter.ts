@@ -1,8 +1,9 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { bucketFullInMs, bucketRemaining, bucketRetryMs } from '../counters/bucket.js';
+import { windowEndMs } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
-import type { CheckResult, CounterCheck, Maybe, Store, TraceLink } from '../store/store.js';
+import type { CheckResult, CounterCheck, Maybe, ReservationOutcome, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
 
 export type { DecisionInput, DescriptorInput } from './plan.js';
@@ -34,6 +35,11 @@ export interface DescriptorOutcome {
   over: boolean;
   /** Empty when nothing limits this descriptor (no rule, unlimited, or all its limits replaced). */
   windows: WindowState[];
+  /** charge_mode: hits counted by a charge or a settlement (the most any window took; a refund is negative),
+   * how far past its limit the fullest window now is (a bucket: in tokens), and the reservation's outcome. */
+  charged?: number;
+  debt?: number;
+  reservation?: ReservationOutcome;
 }
 
 export interface Decision {
@@ -46,6 +52,8 @@ export interface Decision {
   /** Who answered: the store, the local over-limit cache, the local fallback, the failure policy, or nobody
    * (nothing limited the request). */
   source: NonNullable<CheckResult['source']> | 'none';
+  /** Reservations the store found expired unsettled while deciding (metrics). */
+  expired?: number;
 }
 
 export interface LimiterDeps {
@@ -56,6 +64,8 @@ export interface LimiterDeps {
   globalShadow?: boolean;
   /** QUOTA_MODE: every descriptor in quota mode. */
   globalQuota?: boolean;
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every descriptor in charge mode. */
+  globalCharge?: boolean;
   /** Only for decisions that reach no store (nothing limits them); otherwise the store's clock rules. */
   clock?: Clock;
 }
@@ -64,7 +74,12 @@ export interface LimiterDeps {
 export class Limiter {
   private readonly ctx: PlanContext;
   constructor(private readonly deps: LimiterDeps) {
-    this.ctx = { tiers: deps.tiers ?? noTiers, globalShadow: deps.globalShadow ?? false, globalQuota: deps.globalQuota ?? false };
+    this.ctx = {
+      tiers: deps.tiers ?? noTiers,
+      globalShadow: deps.globalShadow ?? false,
+      globalQuota: deps.globalQuota ?? false,
+      globalCharge: deps.globalCharge ?? false,
+    };
   }
 
   /** The decision, at once when the store answers at once (see Maybe). `trace`: the sampled span this
@@ -94,20 +109,26 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     const o = outcomes[c.group]!;
     const prev = r.prev[i]!;
     const curr = r.curr[i]!;
-    const counted = r.admitted && !o.over ? c.hits : 0;
+    // A charge or a reservation says what it counted; otherwise an admitted request counted its hits.
+    const counted = r.counted ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
     const bucket = c.burst > 0;
     // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
-    const debt = bucket ? curr + counted * c.windowMs : 0;
-    const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : retryAfterMs(c, prev, curr, r.nowMs)));
+    const debt = bucket ? Math.max(0, curr + counted * c.windowMs) : 0;
+    const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : windowWait(c, prev, curr, r.nowMs)));
     if (c.quota && !c.shadow) quotaGroups.add(c.group);
     if (over && c.quota && !c.shadow) quotaWait.set(c.group, Math.max(quotaWait.get(c.group) ?? 0, wait));
     else if (over && !c.shadow && !c.quota) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
+    if (r.counted && c.charge) noteCharge(o, c, prev, curr, counted, r);
     o.windows.push({
       limit,
       remaining: bucket ? bucketRemaining(debt, c.windowMs, c.burst) : windowRemaining(c, prev, curr, counted, r.nowMs),
-      resetAtMs: bucket ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit) : windowStartMs(r.nowMs, c.windowMs) + c.windowMs,
+      resetAtMs: bucket
+        ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit)
+        : c.calendar === 0
+          ? windowStartMs(r.nowMs, c.windowMs) + c.windowMs
+          : windowEndMs(r.nowMs, c.windowMs, c.calendar),
       over,
       retryAfterMs: wait,
     });
@@ -116,7 +137,27 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     // Every quota descriptor is over: the request fits again once any one of them has room.
     retry = Math.max(retry, Math.min(...quotaWait.values()));
   }
-  return { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
+  const decision: Decision = { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
+  if (r.expired) decision.expired = r.expired;
+  return decision;
+}
+
+/** A charge-mode window's part of its descriptor's outcome: what was charged, the debt past the limit, and
+ * the reservation's outcome. */
+function noteCharge(o: DescriptorOutcome, c: CounterCheck, prev: number, curr: number, counted: number, r: CheckResult): void {
+  const reservation = r.reservations?.[c.group];
+  if (reservation) o.reservation = reservation;
+  if (c.hits > 0 && (reservation === undefined || reservation.event === 'settled')) o.charged = Math.max(o.charged ?? -Infinity, counted);
+  const after =
+    c.burst > 0
+      ? Math.max(0, curr + counted * c.windowMs) / c.windowMs - c.burst
+      : (c.sliding ? slidingUsed(prev, curr, r.nowMs, c.windowMs) : curr) + counted - c.limit;
+  if (after > 0) o.debt = Math.max(o.debt ?? 0, Math.ceil(after));
+}
+
+/** The wait of a full window: a calendar window (always fixed) opens again when it ends. */
+function windowWait(c: CounterCheck, prev: number, curr: number, nowMs: number): number {
+  return c.calendar === 0 ? retryAfterMs(c, prev, curr, nowMs) : windowEndMs(nowMs, c.windowMs, c.calendar) - nowMs;
 }
 
 /** Requests left in a window after this one was (or was not) counted; a sliding estimate rounds down. */

@@ -1,5 +1,6 @@
 import { bucketFits, bucketFullInMs, bucketRemaining } from '../counters/bucket.js';
-import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
+import { windowEndMs } from '../counters/calendar.js';
+import { hasRoom, slidingUsed } from '../counters/window.js';
 import type { Store } from '../store/store.js';
 import { type DescriptorPlan, toChecks } from './plan.js';
 
@@ -35,7 +36,7 @@ export async function peekWindows(store: Store, plans: readonly DescriptorPlan[]
       used: Math.round(used * 100) / 100,
       remaining: Math.max(0, Math.floor(c.limit - used)),
       full: !hasRoom(used, 1, c.limit),
-      resetAtMs: windowStartMs(r.nowMs, c.windowMs) + c.windowMs,
+      resetAtMs: windowEndMs(r.nowMs, c.windowMs, c.calendar),
     });
   });
   return out;

@@ -3,9 +3,10 @@ import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js'
 import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
 import { bucketIsExact, type Unit } from '../config/units.js';
-import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, windowKey } from '../counters/keys.js';
-import { cachedFingerprint } from '../fingerprint.js';
-import type { CounterCheck } from '../store/store.js';
+import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, reservationKey, windowKey } from '../counters/keys.js';
+import { InvalidRequestError } from '../errors.js';
+import { cachedFingerprint, fingerprint } from '../fingerprint.js';
+import type { CounterCheck, Reservation } from '../store/store.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
  * all plan through here, so they cannot disagree on the rule, the tier, the limits or the counters. */
@@ -42,7 +43,14 @@ export interface PlanContext {
   globalShadow: boolean;
   /** QUOTA_MODE: every descriptor is in quota mode (see Rule.quota). */
   globalQuota?: boolean;
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every descriptor in charge mode, so every hit is counted
+   * past the limit, as envoyproxy/ratelimit's default counts it (src/redis/fixed_cache_impl.go). */
+  globalCharge?: boolean;
 }
+
+/** Longest request id a reservation may be named by, in UTF-8 bytes (Envoy's x-request-id is a 36-character
+ * UUID); only its fingerprint is kept. */
+export const MAX_RESERVATION_ID_BYTES = 256;
 
 /** What one descriptor counts against. */
 export interface DescriptorPlan {
@@ -66,6 +74,10 @@ export interface DescriptorPlan {
   key: string;
   /** Envoy's per-descriptor limit replaced the config's. */
   override: boolean;
+  /** charge_mode (the rule's, or the service's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false). */
+  charge: boolean;
+  /** The reservation the request names (its id entry), when the rule takes them. */
+  reservation: Reservation | undefined;
 }
 
 /** How a plan was reached, for explanations. */
@@ -120,15 +132,15 @@ function planDescriptor(
   steps: MatchStep[] | undefined,
 ): DescriptorPlan {
   const hits = d.hits ?? requestHits;
+  // A request id is matched apart: only a domain with reservation rules looks for one (compiled once).
+  if (domain && domain.reservationKeys.size > 0 && !d.override) {
+    const planned = reservationPlan(domain, d, hits, ctx, steps);
+    if (planned) return planned;
+  }
   const rule = domain && matchRule(domain, d.entries, steps);
   // Envoy's own limit takes neither the rule's shadow_mode nor its quota_mode (envoyproxy/ratelimit's
-  // GetLimit builds it with both off); the service-wide modes still apply.
-  const ruleShadow = !d.override && (rule?.shadow ?? false);
-  const mode: Modes = {
-    shadow: ruleShadow || ctx.globalShadow,
-    shadowStatus: ruleShadow,
-    quota: (!d.override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false),
-  };
+  // GetLimit builds it with both off), nor its charge_mode; the service-wide modes still apply.
+  const mode = modesOf(rule, !!d.override, ctx);
   if (!domain) return unlimited(rule, mode, hits);
   if (d.override) {
     // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
@@ -147,7 +159,44 @@ function planDescriptor(
   return rulePlan(rule, client, counterKey(rule.counterId, rule.variable, d.entries), hits, mode, ctx.tiers);
 }
 
-type Modes = Pick<DescriptorPlan, 'shadow' | 'shadowStatus' | 'quota'>;
+type Modes = Pick<DescriptorPlan, 'shadow' | 'shadowStatus' | 'quota' | 'charge' | 'reservation'>;
+
+function modesOf(rule: Rule | undefined, override: boolean, ctx: PlanContext): Modes {
+  const ruleShadow = !override && (rule?.shadow ?? false);
+  return {
+    shadow: ruleShadow || ctx.globalShadow,
+    shadowStatus: ruleShadow,
+    quota: (!override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false),
+    charge: (!override && (rule?.charge ?? false)) || (ctx.globalCharge ?? false),
+    reservation: undefined,
+  };
+}
+
+/** A descriptor whose last entry is a request id: its rule is the one the entries before it reach, when that
+ * rule takes reservations under that key; the id is then no part of the counter. Any other descriptor is
+ * planned as usual (undefined). A descriptor without the id is a plain charge. */
+function reservationPlan(
+  domain: CompiledDomain,
+  d: DescriptorInput,
+  hits: number,
+  ctx: PlanContext,
+  steps: MatchStep[] | undefined,
+): DescriptorPlan | undefined {
+  const last = d.entries[d.entries.length - 1];
+  if (!last || !domain.reservationKeys.has(last.key)) return undefined;
+  const entries = d.entries.slice(0, -1);
+  const rule = matchRule(domain, entries);
+  if (!rule || rule.reservationKey !== last.key || rule.unlimited) return undefined;
+  if (Buffer.byteLength(last.value) > MAX_RESERVATION_ID_BYTES) {
+    throw new InvalidRequestError(`the reservation id (entry ${d.entries.length - 1}) is longer than ${MAX_RESERVATION_ID_BYTES} bytes`);
+  }
+  if (steps) matchRule(domain, entries, steps);
+  const key = counterKey(rule.counterId, rule.variable, entries);
+  const mode = modesOf(rule, false, ctx);
+  mode.reservation = { key: reservationKey(key), id: fingerprint(last.value), ttlMs: rule.reservationTtlMs };
+  const client = rule.tierLimits.size > 0 ? tokenFingerprint(domain, entries) : undefined;
+  return rulePlan(rule, client, key, hits, mode, ctx.tiers);
+}
 
 /** A quota-mode descriptor that passes whatever the counters say, as envoyproxy/ratelimit counts it
  * (src/service/ratelimit.go): one with limits whose status is OK by its rule's shadow_mode, or, under
@@ -184,7 +233,7 @@ export function planForClient(rule: Rule, fingerprint: string, tiers: TierSource
     fingerprint,
     counterKeyOf(rule.counterId, fingerprint),
     0,
-    { shadow: rule.shadow, shadowStatus: rule.shadow, quota: rule.quota },
+    { shadow: rule.shadow, shadowStatus: rule.shadow, quota: rule.quota, charge: rule.charge, reservation: undefined },
     tiers,
   );
 }
@@ -230,7 +279,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
     const p = plans[group]!;
     for (const l of p.limits) {
       checks.push({
-        key: l.burst > 0 ? bucketKey(p.key, l.unit) : windowKey(p.key, l.unit),
+        key: l.burst > 0 ? bucketKey(p.key, l.windowName) : windowKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
         hits: peek ? 0 : p.hits,
@@ -239,6 +288,9 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         group,
         shadow: peek || p.shadow || (p.quota && quotaCannotBlock),
         quota: !peek && p.quota,
+        charge: !peek && p.charge,
+        calendar: l.calendar,
+        reservation: peek ? undefined : p.reservation,
       });
     }
   }

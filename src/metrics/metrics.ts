@@ -38,6 +38,8 @@ interface RuleChildren {
   decisions: (Child | undefined)[];
   near: Map<string, Child>;
   over: Map<string, Child>;
+  /** charge_mode's series, by event ('charged' for tollgate_charged_hits_total). */
+  charges: Map<string, Child>;
 }
 
 export class Metrics {
@@ -65,6 +67,22 @@ export class Metrics {
     'Windows found full, by window (shadow windows included; see tollgate_decisions_total for the verdict)',
     this.registry,
   );
+  readonly charged = new FastCounter(
+    'tollgate_charged_hits_total',
+    'Hits counted by charges (charge_mode: a charge, or what a settlement added; a refund is not subtracted), by rule',
+    this.registry,
+  );
+  readonly reservations = new FastCounter(
+    'tollgate_reservations_total',
+    'Reservations by rule and event: made, refused (did not fit), settled, late (settled after a refusal or twice: nothing counted), ' +
+      'full (the bound of open reservations)',
+    this.registry,
+  );
+  readonly reservationsExpired = new Counter({
+    name: 'tollgate_reservations_expired_total',
+    help: 'Reservations forgotten unsettled after their reservation_ttl (they stay charged at their estimate), as the store found them',
+    registers: [this.registry],
+  });
   readonly latency = new FastHistogram(
     'tollgate_should_rate_limit_duration_seconds',
     'Time to answer ShouldRateLimit, from decoded request to response',
@@ -252,6 +270,7 @@ export class Metrics {
     this.latencySeries.observe(seconds);
     this.requestChildren(d.domain ? domainName : UNKNOWN_DOMAIN)[d.overLimit ? 1 : 0].inc();
     if (!d.domain) return;
+    if (d.expired) this.reservationsExpired.inc(d.expired);
     const source = SOURCES.indexOf(d.source);
     for (const o of d.descriptors) {
       const c = this.children(d.domain.name, o.rule);
@@ -262,8 +281,9 @@ export class Metrics {
       child.inc();
       if (o.windows.length === 0) continue;
       c.hits.inc(o.hits);
+      if (o.charged !== undefined || o.reservation) this.observeCharge(c, o);
       for (const w of o.windows) {
-        const window = w.limit.unit;
+        const window = w.limit.windowName;
         if (w.over) this.child(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();
         else if (w.limit.requestsPerUnit - w.remaining >= this.nearRatio * w.limit.requestsPerUnit) {
           this.child(c.near, window, () => this.nearLimit.labels({ ...c.labels, window })).inc();
@@ -272,11 +292,18 @@ export class Metrics {
     }
   }
 
+  /** A charge-mode descriptor's charge and reservation (rare: the series are made on first use). */
+  private observeCharge(c: RuleChildren, o: Decision['descriptors'][number]): void {
+    if (o.charged !== undefined && o.charged > 0) this.child(c.charges, 'charged', () => this.charged.labels(c.labels)).inc(o.charged);
+    const event = o.reservation?.event;
+    if (event) this.child(c.charges, event, () => this.reservations.labels({ ...c.labels, event })).inc();
+  }
+
   private children(domain: string, rule: Rule | undefined): RuleChildren {
     const cached = rule ? this.byRule.get(rule) : this.unmatched.get(domain);
     if (cached) return cached;
     const labels = { domain, rule: rule?.id ?? NONE, category: rule?.category ?? '' };
-    const made: RuleChildren = { labels, hits: this.hits.labels(labels), decisions: [], near: new Map(), over: new Map() };
+    const made: RuleChildren = { labels, hits: this.hits.labels(labels), decisions: [], near: new Map(), over: new Map(), charges: new Map() };
     if (rule) this.byRule.set(rule, made);
     else this.unmatched.set(domain, made);
     return made;

@@ -50,7 +50,8 @@ export function planBucket(config: CompiledConfig, domainName: string, bucket: R
   const quotas: BucketPlan['quotas'] = [];
   p.limits.forEach((limit, i) => {
     if (limit.burst > 0 || limit.windowSeconds * 1000 <= o.reportIntervalMs) rates.push(limit);
-    else quotas.push({ limit, check: { ...checks[i]!, limit: NEVER_OVER, group: 0, shadow: false, quota: false } });
+    // What Envoy admitted is counted as it is: no charge rule, no reservation, applies to it.
+    else quotas.push({ limit, check: { ...checks[i]!, limit: NEVER_OVER, group: 0, shadow: false, quota: false, charge: false, reservation: undefined } });
   });
   return { ...base, fixed: undefined, shareKey: demandKey(p.key), rates, quotas };
 }

@@ -26,8 +26,9 @@ function toStatus(o: DescriptorOutcome, nowMs: number): WireStatus {
   if (!w) return { code: Code.OK, limit_remaining: o.unlimited ? MAX_UINT32 : 0 };
   return {
     code: o.over && !o.shadowStatus ? Code.OVER_LIMIT : Code.OK,
-    current_limit: { name: w.limit.name, requests_per_unit: w.limit.requestsPerUnit, unit: w.limit.unitCode },
-    limit_remaining: w.remaining,
+    // A budget may pass 2^32 (MAX_LIMIT): the wire's uint32 fields clamp, the headers carry the exact numbers.
+    current_limit: { name: w.limit.name, requests_per_unit: Math.min(w.limit.requestsPerUnit, MAX_UINT32), unit: w.limit.unitCode },
+    limit_remaining: Math.min(w.remaining, MAX_UINT32),
     // A window ends when it lets requests in again; a bucket is full long after the next request fits, so a
     // blocking bucket reports when this request would fit (its Retry-After), an open one when it is full.
     duration_until_reset: durationFromMs(w.over && w.limit.burst > 0 ? w.retryAfterMs : w.resetAtMs - nowMs),

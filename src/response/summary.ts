@@ -33,6 +33,10 @@ export interface DescriptorSummary {
   limit: string | undefined;
   remaining: number | undefined;
   shadow: boolean;
+  /** charge_mode only: hits counted by a charge or settlement, hits past the limit, the reservation's event. */
+  charged?: number;
+  debt?: number;
+  reservation?: string;
 }
 
 export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
@@ -51,6 +55,9 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
       limit,
       remaining: w?.remaining,
       shadow: o.shadow,
+      ...(o.charged !== undefined && { charged: o.charged }),
+      ...(o.debt !== undefined && { debt: o.debt }),
+      ...(o.reservation && { reservation: o.reservation.event }),
     });
     if (!w || o.shadow) continue;
     if (remaining === undefined || w.remaining < remaining) {

@@ -1,7 +1,10 @@
 import type { Logger } from 'pino';
 import { bucketDebt, bucketFits } from '../counters/bucket.js';
+import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
+import { decideCharges } from './charge-rules.js';
+import { MemoryReservations } from './memory-reservations.js';
 import { type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth, settle } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -10,11 +13,14 @@ export interface MemoryStoreOptions {
    * evicted, cheapest first (see makeRoom): an evicted counter restarts from zero, so its client may get
    * more than its limit; each eviction is counted and logged. */
   maxCounters?: number;
+  /** Most open reservations kept at once (charge_mode's reservation_key): past it, new ones are refused. */
+  maxReservations?: number;
   logger?: Pick<Logger, 'warn'>;
 }
 
 const defaults = {
   maxCounters: 1_000_000,
+  maxReservations: 1_000_000,
 };
 
 /** How many of the oldest counters an eviction compares when none is on probation. */
@@ -57,12 +63,14 @@ export class MemoryStore implements Store {
   /** Counters created by the check running now: never the ones it evicts to make room (a request's second
    * new window would evict its first, and a new client's counts would never get past 1). */
   private readonly fresh = new Set<string>();
+  readonly reservations: MemoryReservations;
   evictions = 0;
 
   constructor(private readonly opts: MemoryStoreOptions = {}) {
     this.clock = opts.clock ?? systemClock;
     this.maxCounters = opts.maxCounters ?? defaults.maxCounters;
     this.baseMs = this.clock.now() - (this.clock.now() % 1000);
+    this.reservations = new MemoryReservations(opts.maxReservations ?? defaults.maxReservations);
   }
 
   get size(): number {
@@ -83,32 +91,56 @@ export class MemoryStore implements Store {
     const curr = new Array<number>(n);
     const prev = new Array<number>(n);
     const over = new Array<boolean>(n);
+    let charges = false;
     for (let i = 0; i < n; i++) {
       const c = checks[i]!;
       const s = this.series.get(c.key);
+      if (c.charge) charges = true;
       if (c.burst > 0) {
         curr[i] = s === undefined ? 0 : bucketDebt(s.c, s.w + this.baseMs, nowMs, c.limit);
         prev[i] = 0;
         over[i] = !bucketFits(curr[i]!, c.hits, c.windowMs, c.burst);
         continue;
       }
-      const start = this.seconds(windowStartMs(nowMs, c.windowMs));
+      const start = this.seconds(c.calendar === 0 ? windowStartMs(nowMs, c.windowMs) : windowBounds(nowMs, c.windowMs, c.calendar).startMs);
       const windowS = c.windowMs / 1000;
       curr[i] = s !== undefined && s.w === start ? s.c : 0;
       prev[i] = c.sliding && s !== undefined ? (s.w === start ? s.p : s.w === start - windowS ? s.c : 0) : 0;
       const used = c.sliding ? slidingUsed(prev[i]!, curr[i]!, nowMs, c.windowMs) : curr[i]!;
       over[i] = !hasRoom(used, c.hits, c.limit);
     }
+    if (charges) return this.checkCharges(checks, nowMs, curr, prev);
     const { admitted, groupOver } = settle(checks, over);
     if (this.fresh.size > 0) this.fresh.clear();
     if (admitted) {
       for (let i = 0; i < n; i++) {
         const c = checks[i]!;
         if (c.hits === 0 || groupOver[c.group]) continue;
-        this.add(c, curr[i]!, prev[i]!, nowMs);
+        this.add(c, curr[i]!, prev[i]!, nowMs, c.hits);
       }
     }
     return { nowMs, admitted, curr, prev, over };
+  }
+
+  /** A request with a charge or a reservation: decided by charge-rules.ts, which says what each window gets. */
+  private checkCharges(checks: readonly CounterCheck[], nowMs: number, curr: number[], prev: number[]): CheckResult {
+    const used = checks.map((c, i) => (c.sliding ? slidingUsed(prev[i]!, curr[i]!, nowMs, c.windowMs) : curr[i]!));
+    const expired = this.reservations.sweep(nowMs);
+    const d = decideCharges(
+      checks,
+      used,
+      nowMs,
+      (c) => this.reservations.held(c, nowMs),
+      (c) => this.reservations.full(c, nowMs),
+    );
+    if (this.fresh.size > 0) this.fresh.clear();
+    checks.forEach((c, i) => {
+      if (d.counted[i] !== 0) this.add(c, curr[i]!, prev[i]!, nowMs, d.counted[i]!);
+      const o = d.reservations[c.group];
+      // Once per group: its first window carries the record.
+      if (o && checks.findIndex((x) => x.group === c.group) === i) this.reservations.record(c, o, nowMs);
+    });
+    return { nowMs, admitted: d.admitted, curr, prev, over: d.over, counted: d.counted, reservations: d.reservations, expired };
   }
 
   health(): StoreHealth {
@@ -135,6 +167,7 @@ export class MemoryStore implements Store {
   close(): Promise<void> {
     this.series.clear();
     this.expiries.clear();
+    this.reservations.clear();
     return Promise.resolve();
   }
 
@@ -142,21 +175,30 @@ export class MemoryStore implements Store {
     return (ms - this.baseMs) / 1000;
   }
 
-  /** Counts `c.hits` in the current window; curr/prev are what check() read, so the series rolls over here.
-   * A bucket takes hits × T: its debt grows by hits × windowMs ticks. */
-  private add(c: CounterCheck, curr: number, prev: number, nowMs: number): void {
+  /** Counts `hits` in the current window (a settlement's may be negative: a count stays at 0 or more); curr/
+   * prev are what check() read, so the series rolls over here. A bucket takes hits × T: its debt grows by
+   * hits × windowMs ticks. */
+  private add(c: CounterCheck, curr: number, prev: number, nowMs: number, hits: number): void {
     const s = this.seriesFor(c.key, nowMs);
     if (c.burst > 0) {
       s.w = nowMs - this.baseMs;
-      s.c = curr + c.hits * c.windowMs;
+      s.c = Math.max(0, curr + hits * c.windowMs);
       s.p = 0;
       // Kept until it is full again (then it reads as empty anyway), plus a second, as in Redis.
       this.expireAt(s, Math.ceil((s.w + (c.limit === 0 ? c.windowMs : s.c / c.limit)) / 1000) + 1);
       return;
     }
+    if (c.calendar !== 0) {
+      const b = windowBounds(nowMs, c.windowMs, c.calendar);
+      s.w = this.seconds(b.startMs);
+      s.c = Math.max(0, curr + hits);
+      s.p = 0;
+      this.expireAt(s, this.seconds(b.endMs));
+      return;
+    }
     const start = this.seconds(windowStartMs(nowMs, c.windowMs));
     s.w = start;
-    s.c = curr + c.hits;
+    s.c = Math.max(0, curr + hits);
     s.p = prev;
     // A sliding window's count is still read as "previous" during the next window.
     this.expireAt(s, start + (c.windowMs / 1000) * (c.sliding ? 2 : 1));

@@ -1,4 +1,5 @@
 import { bucketDebt, bucketRetryMs } from '../counters/bucket.js';
+import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { retryAfterMs, windowStartMs } from '../counters/window.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
@@ -91,7 +92,8 @@ export class OverLimitCache implements Store {
     // Every descriptor must be enforced and blocked by a cached full window; otherwise ask the store.
     const blocked: (Entry | undefined)[] = [];
     for (const c of checks) {
-      if (c.shadow) return undefined;
+      // A charge must be counted, and a reservation recorded: only the store can answer them.
+      if (c.shadow || c.charge) return undefined;
       const e = this.entries.get(c.key);
       if (e && valid(e, c, now)) blocked[c.group] = e;
     }
@@ -109,7 +111,7 @@ export class OverLimitCache implements Store {
         result.curr[i] = seen ? bucketDebt(seen.curr, seen.start, nowMs, c.limit) : full ? c.burst * c.windowMs : 0;
         result.prev[i] = 0;
       } else {
-        const current = seen && seen.start === windowStartMs(nowMs, c.windowMs);
+        const current = seen && seen.start === startOf(c, nowMs);
         result.curr[i] = current ? seen.curr : full ? c.limit : 0;
         result.prev[i] = current ? seen.prev : 0;
       }
@@ -124,10 +126,15 @@ export class OverLimitCache implements Store {
       if (!r.over[i] || c.shadow) return;
       const group: Snapshot[] = [];
       checks.forEach((o, j) => {
-        const start = o.burst > 0 ? r.nowMs : windowStartMs(r.nowMs, o.windowMs);
+        const start = o.burst > 0 ? r.nowMs : startOf(o, r.nowMs);
         if (o.group === c.group) group.push({ key: o.key, windowMs: o.windowMs, start, curr: r.curr[j]!, prev: r.prev[j]! });
       });
-      const wait = c.burst > 0 ? bucketRetryMs(r.curr[i]!, c.hits, c.windowMs, c.burst, c.limit) : retryAfterMs(c, r.prev[i]!, r.curr[i]!, r.nowMs);
+      const wait =
+        c.burst > 0
+          ? bucketRetryMs(r.curr[i]!, c.hits, c.windowMs, c.burst, c.limit)
+          : c.calendar === 0
+            ? retryAfterMs(c, r.prev[i]!, r.curr[i]!, r.nowMs)
+            : windowBounds(r.nowMs, c.windowMs, c.calendar).endMs - r.nowMs;
       // From the send time: the store's "now" was no earlier, so the entry never outlives the real window.
       this.entries.set(c.key, {
         untilMs: sentAt + wait,
@@ -139,6 +146,11 @@ export class OverLimitCache implements Store {
       });
     });
   }
+}
+
+/** Where the window of a check starts at `nowMs`. */
+function startOf(c: CounterCheck, nowMs: number): number {
+  return c.calendar === 0 ? windowStartMs(nowMs, c.windowMs) : windowBounds(nowMs, c.windowMs, c.calendar).startMs;
 }
 
 /** An entry still answers for this check: not expired, same limit and burst, and no smaller a request. */

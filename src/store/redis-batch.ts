@@ -1,6 +1,15 @@
 import { hashTag, storeKey } from '../counters/keys.js';
 import type { StoreKeyError } from '../errors.js';
-import { type BatchSpan, type BatchTracer, type CheckResult, type CounterCheck, settle, type TraceLink } from './store.js';
+import {
+  type BatchSpan,
+  type BatchTracer,
+  type CheckResult,
+  type CounterCheck,
+  type ReservationEvent,
+  type ReservationOutcome,
+  settle,
+  type TraceLink,
+} from './store.js';
 
 /** The wire format of a batch for check-and-incr.lua (its header is the contract): the script's KEYS and ARGV
  * from the requests of one event-loop turn, and each request's answer from the script's reply. Pure: the
@@ -19,10 +28,20 @@ export interface Pending {
 /** check-and-incr.lua's modes for a plain request, which sends shapes without groups. */
 const SHORT_MODE = { count: 'c', peek: 'p' } as const;
 
-/** A fixed window that is neither shadow nor quota: the script's fast path. */
+/** A fixed window that is neither shadow, quota nor charge: the script's fast path. */
 function isPlain(c: CounterCheck): boolean {
-  return !c.sliding && !c.shadow && !c.quota && c.burst === 0;
+  return !c.sliding && !c.shadow && !c.quota && !c.charge && c.burst === 0;
 }
+
+/** The first window of each group that holds a reservation, in order: the script's reservations of a request. */
+function reservationsOf(checks: readonly CounterCheck[]): CounterCheck[] {
+  const out: CounterCheck[] = [];
+  for (const c of checks) if (c.reservation && !out.some((o) => o.group === c.group)) out.push(c);
+  return out;
+}
+
+/** The script's reservation events, by number. */
+const EVENTS: readonly ReservationEvent[] = ['made', 'refused', 'settled', 'late', 'full'];
 
 /** KEYS (every window's store key, in order) and ARGV (the clock, the shapes, then per request its mode, its
  * window count and per window its shape and, unless plain, its group) of one script call. */
@@ -39,9 +58,17 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
       if (plain) tail.push(shapeOf(shapes, c));
       else tail.push(shapeOf(shapes, c), c.group);
     }
+    if (plain) continue;
+    const reservations = reservationsOf(p.checks);
+    tail.push(reservations.length);
+    for (const c of reservations) {
+      const r = c.reservation!;
+      keys.push(storeKey(keyPrefix, r.key), storeKey(keyPrefix, `${r.key}.exp`));
+      tail.push(c.group, r.id, r.ttlMs);
+    }
   }
   const args: (string | number)[] = [nowMs, shapes.length];
-  for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0);
+  for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
   for (const a of tail) args.push(a);
   return { keys, args };
 }
@@ -83,7 +110,29 @@ export function merge(checks: readonly CounterCheck[], slots: number[][], parts:
     });
   });
   out.admitted = settle(checks, out.over).admitted;
+  if (parts.some((p) => p.counted)) mergeCharges(checks, slots, parts, out);
   return out;
+}
+
+/** The charges' part of several slots' answers: what each check counted, the reservations, the expired. */
+function mergeCharges(checks: readonly CounterCheck[], slots: number[][], parts: CheckResult[], out: CheckResult): void {
+  out.counted = new Array(checks.length);
+  out.reservations = [];
+  out.expired = 0;
+  slots.forEach((idx, s) => {
+    const part = parts[s]!;
+    const groupOver = settle(
+      idx.map((i) => checks[i]!),
+      part.over,
+    ).groupOver;
+    idx.forEach((i, j) => {
+      const c = checks[i]!;
+      out.counted![i] = part.counted ? part.counted[j]! : part.admitted && !groupOver[c.group] ? c.hits : 0;
+      const o = part.reservations?.[c.group];
+      if (o) out.reservations![c.group] = o;
+    });
+    out.expired! += part.expired ?? 0;
+  });
 }
 
 /** The 1-based index of a window's shape (everything but its key and group) in `shapes`, added if new. A
@@ -98,7 +147,9 @@ function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
       s.sliding === c.sliding &&
       s.shadow === c.shadow &&
       s.burst === c.burst &&
-      s.quota === c.quota
+      s.quota === c.quota &&
+      s.charge === c.charge &&
+      s.calendar === c.calendar
     )
       return i + 1;
   }
@@ -127,6 +178,22 @@ export function answerBatch(batch: Pending[], reply: (number | string)[], refuse
       curr[i] = v < 0 ? -v - 1 : v;
       prev[i] = p.checks[i]!.sliding && p.checks[i]!.burst === 0 ? (reply[at++] as number) : 0;
     }
-    p.resolve({ nowMs, admitted: head === 1, curr, prev, over });
+    const result: CheckResult = { nowMs, admitted: head === 1, curr, prev, over };
+    if (p.checks.some((c) => c.charge)) at = readCharges(p.checks, reply, at, result);
+    p.resolve(result);
   }
+}
+
+/** What a request with a charge window has after its windows (check-and-incr.lua's decide_charges): per
+ * window what it counted, per reservation its event and estimate, and the reservations found expired. */
+function readCharges(checks: readonly CounterCheck[], reply: (number | string)[], from: number, result: CheckResult): number {
+  let at = from;
+  result.counted = checks.map(() => reply[at++] as number);
+  const reservations: (ReservationOutcome | undefined)[] = [];
+  for (const c of reservationsOf(checks)) {
+    reservations[c.group] = { event: EVENTS[(reply[at++] as number) - 1]!, estimate: reply[at++] as number };
+  }
+  result.reservations = reservations;
+  result.expired = reply[at++] as number;
+  return at;
 }

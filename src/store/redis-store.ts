@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '../errors.js';
@@ -134,11 +135,16 @@ export class RedisStore implements Store {
         ),
       );
     const peeked = merge(checks, slots, await part('peek', checks));
-    if (!peeked.admitted) return peeked;
+    const charges = checks.some((c) => c.charge);
+    if (!peeked.admitted && !charges) return peeked;
     // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
     // slot's count lets its quota descriptors block nothing (over, they are still not counted).
-    const counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
-    return merge(checks, slots, await part('count', counted));
+    let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
+    // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
+    if (!peeked.admitted) counted = counted.map((c) => (c.charge ? c : { ...c, hits: 0, shadow: true }));
+    const result = merge(checks, slots, await part('count', counted));
+    if (!peeked.admitted) result.admitted = false;
+    return result;
   }
 
   /** Queues a request for the flush at the end of this event-loop turn (setImmediate runs after the poll
@@ -248,6 +254,11 @@ export class RedisStore implements Store {
     const key = storeKey(this.opts.keyPrefix, w.key);
     if (w.key.endsWith(BUCKET_SUFFIX)) return [key];
     const now = this.opts.clock?.now() ?? Date.now();
+    if (w.calendar) {
+      // A calendar window's index is not now / window_ms (counters/calendar.ts): the ones around now.
+      const { index } = windowBounds(now, w.windowMs, w.calendar);
+      return [-2, -1, 0, 1].map((d) => `${key}:${index + d}`);
+    }
     return [-2, -1, 0, 1].map((d) => windowCounterName(key, w.windowMs, now + d * w.windowMs));
   }
 

@@ -19,11 +19,45 @@ export interface CounterCheck {
   /** A quota-mode descriptor blocks the request only when every quota-mode descriptor of the request is over
    * (envoyproxy/ratelimit's quota_mode, src/service/ratelimit.go). */
   quota: boolean;
+  /** charge_mode: hits > 0 are a charge for work already done, counted whatever the answer and even past the
+   * limit; the window is over when the charge took it past its limit. hits 0 still only checks. */
+  charge: boolean;
+  /** How the window is aligned (counters/calendar.ts): 0 for every window but calendar weeks and months. */
+  calendar: number;
+  /** A charge-mode descriptor's reservation, the same object on each of its windows (see Reservation). */
+  reservation: Reservation | undefined;
+}
+
+/** A reservation named by a request id on a descriptor's counter. The first call with the id reserves its
+ * hits if they fit (nothing if not, remembered as refused); the next settles it to its own hits: the
+ * difference counted (past the limit too) or given back, in the window it was reserved in (a later window
+ * gets only what exceeds the estimate, and gives nothing back). One refused settles to nothing: a request
+ * refused costs nothing. Later calls change nothing. Unsettled, it is forgotten after ttlMs, charged at its
+ * estimate. */
+export interface Reservation {
+  /** Where the counter's reservations are kept (counters/keys.ts reservationKey). */
+  key: string;
+  /** The fingerprint of the request id. */
+  id: string;
+  ttlMs: number;
+}
+
+/** What became of a request's reservation: made (its hits reserved), refused (they did not fit: nothing
+ * reserved), settled, late (a settlement after the reservation was refused or settled: nothing counted), full
+ * (the store's bound on open reservations was reached: refused like one that does not fit). */
+export type ReservationEvent = 'made' | 'refused' | 'settled' | 'late' | 'full';
+
+export interface ReservationOutcome {
+  event: ReservationEvent;
+  /** The reservation's estimate (0 unless made or settled). */
+  estimate: number;
 }
 
 export interface CounterWindow {
   key: string;
   windowMs: number;
+  /** How the window is aligned (counters/calendar.ts); absent: epoch-aligned. */
+  calendar?: number;
 }
 
 export interface CheckResult {
@@ -41,6 +75,14 @@ export interface CheckResult {
   /** Where the answer came from, for metrics: the store itself (unset), the local over-limit cache, the
    * fallback counters of the `local` policy, or the `deny` policy's answer without counters. */
   source?: 'store' | 'cache' | 'fallback' | 'policy';
+  /** Set only when a check is a charge or holds a reservation: per check, what this request added to it (a
+   * settlement's difference, which may be negative). Otherwise an admitted request added each window's hits
+   * to every descriptor with room, a refused one nothing. */
+  counted?: number[];
+  /** Per group with a reservation, what became of it. */
+  reservations?: (ReservationOutcome | undefined)[];
+  /** Reservations found expired unsettled while deciding (they stay charged at their estimate). */
+  expired?: number;
 }
 
 export interface StoreHealth {
@@ -82,7 +124,8 @@ export interface Store {
 /** The admission rule every store applies (and check-and-incr.lua, line for line): a descriptor (group) is
  * over if any of its windows is; the request is admitted unless a descriptor that is neither shadow nor
  * quota-mode is over, or the request has quota-mode descriptors and every one of them is over; then only
- * descriptors with room are counted. */
+ * descriptors with room are counted. A charge (charge: true, hits > 0) over its limit makes the request
+ * OVER_LIMIT too (the truthful answer), but is counted whatever the answer: it pays for work done. */
 export function settle(checks: readonly CounterCheck[], over: readonly boolean[]): { admitted: boolean; groupOver: boolean[] } {
   const groupOver: boolean[] = [];
   const quotaGroup: boolean[] = [];

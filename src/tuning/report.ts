@@ -140,6 +140,14 @@ export function formatExplanation(e: Explanation): string {
         `  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}` +
           `${d.rule.shadow ? ', shadow mode: never rejects' : ''}${d.quota ? ', quota mode: rejects only when every quota-mode descriptor is full' : ''}`,
       );
+    if (d.rule?.charge) lines.push('  charge mode: hits_addend 0 checks; any other hits are a charge, counted in full past the limit too');
+    if (d.rule?.reservationKey !== undefined) {
+      lines.push(
+        d.reservation
+          ? `  the last entry (${d.rule.reservationKey}) names a reservation: reserved if it fits the first time, settled to its hits the next`
+          : `  takes reservations by a last entry ${d.rule.reservationKey} (this request names none: a plain charge)`,
+      );
+    }
     if (d.override) lines.push("  Envoy's per-descriptor limit replaces the config's");
     if (d.reason) lines.push(`  no limits: ${d.reason}`);
     if (d.limits.length === 0) return;

@@ -92,7 +92,13 @@ export class Simulation {
       this.notLimited++;
       return;
     }
-    const d = await this.limiter.decide({ domain: this.envoy.domain, descriptors: descriptors.map((entries) => ({ entries })), hits: 1 });
+    // A line's cost (hits_addend) is charged as Envoy would send it: 0 checks only.
+    const cost = line.cost ?? 1;
+    const d = await this.limiter.decide({
+      domain: this.envoy.domain,
+      descriptors: descriptors.map((entries) => (cost === 1 ? { entries } : { entries, hits: cost })),
+      hits: Math.max(cost, 1),
+    });
     if (d.overLimit) this.rejected++;
     else this.admitted++;
     const second = Math.floor(this.clock.now() / 1000);

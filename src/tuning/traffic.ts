@@ -2,6 +2,7 @@ import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Readable } from 'node:stream';
 import { type CsvError, parse as parseCsv } from 'csv-parse';
+import { MAX_UINT32 } from '../config/units.js';
 import { UserError } from '../errors.js';
 import { asFingerprint, FINGERPRINT_LENGTH } from '../fingerprint.js';
 
@@ -14,6 +15,8 @@ export interface TrafficLine {
   authorization?: string;
   /** The token's fingerprint, when the log has only that (as Tollgate's own tools print it). */
   fingerprint?: string;
+  /** What the request cost (hits_addend: tokens, rows), when the log says; else 1. */
+  cost?: number;
 }
 
 export class TrafficError extends UserError {
@@ -44,6 +47,7 @@ const ALIASES: Record<keyof TrafficLine, string[]> = {
   path: ['path', 'x-envoy-original-path', ':path', 'request_path', 'url'],
   authorization: ['authorization', 'token', 'req_authorization'],
   fingerprint: ['fingerprint', 'token_fingerprint'],
+  cost: ['cost', 'hits', 'hits_addend', 'tokens'],
 };
 
 /** Reads a traffic log, one request per line. The format is decided once for the whole file, so one odd
@@ -187,6 +191,12 @@ function toLine(record: Record<string, unknown>): TrafficLine | string {
   const timeMs = parseTime(time);
   if (timeMs === undefined) return `cannot read the time (${String(time).length} characters; ISO 8601 or Unix seconds or milliseconds)`;
   const out: TrafficLine = { timeMs, method: String(method).toUpperCase(), path: String(path) };
+  const cost = pick(record, 'cost');
+  if (cost !== undefined) {
+    const n = Number(cost);
+    if (!Number.isInteger(n) || n < 0 || n > MAX_UINT32) return `the cost is not a whole number from 0 to ${MAX_UINT32}`;
+    out.cost = n;
+  }
   const auth = pick(record, 'authorization');
   const fp = pick(record, 'fingerprint');
   if (auth !== undefined) out.authorization = String(auth);

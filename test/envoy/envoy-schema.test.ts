@@ -71,6 +71,27 @@ describe('shipped Envoy configs', () => {
     expect([...report.fieldsSeen].filter((f) => f.startsWith('envoy.extensions.filters.http.ratelimit.'))).toEqual([]);
   });
 
+  it('envoy/envoy-llm.yaml (charges on stream done, Envoy 1.33+) is valid against the 1.33 API, and only there', () => {
+    const text = readFileSync('envoy/envoy-llm.yaml', 'utf8');
+    const report = checkEnvoyYaml(text, new EnvoyApi({ envoy133: true }));
+    expect(report.problems).toEqual([]);
+    for (const field of [
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute (@type)',
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute.rate_limits',
+      'envoy.config.route.v3.RateLimit.hits_addend',
+      'envoy.config.route.v3.RateLimit.HitsAddend.number',
+      'envoy.config.route.v3.RateLimit.HitsAddend.format',
+      'envoy.config.route.v3.RateLimit.apply_on_stream_done',
+      'envoy.config.route.v3.RateLimit.Action.request_headers',
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimit.domain',
+    ]) {
+      expect(report.fieldsSeen, field).toContain(field);
+    }
+    // The checker is not blind to the new fields: the API before 1.33 refuses them.
+    expect(checkEnvoyYaml(text, api).problems.map((p) => p.message)).toContainEqual(expect.stringMatching(/unknown field "hits_addend"/));
+    expect(checkEnvoyYaml(text.replace('apply_on_stream_done: true', 'apply_on_stream_dne: true'), new EnvoyApi({ envoy133: true })).problems).toHaveLength(1);
+  });
+
   it('the file before issue 13 was valid too: its bypasses were semantic, not typos', () => {
     expect(checkEnvoyYaml(readFileSync(`${FIXTURES}/before-issue-13.yaml`, 'utf8'), api).problems).toEqual([]);
   });

@@ -66,9 +66,34 @@ export class EnvoyApi {
   private readonly root = new protobuf.Root();
   private readonly loaded = new Set<string>();
 
-  constructor() {
+  /** `envoy133`: the API as of Envoy 1.33 (ENVOY_1_33_FIELDS added to the protos @grpc/grpc-js-xds ships). */
+  constructor(opts: { envoy133?: boolean } = {}) {
     this.root.resolvePath = (_origin, target) => INCLUDE_ROOTS.map((r) => join(r, target)).find((p) => existsSync(p)) ?? target;
     this.loadPackage('envoy.config.bootstrap.v3');
+    if (opts.envoy133) this.addEnvoy133Fields();
+  }
+
+  /** The rate-limit fields Envoy 1.33.0 added (its changelogs/1.33.0.yaml), which the protos @grpc/grpc-js-xds
+   * ships (an older Envoy API) lack. Transcribed, field numbers and types, from envoyproxy/data-plane-api
+   * commit 84e84367 (2026-01-29): api/envoy/config/route/v3/route_components.proto (RateLimit.HitsAddend,
+   * RateLimit.hits_addend = 5, RateLimit.apply_on_stream_done = 6) and
+   * api/envoy/extensions/filters/http/ratelimit/v3/rate_limit.proto (RateLimitPerRoute.rate_limits = 3, whose
+   * type became config.route.v3.RateLimit in #37684, replacing the filter's own RateLimitConfig of 2021). */
+  private addEnvoy133Fields(): void {
+    this.loadPackage('envoy.extensions.filters.http.ratelimit.v3');
+    const rateLimit = this.message('envoy.config.route.v3.RateLimit')!;
+    const hitsAddend = new protobuf.Type('HitsAddend');
+    hitsAddend.add(new protobuf.Field('number', 1, '.google.protobuf.UInt64Value'));
+    hitsAddend.add(new protobuf.Field('format', 2, 'string'));
+    rateLimit.add(hitsAddend);
+    const added = [new protobuf.Field('hits_addend', 5, 'HitsAddend'), new protobuf.Field('apply_on_stream_done', 6, 'bool')];
+    for (const f of added) rateLimit.add(f);
+    const perRoute = this.message('envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute')!;
+    perRoute.remove(perRoute.fields.rate_limits!);
+    added.push(new protobuf.Field('rate_limits', 3, '.envoy.config.route.v3.RateLimit', 'repeated'));
+    perRoute.add(added[2]!);
+    // The root was resolved before these were added: each is resolved on its own.
+    for (const f of [...added, ...hitsAddend.fieldsArray]) f.resolve();
   }
 
   /** The message type of a full name, loading its package when it is a v3 Envoy or xds package. */

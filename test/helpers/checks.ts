@@ -2,5 +2,19 @@ import type { CounterCheck } from '../../src/store/store.js';
 
 /** One window to check, as the limiter sends it: 3 a second, 1 hit, a plain fixed window, unless `over` says. */
 export function counterCheck(over: Partial<CounterCheck> = {}): CounterCheck {
-  return { key: 'k', windowMs: 1000, limit: 3, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false, ...over };
+  return {
+    key: 'k',
+    windowMs: 1000,
+    limit: 3,
+    hits: 1,
+    sliding: false,
+    burst: 0,
+    group: 0,
+    shadow: false,
+    quota: false,
+    charge: false,
+    calendar: 0,
+    reservation: undefined,
+    ...over,
+  };
 }

@@ -40,6 +40,12 @@ async function simulate(
 const rule = (r: SimulationReport, id: string) => r.rules.find((x) => x.rule === id)!;
 
 describe('tollgate simulate', () => {
+  it('a cost per line is charged as its hits: 5 reads of cost 4 in one second against 10 a second admit 2', async () => {
+    const lines = reads(5, 'Bearer costly').map((l) => JSON.stringify({ ...JSON.parse(l), cost: 4 }));
+    const r = await simulate(trafficFile(lines));
+    expect({ admitted: r.admitted, rejected: r.rejected }).toEqual({ admitted: 2, rejected: 3 });
+  });
+
   it('15 reads in one second for one token: 10 admitted, 5 rejected', async () => {
     const r = await simulate(trafficFile(reads(15, 'Bearer one')));
     expect({ admitted: r.admitted, rejected: r.rejected }).toEqual({ admitted: 10, rejected: 5 });

@@ -64,6 +64,9 @@ describe('descriptor config errors name the file, the line and the key', () => {
     ['yaml-syntax-error.yaml', 5, '', /./],
     ['bad-header-name.yaml', 3, 'response_headers.limit', /not a valid HTTP header name/],
     ['rule-path-collision.yaml', 7, 'descriptors[1]', /rule path "a.b" is also the path of the descriptor at line 5/],
+    ['calendar-on-sliding-window.yaml', 7, 'descriptors[0].rate_limits[0].calendar', /only a fixed_window limit has calendar windows/],
+    ['reservation-key-without-charge-mode.yaml', 4, 'descriptors[0].reservation_key', /only a charge_mode descriptor has reservations/],
+    ['unit-multiplier-zero.yaml', 4, 'descriptors[0].rate_limit.unit_multiplier', /must be at least 1/],
   ])('%s → line %i, key %s', (name, line, key, message) => {
     const [first] = problemsOf(name);
     expect(first).toBeDefined();

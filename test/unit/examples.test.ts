@@ -14,8 +14,8 @@ const limitsOf = (domain: string, ...entries: [string, string][]): string | unde
 };
 
 describe('examples/', () => {
-  it('loads as one directory: six domains, no notes', () => {
-    expect([...config.domains.keys()].sort()).toEqual(['edge', 'paths', 'rollout', 'saas', 'tenants', 'users']);
+  it('loads as one directory: seven domains, no notes', () => {
+    expect([...config.domains.keys()].sort()).toEqual(['edge', 'llm', 'paths', 'rollout', 'saas', 'tenants', 'users']);
     expect([...config.domains.values()].flatMap((d) => d.notes)).toEqual([]);
   });
 
@@ -44,5 +44,16 @@ describe('examples/', () => {
     expect(saas.tokenKey).toBe('api_key');
     const rule = matchRule(saas, [{ key: 'api_key', value: 'k' }])!;
     expect([...rule.tierLimits.keys()]).toEqual(['pro', 'enterprise']);
+  });
+
+  it('llm-budgets.yaml: a calendar month per tenant, an hour per tenant and model with reservations, both charged', () => {
+    expect(limitsOf('llm', ['tenant', 't1'])).toBe('50000000/month');
+    expect(limitsOf('llm', ['tenant', 't1'], ['model', 'm'])).toBe('1000000/hour');
+    const llm = config.domains.get('llm')!;
+    expect(llm.rules.map((r) => [r.id, r.charge, r.reservationKey, r.limits[0]!.calendar])).toEqual([
+      ['tenant', true, undefined, 1],
+      ['tenant.model', true, 'request_id', 0],
+    ]);
+    expect(llm.rules[0]!.tierLimits.get('enterprise')![0]!.requestsPerUnit).toBe(10_000_000_000);
   });
 });

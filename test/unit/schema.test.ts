@@ -28,6 +28,7 @@ const BEYOND_A_SCHEMA: Record<string, string> = {
   'burst-without-token-bucket.yaml': "a limit's algorithm inherited from its descriptor or the domain",
   'rule-path-collision.yaml': 'two descriptors at different levels whose joined keys and values spell one path',
   'replaces-itself.yaml': "a replaces entry equal to its own limit's name",
+  'calendar-on-sliding-window.yaml': "a limit's algorithm inherited from its descriptor",
 };
 
 describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {

@@ -24,7 +24,6 @@ const unread = ENVOY.filter((v) => !READ.has(v.name));
 const TOLLGATE_DOES_NON_DEFAULT: Record<string, string> = {
   USE_STATSD: 'false', // no StatsD
   RUNTIME_IGNOREDOTFILES: 'true', // dot entries are skipped (src/config/load.ts)
-  STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', // a rejected request counts on no counter (src/store/store.ts)
 };
 
 /** What Tollgate does whatever the variable says, when that is the default: set to the default, no warning. */
@@ -57,6 +56,7 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   NEAR_LIMIT_RATIO: { value: '0.5' },
   SHADOW_MODE: { value: 'true' },
   QUOTA_MODE: { value: 'true' },
+  STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: { value: 'false' },
   RESPONSE_DYNAMIC_METADATA: { value: 'true' },
   MERGE_DOMAIN_CONFIG: { value: 'true' },
   RUNTIME_ROOT: { value: '/srv/runtime' },

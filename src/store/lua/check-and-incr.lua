@@ -17,22 +17,29 @@
              <base>       a token bucket: "<w> <c>", when it was last written (ms) and its debt then, in ticks
                           of 1/limit ms (src/counters/bucket.ts)
   ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
-  ARGV[2]  s, the number of window shapes; then s shapes of seven values each (a batch's windows mostly
+  ARGV[2]  s, the number of window shapes; then s shapes of nine values each (a batch's windows mostly
            share a few, so each is sent once):
                   window_ms, limit, hits (0 = check only), sliding (0|1), shadow (0|1), burst (0 = a window),
-                  quota (0|1)
+                  quota (0|1), charge (0|1), calendar (0 = epoch-aligned, -1 weeks from Monday, n > 0 windows
+                  of n UTC calendar months: src/counters/calendar.ts)
   then, per request:
            mode   "count", or "peek" to decide without writing anything (the first phase of a request whose
                   counters live in several Redis Cluster slots); "c" and "p" are the same for a plain request
-                  (every window a fixed window, none shadow or quota), which sends no groups
+                  (every window a fixed window, none shadow, quota or charge), which sends no groups
            n      number of windows of this request (its keys are the next n of KEYS)
            then per window, two values: its shape (1-based), and its group (descriptor index); one value,
            its shape, for a plain request
+           r      (not for a plain request) number of reservations; then per reservation three values: its
+                  group, the request id's fingerprint, its ttl in ms; its two keys follow the request's window
+                  keys in KEYS: <counter key>:rsv, a hash (id -> "r <estimate> <ms reserved>", "x" refused,
+                  "s" settled) and <counter key>:rsv.exp, a sorted set (id by expiry ms)
 
   Returns  { now_ms, then per request: admitted (0|1), then per window its count before this request (a
            bucket: its debt now), written -(count + 1) when the window has no room, and for a sliding window
-           the previous window's count after it }. Counts are whole numbers, so the sign says "no room" without
-           another value. A request whose counters Redis refused (a key of another type: WRONGTYPE; a value that
+           the previous window's count after it; a request with a charge window then has per window what it
+           counted (a settlement's difference may be negative), per reservation its event (1 made, 2 refused,
+           3 settled, 4 late, 5 full) and estimate, and the reservations found expired unsettled }. Counts are
+           whole numbers, so the sign says "no room" without another value. A request whose counters Redis refused (a key of another type: WRONGTYPE; a value that
            is not a count: WRONGTYPE too; out of memory: OOM) has, in place of all that, the error's first word
            as a string: it fails alone, the others of the batch are decided as usual. A value that is not a
            count (is_count below: only what INCRBY itself reads as an integer, so never "1e1", "0x5", " 5",
@@ -40,7 +47,8 @@
            refuses after another write of the same request leaves the first (over maxmemory Redis refuses
            every write, so in practice it is the first that fails).
 
-  Rules (the same as src/store/store.ts settle() and src/counters/window.ts):
+  Rules (the same as src/store/store.ts settle(), src/counters/window.ts and, for a request with a charge
+  window, src/store/charge-rules.ts decideCharges, as decide_charges below):
     used  = c                                  fixed window
     used  = p * (window - elapsed) / window + c  sliding window
     over  = used + max(hits, 1) > limit
@@ -65,10 +73,47 @@ if now == 0 then
 end
 
 -- The shapes, as numbers once.
+-- Days since 1970-01-01 of the first of month m (months since January 1970), from the proleptic Gregorian
+-- calendar (H. Hinnant's days_from_civil), and the months since January 1970 of a day: what Date.UTC and
+-- getUTCMonth give src/counters/calendar.ts.
+local floor = math.floor
+local function month_start_day(m)
+  local y, mo = 1970 + floor(m / 12), m % 12 + 1
+  if mo <= 2 then y = y - 1 end
+  local era = floor(y / 400)
+  local yoe = y - era * 400
+  local mp = mo > 2 and mo - 3 or mo + 9
+  return era * 146097 + yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) - 719468
+end
+local function month_of(day)
+  local z = day + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local mo = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if mo <= 2 then y = y + 1 end
+  return (y - 1970) * 12 + mo - 1
+end
+
+-- A window's index since the epoch and when it ends, as windowBounds computes them.
+local function bounds(window, calendar, at)
+  if calendar > 0 then
+    local i = floor(month_of(floor(at / 86400000)) / calendar)
+    return i, month_start_day((i + 1) * calendar) * 86400000
+  end
+  local shift = 0
+  if calendar == -1 then shift = 4 * 86400000 end
+  local i = floor((at - shift) / window)
+  return i, (i + 1) * window + shift
+end
+
 local shapes = {}
 local s = tonumber(ARGV[2])
 for i = 1, s do
-  local a = 2 + (i - 1) * 7
+  local a = 2 + (i - 1) * 9
   shapes[i] = {
     window = tonumber(ARGV[a + 1]),
     limit = tonumber(ARGV[a + 2]),
@@ -77,12 +122,14 @@ for i = 1, s do
     shadow = ARGV[a + 5] == '1',
     burst = tonumber(ARGV[a + 6]),
     quota = ARGV[a + 7] == '1',
+    charge = ARGV[a + 8] == '1',
+    calendar = tonumber(ARGV[a + 9]),
   }
   local w = shapes[i]
-  w.index = math.floor(now / w.window)
+  w.index, w.ends = bounds(w.window, w.calendar, now)
   w.suffix = ':' .. string.format('%.0f', w.index)
   w.prev_suffix = ':' .. string.format('%.0f', w.index - 1)
-  w.plain = not (w.sliding or w.shadow or w.quota or w.burst > 0)
+  w.plain = not (w.sliding or w.shadow or w.quota or w.charge or w.burst > 0)
 end
 
 -- Pass 1: the name of every counter the batch reads, and one MGET of them all. `cur[j]` and `old[j]` name
@@ -91,20 +138,21 @@ end
 -- windows, r_count[r] says whether to count it, r_plain[r] whether every window is plain, r_short[r]
 -- whether it came without groups.
 local names, cur, old, shape_of, group_of = {}, {}, {}, {}, {}
-local r_k, r_n, r_count, r_plain, r_short = {}, {}, {}, {}, {}
+local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv = {}, {}, {}, {}, {}, {}, {}
 local m, reqs = 0, 0
 do
-  local k, a, last = 0, 3 + s * 7, #ARGV
+  local k, a, last = 0, 3 + s * 9, #ARGV
   while a <= last do
     local mode = ARGV[a]
     local n = tonumber(ARGV[a + 1])
     local short = mode == 'c' or mode == 'p'
     local stride = short and 1 or 2
-    local is_plain = true
+    local is_plain, has_charge = true, false
     for i = 1, n do
       local j = k + i
       local w = shapes[tonumber(ARGV[a + (i - 1) * stride + 2])]
       if not w.plain then is_plain = false end
+      if w.charge then has_charge = true end
       shape_of[j] = w
       if not short then group_of[j] = ARGV[a + (i - 1) * 2 + 3] end
       local n1
@@ -121,8 +169,23 @@ do
     end
     reqs = reqs + 1
     r_k[reqs], r_n[reqs], r_count[reqs], r_plain[reqs], r_short[reqs] = k, n, mode == 'count' or mode == 'c', is_plain, short
+    r_charge[reqs] = has_charge
     k = k + n
     a = a + 2 + n * stride
+    -- The reservations of a request that is not plain: in order, and by group, with their two keys.
+    local rsv = { list = {}, by_group = {} }
+    if not short then
+      local r = tonumber(ARGV[a])
+      for x = 1, r do
+        local b = a + (x - 1) * 3
+        local one = { group = ARGV[b + 1], id = ARGV[b + 2], ttl = tonumber(ARGV[b + 3]), hash = KEYS[k + 1], exp = KEYS[k + 2] }
+        rsv.list[x] = one
+        rsv.by_group[one.group] = one
+        k = k + 2
+      end
+      a = a + 1 + r * 3
+    end
+    r_rsv[reqs] = rsv
   end
 end
 local values = {}
@@ -190,7 +253,7 @@ local function write(j, w, curr)
   local after = call('INCRBY', n, w.hits)
   values[n] = after
   if after == w.hits then
-    local ends = (w.index + 1) * w.window
+    local ends = w.ends
     if w.sliding then ends = ends + w.window end
     call('PEXPIRE', n, ends - now + 1000)
   end
@@ -277,6 +340,175 @@ local function decide_plain(count_it, n, k0)
   end
 end
 
+-- Adds d (a charge, or a settlement's difference, which may be negative) to a window or bucket, keeping it at
+-- 0 or more, and (re)sets its expiry: a charge writes whether or not the counter existed.
+local function write_delta(j, w, curr, d)
+  local n = cur[j]
+  if w.burst > 0 then
+    local after = max(0, curr + d * w.window)
+    local full = w.window
+    if w.limit > 0 then full = math.ceil(after / w.limit) end
+    local v = string.format('%.0f %.0f', now, after)
+    call('SET', n, v, 'PX', full + 1000)
+    values[n] = v
+    return
+  end
+  local after = call('INCRBY', n, d)
+  if after < 0 then after = call('INCRBY', n, -after) end
+  values[n] = after
+  local ends = w.ends
+  if w.sliding then ends = ends + w.window end
+  call('PEXPIRE', n, ends - now + 1000)
+end
+
+-- A reservation's record: what src/store/memory-reservations.ts keeps, with the same bound per counter.
+local MAX_RESERVATIONS_PER_COUNTER = 10000
+local function look_up(x, count_it)
+  local expired = 0
+  local gone = call('ZRANGEBYSCORE', x.exp, '-inf', now)
+  for _, id in ipairs(gone) do
+    local v = call('HGET', x.hash, id)
+    if v and string.sub(v, 1, 1) == 'r' then expired = expired + 1 end
+    if count_it then call('HDEL', x.hash, id) end
+  end
+  if count_it and #gone > 0 then call('ZREMRANGEBYSCORE', x.exp, '-inf', now) end
+  local v = call('HGET', x.hash, x.id)
+  local at = v and call('ZSCORE', x.exp, x.id)
+  if not v or not at or tonumber(at) <= now then
+    if call('ZCARD', x.exp) >= MAX_RESERVATIONS_PER_COUNTER then x.kind = 'full' else x.kind = 'reserve' end
+  elseif string.sub(v, 1, 1) == 'r' then
+    local est, t = string.match(v, '^r (%d+) (%d+)$')
+    if not est then error({ err = 'WRONGTYPE reservation value is not one' }) end
+    x.kind, x.est, x.at = 'settle', tonumber(est), tonumber(t)
+  else
+    x.kind = 'late'
+  end
+  if count_it then return expired end
+  return 0
+end
+
+local function remember(x, v)
+  call('HSET', x.hash, x.id, v)
+  call('ZADD', x.exp, now + x.ttl, x.id)
+  call('PEXPIRE', x.hash, x.ttl + 1000)
+  call('PEXPIRE', x.exp, x.ttl + 1000)
+end
+
+-- A request with a charge window (charge_mode), decided as src/store/charge-rules.ts decideCharges: a charge
+-- counted whatever the answer, a reservation made, settled or refused. Answers as decide does, then per
+-- window what it counted, per reservation its event and estimate, and how many expired unsettled.
+local EVENTS = { made = 1, refused = 2, settled = 3, late = 4, full = 5 }
+local function decide_charges(count_it, n, k0, rsv)
+  local expired = 0
+  for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it) end
+  local curr, prev, over, asks, kinds = {}, {}, {}, {}, {}
+  for g in pairs(group_over) do group_over[g] = nil end
+  for g in pairs(quota_group) do quota_group[g] = nil end
+  local quota_groups, quota_over, admitted = 0, 0, 1
+  for i = 1, n do
+    local j = k0 + i
+    local w, group = shape_of[j], group_of[j]
+    local x = rsv.by_group[group]
+    local kind = 'normal'
+    if x then
+      kind = x.kind
+      if x.hits == nil then x.hits = w.hits end
+    elseif w.charge and w.hits > 0 then
+      kind = 'charge'
+    end
+    kinds[i] = kind
+    local used
+    if w.burst > 0 then
+      curr[i] = bucket(j, w)
+      used = curr[i]
+    else
+      curr[i], prev[i] = counts(j, w)
+      used = curr[i]
+      if w.sliding then used = (prev[i] * (w.window - (now % w.window))) / w.window + curr[i] end
+    end
+    local ask = w.hits
+    if kind == 'settle' then
+      ask = w.hits - x.est
+      if w.burst == 0 and ask < 0 and bounds(w.window, w.calendar, x.at) ~= w.index then ask = 0 end
+    elseif kind == 'late' then
+      ask = 0
+    end
+    asks[i] = ask
+    local q = ask
+    if kind ~= 'charge' and kind ~= 'settle' then q = max(ask, 1) end
+    local is_over
+    if kind == 'full' then
+      is_over = true
+    elseif w.burst > 0 then
+      is_over = used + q * w.window > w.burst * w.window
+    else
+      is_over = used + q > w.limit
+    end
+    over[i] = is_over
+    if w.quota and not quota_group[group] then
+      quota_group[group] = true
+      quota_groups = quota_groups + 1
+    end
+    if is_over then
+      if w.quota and not w.shadow and not group_over[group] then quota_over = quota_over + 1 end
+      group_over[group] = true
+      if not w.shadow and not w.quota then admitted = 0 end
+    end
+  end
+  if quota_groups > 0 and quota_over == quota_groups then admitted = 0 end
+
+  local counted = {}
+  for i = 1, n do
+    local w, kind = shape_of[k0 + i], kinds[i]
+    local c = 0
+    if kind == 'charge' or kind == 'settle' then
+      c = asks[i]
+    elseif (kind == 'normal' or kind == 'reserve') and admitted == 1 and not group_over[group_of[k0 + i]] then
+      c = w.hits
+    end
+    counted[i] = c
+    if count_it and c ~= 0 then write_delta(k0 + i, w, curr[i], c) end
+  end
+  for _, x in ipairs(rsv.list) do
+    local room = admitted == 1 and not group_over[x.group]
+    x.out = 0
+    if x.kind == 'reserve' and room then
+      x.event, x.out = 'made', x.hits
+      if count_it then remember(x, string.format('r %.0f %.0f', x.hits, now)) end
+    elseif x.kind == 'reserve' then
+      x.event = 'refused'
+      if count_it then remember(x, 'x') end
+    elseif x.kind == 'settle' then
+      x.event, x.out = 'settled', x.est
+      if count_it then call('HSET', x.hash, x.id, 's') end
+    else
+      x.event = x.kind == 'full' and 'full' or 'late'
+    end
+  end
+
+  o = o + 1
+  out[o] = admitted
+  for i = 1, n do
+    o = o + 1
+    if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
+    local w = shape_of[k0 + i]
+    if w.sliding and w.burst == 0 then
+      o = o + 1
+      out[o] = prev[i]
+    end
+  end
+  for i = 1, n do
+    o = o + 1
+    out[o] = counted[i]
+  end
+  for _, x in ipairs(rsv.list) do
+    out[o + 1], out[o + 2] = EVENTS[x.event], x.out
+    o = o + 2
+  end
+  o = o + 1
+  out[o] = expired
+end
+
 -- The error's code word (WRONGTYPE, OOM, ERR), from what pcall caught: a table on Redis 7, a string such as
 -- "@user_script:1: -OOM command not allowed ..." before it.
 local function kind(err)
@@ -292,12 +524,15 @@ for r = 1, reqs do
     ok, err = pcall(decide_plain, r_count[r], r_n[r], r_k[r])
   elseif r_short[r] then
     ok, err = false, { err = 'ERR a short request must hold only plain windows' }
+  elseif r_charge[r] then
+    ok, err = pcall(decide_charges, r_count[r], r_n[r], r_k[r], r_rsv[r])
   else
     ok, err = pcall(decide, r_count[r], r_n[r], r_k[r])
   end
   if not ok then
-    -- Whatever the request wrote into the reply (at most its flag and two values a window) goes.
-    for i = at + 1, at + 1 + 2 * r_n[r] do out[i] = nil end
+    -- Whatever the request wrote into the reply (its flag, up to two values a window and, with a charge,
+    -- what follows them) goes.
+    for i = at + 1, max(o, at + 1 + 2 * r_n[r]) do out[i] = nil end
     o = at + 1
     out[o] = kind(err)
   end

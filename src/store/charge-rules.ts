@@ -1,0 +1,98 @@
+import { windowBounds } from '../counters/calendar.js';
+import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
+
+/** The decision of a request that holds a charge or a reservation (charge_mode descriptors), given what each
+ * window holds: the memory store applies it, check-and-incr.lua's decide_charges is the same rules line for
+ * line, and the store conformance suite holds them together. Requests without either never come here.
+ *
+ * Per descriptor (group), by what it asks:
+ *   normal     as every other request: counted when admitted and the descriptor has room
+ *   charge     charge_mode and hits > 0: counted in full whatever the answer; over when it went past the limit
+ *   reserve    a request id seen for the first time: its hits reserved like a normal request's (all or
+ *              nothing), remembered as made, or as refused when they were not counted
+ *   settle     the id of a reservation made: the difference to its estimate counted like a charge, in the
+ *              window it was reserved in; a window that has turned since keeps the estimate and takes only
+ *              what exceeds it (what it gave back would be taken from a window that never held it)
+ *   late       the id of a reservation refused or settled: nothing counted, answered as a check (a request
+ *              refused costs nothing; a settlement sent twice counts once)
+ *   full       a new id where the store holds as many reservations as it may: refused, nothing counted */
+
+/** What a store holds for a request id. */
+export type Held = { state: 'reserved'; estimate: number; atMs: number } | { state: 'refused' | 'settled' } | undefined;
+
+type Kind = 'normal' | 'charge' | 'reserve' | 'settle' | 'late' | 'full';
+
+export interface ChargeDecision {
+  admitted: boolean;
+  over: boolean[];
+  /** Per check, what to add (a settlement's may be negative; the store keeps counts at 0 or more). */
+  counted: number[];
+  reservations: (ReservationOutcome | undefined)[];
+}
+
+/** `used`: per check, a window's count as decisions weigh it (a sliding window's estimate) or a bucket's
+ * debt; `held`: the store's record of a reservation's id; `full`: whether a new reservation would pass the
+ * store's bound. */
+export function decideCharges(
+  checks: readonly CounterCheck[],
+  used: readonly number[],
+  nowMs: number,
+  held: (c: CounterCheck) => Held,
+  full: (c: CounterCheck) => boolean,
+): ChargeDecision {
+  const n = checks.length;
+  const kinds: Kind[] = [];
+  const records: Held[] = [];
+  const over = new Array<boolean>(n);
+  const asks = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const c = checks[i]!;
+    let kind = kinds[c.group];
+    if (kind === undefined) {
+      records[c.group] = c.reservation && held(c);
+      kind = kinds[c.group] = kindOf(c, records[c.group], full);
+    }
+    const ask = kind === 'settle' ? settlement(c, records[c.group] as { estimate: number; atMs: number }, nowMs) : kind === 'late' ? 0 : c.hits;
+    asks[i] = ask;
+    // A charge or settlement is over when it took the window past its limit; anything else asks for room.
+    over[i] = kind === 'full' || exceeds(c, used[i]!, kind === 'charge' || kind === 'settle' ? ask : Math.max(ask, 1));
+  }
+  const { admitted, groupOver } = settle(checks, over);
+  const counted = new Array<number>(n);
+  const reservations: (ReservationOutcome | undefined)[] = [];
+  for (let i = 0; i < n; i++) {
+    const c = checks[i]!;
+    const kind = kinds[c.group]!;
+    const room = admitted && !groupOver[c.group];
+    counted[i] = kind === 'charge' || kind === 'settle' ? asks[i]! : (kind === 'normal' || kind === 'reserve') && room ? c.hits : 0;
+    if (c.reservation && reservations[c.group] === undefined) reservations[c.group] = outcome(kind, room, c, records[c.group]);
+  }
+  return { admitted, over, counted, reservations };
+}
+
+function kindOf(c: CounterCheck, record: Held, full: (c: CounterCheck) => boolean): Kind {
+  if (c.reservation) {
+    if (record === undefined) return full(c) ? 'full' : 'reserve';
+    return record.state === 'reserved' ? 'settle' : 'late';
+  }
+  return c.charge && c.hits > 0 ? 'charge' : 'normal';
+}
+
+/** What a settlement adds to one window: the actual hits less the estimate, in the window (or bucket) that
+ * holds the estimate; past it, only what exceeds the estimate. */
+function settlement(c: CounterCheck, r: { estimate: number; atMs: number }, nowMs: number): number {
+  const delta = c.hits - r.estimate;
+  if (c.burst > 0 || delta >= 0) return delta;
+  return windowBounds(r.atMs, c.windowMs, c.calendar).index === windowBounds(nowMs, c.windowMs, c.calendar).index ? delta : 0;
+}
+
+/** Whether `n` more take a window (count `used`) or bucket (debt `used`) past what it holds. */
+function exceeds(c: CounterCheck, used: number, n: number): boolean {
+  return c.burst > 0 ? used + n * c.windowMs > c.burst * c.windowMs : used + n > c.limit;
+}
+
+function outcome(kind: Kind, room: boolean, c: CounterCheck, record: Held): ReservationOutcome {
+  if (kind === 'reserve') return room ? { event: 'made', estimate: c.hits } : { event: 'refused', estimate: 0 };
+  if (kind === 'settle') return { event: 'settled', estimate: (record as { estimate: number }).estimate };
+  return { event: kind === 'full' ? 'full' : 'late', estimate: 0 };
+}

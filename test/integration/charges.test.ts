@@ -1,0 +1,137 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfigDir } from '../../src/config/load.js';
+import { MemoryTierStore } from '../../src/control/tier-store.js';
+import { fingerprint } from '../../src/fingerprint.js';
+import { explain } from '../../src/limiter/explain.js';
+import { noTiers } from '../../src/limiter/plan.js';
+import { metric, scrape } from '../helpers/metrics.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+
+// Costs known only when the response is done (issue 37), through the real gRPC server: Envoy's request-phase
+// check (hits_addend 0) and its stream-done charge, reservations by request id, budgets past 2^32, and
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false. The shipped example config (examples/llm-budgets.yaml).
+
+const dir = configDir({ 'llm.yaml': readFileSync('examples/llm-budgets.yaml', 'utf8') });
+const month = (tenant: string, hits: number): RlsRequest => ({
+  domain: 'llm',
+  descriptors: [{ entries: [{ key: 'tenant', value: tenant }], hits_addend: { value: hits } }],
+});
+const hour = (tenant: string, id: string, hits: number): RlsRequest => ({
+  domain: 'llm',
+  descriptors: [
+    {
+      entries: [
+        { key: 'tenant', value: tenant },
+        { key: 'model', value: 'gpt' },
+        { key: 'request_id', value: id },
+      ],
+      hits_addend: { value: hits },
+    },
+  ],
+});
+
+describe('charges behind the service: two replicas on one Redis', () => {
+  let redis: RedisServer;
+  let a: TestService;
+  let b: TestService;
+  beforeAll(async () => {
+    redis = await startRedis();
+    const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'];
+    [a, b] = await Promise.all([startTestService({ configDir: dir, args }), startTestService({ configDir: dir, args })]);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await redis?.stop();
+  });
+
+  it("the new user's sequence across replicas: check, charge, a charge past the budget counted, the check refused", async () => {
+    const t = `t-${Math.random()}`;
+    // 50,000,000 tokens a month; the test spends them in two charges of 30,000,000.
+    const check = await a.rls.call(month(t, 0));
+    expect([check.overall_code, header(check, 'X-RateLimit-Remaining')]).toEqual(['OK', '50000000']);
+    const first = await b.rls.call(month(t, 30_000_000));
+    expect([first.overall_code, header(first, 'X-RateLimit-Remaining')]).toEqual(['OK', '20000000']);
+    const past = await a.rls.call(month(t, 30_000_000));
+    // Counted in full although past the budget; the answer says so: OVER_LIMIT, nothing left.
+    expect([past.overall_code, past.statuses[0]!.limit_remaining, header(past, 'X-RateLimit-Remaining')]).toEqual(['OVER_LIMIT', 0, '0']);
+    const refused = await b.rls.call(month(t, 0));
+    expect(refused.overall_code).toBe('OVER_LIMIT');
+    const { series } = await scrape(a.service.httpPort);
+    expect(metric(series, 'tollgate_charged_hits_total', { domain: 'llm', rule: 'tenant' })).toBeGreaterThanOrEqual(30_000_000);
+  });
+
+  it('a reservation made on one replica is settled on the other; a refused one settles to nothing', async () => {
+    const t = `t-${Math.random()}`;
+    // 1,000,000 tokens an hour: a reservation of 800,000 fits, a second does not.
+    expect((await a.rls.call(hour(t, 'r1', 800_000))).overall_code).toBe('OK');
+    const second = await b.rls.call(hour(t, 'r2', 800_000));
+    expect([second.overall_code, header(second, 'X-RateLimit-Remaining')]).toEqual(['OVER_LIMIT', '200000']);
+    // r1 cost 300,000 (500,000 given back); r2 was refused, so what Envoy sends at its stream's end is not counted.
+    expect(header(await b.rls.call(hour(t, 'r1', 300_000)), 'X-RateLimit-Remaining')).toBe('700000');
+    expect(header(await a.rls.call(hour(t, 'r2', 50_000)), 'X-RateLimit-Remaining')).toBe('700000');
+    const { series } = await scrape(b.service.httpPort);
+    expect(metric(series, 'tollgate_reservations_total', { domain: 'llm', rule: 'tenant.model', event: 'settled' })).toBe(1);
+    // The request id reaches Redis as a fingerprint only.
+    const keys = await redis.cli('--scan', '--pattern', '*rsv*');
+    expect(keys).not.toContain('r1');
+    expect(await redis.cli('HEXISTS', keys.split('\n').find((k) => k.endsWith(':rsv'))!, fingerprint('r1'))).toBe('1');
+  });
+});
+
+describe('a budget past 2^32, and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false', () => {
+  it("an enterprise tenant's 10,000,000,000 a month: the answer's uint32 fields clamp, the headers are exact", async () => {
+    const tiers = new MemoryTierStore();
+    await tiers.assign({ fingerprint: fingerprint('big'), tier: 'enterprise', assignedAt: new Date().toISOString(), by: 'test' });
+    const s = await startTestService({ configDir: dir, tiers });
+    try {
+      const r = await s.rls.call(month('big', 1));
+      expect([r.statuses[0]!.current_limit!.requests_per_unit, r.statuses[0]!.limit_remaining]).toEqual([4294967295, 4294967295]);
+      expect([header(r, 'X-RateLimit-Limit'), header(r, 'X-RateLimit-Remaining')]).toEqual(['10000000000', '9999999999']);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('false counts every hit past the limit, as envoyproxy/ratelimit does by default; unset, a refused request counts nothing', async () => {
+    const counts = async (env: NodeJS.ProcessEnv): Promise<string[]> => {
+      const s = await startTestService({ env });
+      try {
+        const req = {
+          domain: 'property-api',
+          descriptors: [
+            {
+              entries: [
+                { key: 'category', value: 'reports' },
+                { key: 'token', value: 'Bearer x' },
+              ],
+            },
+          ],
+        };
+        const codes = [];
+        for (let i = 0; i < 4; i++) codes.push((await s.rls.call(req)).overall_code);
+        // A second later the per-second window is empty again; the hour says what was counted.
+        s.clock.advance(1000);
+        const r = await s.rls.call(req);
+        return [...codes, header(r, 'X-RateLimit-Remaining')!];
+      } finally {
+        await s.close();
+      }
+    };
+    expect(await counts({ STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'false' })).toEqual(['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT', '195']);
+    expect(await counts({})).toEqual(['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT', '197']);
+  });
+});
+
+describe('explain', () => {
+  it("shows a rule's charge mode and reservation key, and whether the request names a reservation (by fingerprint only)", async () => {
+    const config = loadConfigDir(dir);
+    const [named] = (await explain(config, noTiers, { domain: 'llm', hits: 1, descriptors: [{ entries: hour('t', 'secret-id', 5).descriptors[0]!.entries }] }))
+      .descriptors;
+    expect([named!.rule?.id, named!.rule?.charge, named!.rule?.reservationKey, named!.reservation]).toEqual(['tenant.model', true, 'request_id', true]);
+    expect(JSON.stringify(named)).not.toContain('secret-id');
+    const [plain] = (await explain(config, noTiers, month('t', 0))).descriptors;
+    expect([plain!.rule?.charge, plain!.reservation]).toEqual([true, undefined]);
+  });
+});
