@@ -22,12 +22,13 @@ const REFRESH_MS = 60_000;
 /** Plaintext, or TLS from files that are watched for rotation. Resolves once the files are read, so the
  * first connections are not refused while they load; files that cannot be used (not PEM, a key that is not
  * the certificate's) are a ListenError: the port cannot be served. */
-export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined): Promise<grpc.ServerCredentials> {
+export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined, refreshMs = REFRESH_MS): Promise<grpc.ServerCredentials> {
   if (!tls) return grpc.ServerCredentials.createInsecure();
   usable(tls);
   const { FileWatcherCertificateProvider, createCertificateProviderServerCredentials } = grpc.experimental;
-  const identity = new FileWatcherCertificateProvider({ certificateFile: tls.cert, privateKeyFile: tls.key, refreshIntervalMs: REFRESH_MS });
-  const clients = tls.clientCa ? new FileWatcherCertificateProvider({ caCertificateFile: tls.clientCa, refreshIntervalMs: REFRESH_MS }) : null;
+  // The client CA is re-read as the certificate is: Envoy Gateway rotates both in one Secret.
+  const identity = new FileWatcherCertificateProvider({ certificateFile: tls.cert, privateKeyFile: tls.key, refreshIntervalMs: refreshMs });
+  const clients = tls.clientCa ? new FileWatcherCertificateProvider({ caCertificateFile: tls.clientCa, refreshIntervalMs: refreshMs }) : null;
   await loaded(
     (l) => identity.addIdentityCertificateListener(l),
     (l) => identity.removeIdentityCertificateListener(l),
