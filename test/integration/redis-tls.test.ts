@@ -196,7 +196,8 @@ describe('Redis over mutual TLS (REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY, RE
       }
     };
     expect(refused(files())).toBe(
-      'REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY, REDIS_TLS_CACERT set, but the connection to Redis is not TLS: set REDIS_TLS=true or a rediss:// URL in REDIS_URL',
+      'REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY, REDIS_TLS_CACERT set, but the connection to Redis is not TLS: ' +
+        'set REDIS_TLS=true or a rediss:// URL in REDIS_URL',
     );
     expect(refused({ REDIS_TLS: 'true', REDIS_TLS_CLIENT_CERT: mtls.certs.file('client.pem') })).toBe(
       'REDIS_TLS_CLIENT_CERT and --redis-tls-key go together: set both, or neither',

@@ -20,7 +20,8 @@ const egConfig = () =>
     ),
   );
 const FILES = compileYaml(
-  'domain: plain\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 5}\n',
+  'domain: plain\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3}\n' +
+    '  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 5}\n',
   'domain: drafted\nresponse_headers: draft\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3, name: a-per-minute}\n',
 );
 
