@@ -13,7 +13,7 @@ import { type AdminHandler, adminApi } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
 import { type Clock, systemClock } from './counters/clock.js';
-import { ListenError, NoConfigError } from './errors.js';
+import { ListenError } from './errors.js';
 import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
@@ -85,17 +85,14 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const limiter = new Limiter({ config: () => config, store, tiers, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, clock: opts.clock });
-  const { bounds, responseDynamicMetadata: dynamicMetadata, responses } = settings;
-  const handler: HandlerDeps = { limiter, bounds, logger, metrics, dynamicMetadata, observer, responses };
+  const handler = handlerDeps(settings, { limiter, logger, metrics, observer });
   const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
-  const explainLive = async (input: DecisionInput): Promise<Explanation> => {
-    if (config.pending) throw new NoConfigError();
-    return explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
-  };
+  const explainLive = (input: DecisionInput): Promise<Explanation> =>
+    explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode });
   const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });
   const servers = await startServers(settings, { handler, rlqs: rlqs.implementation, health, ready, explain: explainLive, admin, logger }).catch(
     async (err: unknown) => {
@@ -111,10 +108,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     {
       version: VERSION,
       ...(isWorker() && { worker: process.pid }),
-      grpcPort,
-      httpPort,
-      adminPort,
-      prometheusPort,
+      ...{ grpcPort, httpPort, adminPort, prometheusPort },
       store: store.kind,
       configSource: settings.xds ? 'xds' : 'file',
       configHash: config.hash,
@@ -133,6 +127,11 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));
   };
   return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
+}
+
+/** What the RLS handler (and /json) takes from the settings. */
+function handlerDeps(settings: Settings, d: Pick<HandlerDeps, 'limiter' | 'logger' | 'metrics' | 'observer'>): HandlerDeps {
+  return { ...d, bounds: settings.bounds, dynamicMetadata: settings.responseDynamicMetadata, responses: settings.responses };
 }
 
 /** The counter store (timed by the metrics where it makes round trips) and the tier assignments: in Redis with

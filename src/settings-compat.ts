@@ -92,10 +92,10 @@ export const SETTING_HINTS: Readonly<Record<string, string>> = {
 const DIRECTORY_VARIABLES = ['RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_APPDIRECTORY', 'RUNTIME_WATCH_ROOT', 'RUNTIME_IGNOREDOTFILES'];
 
 /** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value):
- * `ignored`, which would change something there, and `unneeded`, set to what Tollgate does anyway or, under
+ * `unsupported`, which would change something there (ignored here), and `unneeded`, set to what Tollgate does anyway or, under
  * xDS, the config directory's, which configure nothing there either. A variable set to nothing is unset, as
  * everywhere in Tollgate's settings (a manifest's `NAME: ""`). */
-export function settingNotes(env: NodeJS.ProcessEnv, xds: boolean): { ignored: string[]; unneeded: string[] } {
+export function settingNotes(env: NodeJS.ProcessEnv, xds: boolean): { unsupported: string[]; unneeded: string[] } {
   const ignored = new Set<string>();
   const unneeded = new Set<string>();
   for (const [name, value] of Object.entries(env)) {
@@ -108,7 +108,7 @@ export function settingNotes(env: NodeJS.ProcessEnv, xds: boolean): { ignored: s
     if (entry && entry.name === name && entry.same?.test(value)) unneeded.add(name);
     else if (entry) ignored.add(name);
   }
-  return { ignored: [...ignored].sort(), unneeded: [...unneeded].sort() };
+  return { unsupported: [...ignored].sort(), unneeded: [...unneeded].sort() };
 }
 
 /** envoyproxy/ratelimit's config location, $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY

@@ -11,6 +11,15 @@ type Reader = (name: OptionName) => Setting;
 /** An HTTP header name (RFC 9110's token). */
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 
+/** What answers carry and the metrics listener, as Settings holds them. */
+export function outputSettings(
+  setting: Reader,
+  source: ResponseSettings['source'],
+): { responses: ResponseSettings; prometheus: PrometheusListener | undefined } {
+  const use = setting('prometheus');
+  return { responses: responseSettings(setting, source), prometheus: parseBool(use.value, use.from) ? prometheusListener(setting) : undefined };
+}
+
 export function responseSettings(setting: Reader, source: ResponseSettings['source']): ResponseSettings {
   const own = setting('response-headers');
   const tollgate = own.value.trim().toLowerCase();

@@ -8,7 +8,7 @@ import { DECISION_LOG_MODES, type DecisionLogMode } from './server/decision-log.
 import { defaultBounds, type RequestBounds } from './server/request.js';
 import type { GrpcTlsFiles } from './server/tls.js';
 import { parseBool, parseGoDuration, parsePairs, redisUrlFrom, runtimeConfigDir, SettingsError, settingNotes } from './settings-compat.js';
-import { type PrometheusListener, prometheusListener, responseSettings } from './settings-outputs.js';
+import { outputSettings, type PrometheusListener } from './settings-outputs.js';
 import { grpcTlsFiles, redisTlsFiles, xdsCredentials } from './settings-tls.js';
 import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
 import { parseRedisUrl, type RedisConnection, type RedisType, RedisUrlError } from './store/redis-connection.js';
@@ -158,7 +158,6 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
   const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(setting(name), kind);
   const flag = (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from);
   const store = choice(setting('store'), ['memory', 'redis'] as const, { memcache: 'Tollgate has no memcache store' });
-  const redisType = choice(setting('redis-type'), ['single', 'sentinel', 'cluster'] as const);
   const fromXds = choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw';
   return {
     configDir: get('config'),
@@ -170,7 +169,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminPort: num('admin-port', 'port'),
     store,
     redisUrl: get('redis-url'),
-    redis: store === 'redis' ? redisConnection(setting, redisType, env) : undefined,
+    redis: store === 'redis' ? redisConnection(setting, env) : undefined,
     redisTimeoutMs: num('redis-timeout-ms', 'positive'),
     redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
     readyRequiresStore: flag('ready-requires-store'),
@@ -190,7 +189,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     logLevel: logLevelOf(setting('log-level')),
     logFormat: choice(setting('log-format'), ['json', 'text'] as const),
     storeInferredFrom: storeInferredFrom(values.store, env),
-    ...notesOf(settingNotes(env, fromXds)),
+    ...settingNotes(env, fromXds),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
     configPollMs: num('config-poll-ms', 'whole'),
     maxConfigBytes: num('max-config-bytes', 'positive'),
@@ -201,8 +200,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     xds: fromXds ? xdsOptions(setting) : undefined,
     forceStart: flag('force-start-without-initial-config'),
     grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
-    responses: responseSettings(setting, fromXds ? 'xds' : 'file'),
-    prometheus: flag('prometheus') ? prometheusListener(setting) : undefined,
+    ...outputSettings(setting, fromXds ? 'xds' : 'file'),
     tracing: flag('tracing') ? tracingOptions(setting) : undefined,
     decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
     rlqs: rlqsSettings(setting),
@@ -284,10 +282,6 @@ function durationOf(s: Setting): number {
   return ms;
 }
 
-function notesOf(n: { ignored: string[]; unneeded: string[] }): Pick<Settings, 'unsupported' | 'unneeded'> {
-  return { unsupported: n.ignored, unneeded: n.unneeded };
-}
-
 /** Several workers share counters only through Redis: with the memory store each would admit the whole limit. */
 function workersOf(s: Setting, store: 'memory' | 'redis'): number {
   const n = numberOf(s, 'positive');
@@ -314,7 +308,8 @@ function logLevelOf(s: Setting): LogLevel {
 }
 
 /** The URL's errors never echo it: it may hold a password. The client's TLS files come with it (settings-tls.ts). */
-function redisConnection(setting: (name: OptionName) => Setting, type: RedisType, env: NodeJS.ProcessEnv): RedisConnection {
+function redisConnection(setting: (name: OptionName) => Setting, env: NodeJS.ProcessEnv): RedisConnection {
+  const type: RedisType = choice(setting('redis-type'), ['single', 'sentinel', 'cluster'] as const);
   const url = setting('redis-url');
   let conn: RedisConnection;
   try {
