@@ -18,8 +18,9 @@ Commands:
                       a client's tier and current counters per category and window (--reset: zero them)
   simulate --traffic FILE [--compare DIR2] [--report FILE.html] | simulate --generate N
                       replay a traffic log through a config offline; compare two configs; make a sample log
-  explain DOMAIN key=value …
-                      which rule a descriptor matches and why, which limits and tier apply
+  explain DOMAIN key=value … | explain --url http://HOST:8080 DOMAIN key=value …
+                      which rule a descriptor matches and why, which limits and tier apply (--url: ask
+                      the running service, whose config may come from xDS)
 
 Run 'tollgate <command> --help' for a command's options; 'tollgate --version' for the version.
 `;

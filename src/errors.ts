@@ -6,6 +6,17 @@ export class InvalidRequestError extends Error {
   readonly code = 'INVALID_REQUEST';
 }
 
+/** No config to decide by yet (the first from the xDS server has not arrived): answered UNAVAILABLE, as
+ * envoyproxy/ratelimit answers an error ("no rate limit configuration loaded"), so Envoy's failure mode decides
+ * and not an empty config that would admit everything. */
+export class NoConfigError extends Error {
+  override readonly name = 'NoConfigError';
+  readonly code = 'NO_CONFIG';
+  constructor() {
+    super('no rate limit configuration loaded yet: waiting for the first from the xDS server');
+  }
+}
+
 /** A store call that got no answer. `cause` holds what the client raised (a TimeoutError when the call ran
  * out of time); the two kinds below say what is known about why, for the metrics. */
 export class StoreUnavailableError extends Error {

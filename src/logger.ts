@@ -10,6 +10,8 @@ export function createLogger(level: string, format: LogFormat = 'json', sink: Lo
   const options = {
     level,
     base: { service: 'tollgate' },
+    // "level":"info", as log pipelines (and envoyproxy/ratelimit's logrus) write it, not pino's number.
+    formatters: { level: (label: string) => ({ level: label }) },
     redact: { paths: ['token', '*.token', 'authorization', '*.authorization', 'value', '*.value'], censor: '[redacted]' },
   };
   // Through the sink, which never blocks the process or its exit (src/log-sink.ts), in either format.
@@ -26,7 +28,8 @@ export function textLine(json: string): string {
     .filter(([k]) => !OWN_FIELDS.has(k))
     .map(([k, v]) => `${k}=${typeof v === 'string' && !/\s/.test(v) ? v : JSON.stringify(v)}`);
   const time = typeof o.time === 'number' ? new Date(o.time).toISOString() : '';
-  return `${[time, LEVEL_NAMES[o.level as number] ?? String(o.level), String(o.msg ?? ''), ...fields].filter(Boolean).join(' ')}\n`;
+  const level = typeof o.level === 'number' ? LEVEL_NAMES[o.level] : String(o.level ?? '').toUpperCase();
+  return `${[time, level ?? String(o.level), String(o.msg ?? ''), ...fields].filter(Boolean).join(' ')}\n`;
 }
 
 function textDestination(out: DestinationStream): DestinationStream {

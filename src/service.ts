@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
 import { type ConfigError, formatProblem } from './config/errors.js';
-import { type ConfigLimits, configLimits, emptyConfig, loadConfigDir, NO_CONFIG_WARNING } from './config/load.js';
+import { type ConfigLimits, configLimits, loadConfigDir, NO_CONFIG_WARNING, pendingConfig } from './config/load.js';
 import { type ConfigDiff, ConfigWatcher, type ReloadOutcome } from './config/watcher.js';
 import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './config/xds/source.js';
 import { type ConfigSource, configSource, logNotes } from './config-source.js';
@@ -21,13 +21,14 @@ import { Metrics } from './metrics/metrics.js';
 import type { AssignmentSummary } from './response/assignment-summary.js';
 import { rlqsServer } from './rlqs.js';
 import { HealthService } from './server/health.js';
-import { createAdminServer, createHttpServer } from './server/http-server.js';
+import { createAdminServer, createHttpServer, createMetricsServer } from './server/http-server.js';
 import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
 import type { DecisionObserver } from './server/observer.js';
 import { HEALTH_SERVICE, RLQS_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { type HandlerDeps, rateLimitService } from './server/ratelimit-handler.js';
 import { grpcServerCredentials } from './server/tls.js';
 import { SERVE_OPTIONS, type Settings } from './settings.js';
+import { quietLibraries } from './startup-notes.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';
 import { readRedisMemory } from './store/redis-info.js';
@@ -36,6 +37,8 @@ import type { SpanOutcome } from './tracing/export.js';
 import type { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
 import { isWorker, workerMetrics } from './workers.js';
+
+export { logSettingNotes } from './startup-notes.js';
 
 export interface ServiceOptions {
   logger: Logger;
@@ -49,6 +52,8 @@ export interface RunningService {
   httpPort: number;
   /** The admin API's port; undefined when the admin API is off. */
   adminPort: number | undefined;
+  /** USE_PROMETHEUS's metrics port; undefined when it is off. */
+  prometheusPort: number | undefined;
   config: () => CompiledConfig;
   store: Store;
   stack: StoreStack;
@@ -67,8 +72,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const clock = opts.clock ?? systemClock;
   quietLibraries(settings, logger);
   const limits = configLimits(settings.maxConfigBytes, settings.mergeDomainConfig);
-  // From xDS, the first config arrives once the stream is up: until then, no limit (and not ready).
-  let config = settings.xds ? emptyConfig() : loadConfigDir(settings.configDir, limits);
+  // From xDS, the first config arrives once the stream is up: until then, none (decisions answer UNAVAILABLE).
+  let config = settings.xds ? pendingConfig() : loadConfigDir(settings.configDir, limits);
   logNotes(logger, config);
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
@@ -88,7 +93,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     globalCharge: settings.countPastLimit,
     clock: opts.clock,
   });
-  const handler: HandlerDeps = { limiter, bounds: settings.bounds, logger, metrics, dynamicMetadata: settings.responseDynamicMetadata, observer };
+  const handler = handlerDeps(settings, { limiter, logger, metrics, observer });
   const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
@@ -106,14 +111,12 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   source.start();
   health.set(source.waiting() === undefined);
   if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
-  const { grpcPort, httpPort, adminPort } = servers;
+  const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
   logger.info(
     {
       version: VERSION,
       ...(isWorker() && { worker: process.pid }),
-      grpcPort,
-      httpPort,
-      adminPort,
+      ...{ grpcPort, httpPort, adminPort, prometheusPort },
       store: store.kind,
       configSource: settings.xds ? 'xds' : 'file',
       configHash: config.hash,
@@ -131,7 +134,12 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));
   };
-  return { grpcPort, httpPort, adminPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
+  return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
+}
+
+/** What the RLS handler (and /json) takes from the settings. */
+function handlerDeps(settings: Settings, d: Pick<HandlerDeps, 'limiter' | 'logger' | 'metrics' | 'observer'>): HandlerDeps {
+  return { ...d, bounds: settings.bounds, dynamicMetadata: settings.responseDynamicMetadata, responses: settings.responses };
 }
 
 /** The counter store (timed by the metrics where it makes round trips) and the tier assignments: in Redis with
@@ -192,29 +200,6 @@ async function observability(
   return { tracing: tracing || undefined, observer: new DecisionObserver(tracing || undefined, log), onAssigned };
 }
 
-/** grpc-js writes its own errors to stderr ("E No address added…"), which Tollgate reports itself, once; and
- * what the settings say about envoyproxy/ratelimit's variables is logged (by the primary under --workers). */
-function quietLibraries(settings: Settings, logger: Logger): void {
-  grpc.setLogger({ error: (...a: unknown[]) => logger.debug({ grpc: a.join(' ') }, 'grpc-js'), info: () => {}, debug: () => {} });
-  if (!isWorker()) logSettingNotes(settings, logger);
-}
-
-/** Once per start: the store chosen by envoyproxy/ratelimit's Redis variables (one info line), and its
- * variables that are set but not acted on (one warning). Names only, never values: REDIS_URL and REDIS_AUTH
- * may hold passwords. */
-export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' | 'warn'>): void {
-  if (settings.storeInferredFrom) {
-    logger.info(
-      { store: 'redis', from: settings.storeInferredFrom },
-      `store: redis, since ${settings.storeInferredFrom.join(', ')} ${settings.storeInferredFrom.length > 1 ? 'are' : 'is'} set and BACKEND_TYPE is ` +
-        `not (envoyproxy/ratelimit's default backend); --store memory to keep counters in this process`,
-    );
-  }
-  if (settings.unsupported.length > 0) {
-    logger.warn({ settings: settings.unsupported }, `envoyproxy/ratelimit settings Tollgate does not support are ignored: ${settings.unsupported.join(', ')}`);
-  }
-}
-
 type Readiness = () => { ready: boolean; reason?: string };
 type AssignedObserver = (a: AssignmentSummary, startMs: number) => void;
 
@@ -240,6 +225,14 @@ interface Servers {
   grpcPort: number;
   httpPort: number;
   adminPort: number | undefined;
+  prometheusPort: number | undefined;
+}
+
+/** USE_PROMETHEUS: the metrics on PROMETHEUS_ADDR too, where Envoy Gateway's Service and annotations point. */
+async function listenMetrics(p: NonNullable<Settings['prometheus']>, deps: Parameters<typeof createMetricsServer>[0], https: HttpServer[]): Promise<number> {
+  const server = createMetricsServer(deps, p.path);
+  https.push(server);
+  return listen(server, { host: p.host, port: p.port, what: 'metrics (USE_PROMETHEUS)', setBy: p.setBy });
 }
 
 /** Binds gRPC, HTTP and (when enabled) the admin API. A port that cannot be had is a ListenError naming it
@@ -267,10 +260,11 @@ async function startServers(
     const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain, metricsText });
     https.push(http);
     const httpPort = await listen(http, address(settings.httpHost, settings.httpPort, 'HTTP', 'http'));
+    const prometheusPort = settings.prometheus && (await listenMetrics(settings.prometheus, { handler: deps.handler, metricsText }, https));
     const adminServer = deps.admin && createAdminServer(deps.admin, { logger: deps.logger, metrics: deps.handler.metrics });
     if (adminServer) https.push(adminServer);
     const adminPort = adminServer ? await listen(adminServer, address(settings.adminHost, settings.adminPort, 'the admin API', 'admin')) : undefined;
-    return { grpc: grpcServer, https, grpcPort, httpPort, adminPort };
+    return { grpc: grpcServer, https, grpcPort, httpPort, adminPort, prometheusPort: prometheusPort || undefined };
   } catch (err) {
     grpcServer.forceShutdown();
     for (const h of https) h.close();

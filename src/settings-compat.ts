@@ -51,9 +51,6 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'EXTRA_TAGS' },
   { name: 'STATS_FLUSH_INTERVAL' },
   { name: 'DISABLE_STATS', same: FALSE },
-  { name: 'USE_PROMETHEUS' },
-  { name: 'PROMETHEUS_ADDR' },
-  { name: 'PROMETHEUS_PATH' },
   { name: 'PROMETHEUS_MAPPER_YAML' },
   { name: 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS' },
   { name: 'DEBUG_HOST' },
@@ -69,10 +66,6 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'RUNTIME_IGNOREDOTFILES', same: TRUE },
   { name: 'EXPIRATION_JITTER_MAX_SECONDS' },
   { name: 'LOCAL_CACHE_SIZE_IN_BYTES' },
-  { name: 'LIMIT_RESPONSE_HEADERS_ENABLED' },
-  { name: 'LIMIT_LIMIT_HEADER' },
-  { name: 'LIMIT_REMAINING_HEADER' },
-  { name: 'LIMIT_RESET_HEADER' },
   { name: 'REDIS_POOL_SIZE' },
   { name: 'REDIS_POOL_ON_EMPTY_BEHAVIOR' },
   { name: 'REDIS_CLUSTER_PIPELINE_PARALLELISM' },
@@ -80,10 +73,6 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'REDIS_STARTUP_*' },
   { name: 'REDIS_PIPELINE_WINDOW' },
   { name: 'REDIS_PIPELINE_LIMIT' },
-  { name: 'REDIS_TLS_CLIENT_CERT' },
-  { name: 'REDIS_TLS_CLIENT_KEY' },
-  { name: 'REDIS_TLS_CACERT' },
-  { name: 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', same: FALSE },
   { name: 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', same: FALSE },
   { name: 'REDIS_PERSECOND', same: FALSE },
   { name: 'REDIS_PERSECOND_*' },
@@ -91,16 +80,33 @@ const UNSUPPORTED: readonly Unsupported[] = [
   // TRACING_* are read (settings.ts); the OTEL_* variables by the OTLP exporter itself.
 ];
 
-/** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value). A
- * variable set to nothing is unset, as everywhere in Tollgate's settings (a manifest's `NAME: ""`). */
-export function unsupportedSettings(env: NodeJS.ProcessEnv): string[] {
-  const found = new Set<string>();
+/** A few words beside a name in the start-up warning, where Tollgate has a setting of its own for the same. */
+export const SETTING_HINTS: Readonly<Record<string, string>> = {
+  LOCAL_CACHE_SIZE_IN_BYTES: "LOCAL_CACHE=false turns Tollgate's over-limit cache off, as 0 does there",
+  PROMETHEUS_MAPPER_YAML: "the metrics keep Tollgate's names",
+};
+
+/** envoyproxy/ratelimit's config directory variables: with CONFIG_TYPE=GRPC_XDS_SOTW neither reads a directory. */
+const DIRECTORY_VARIABLES = ['RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_APPDIRECTORY', 'RUNTIME_WATCH_ROOT', 'RUNTIME_IGNOREDOTFILES'];
+
+/** The envoyproxy/ratelimit variables set in `env` that Tollgate does not act on, by name (never value):
+ * `unsupported`, which would change something there (ignored here), and `unneeded`, set to what Tollgate does anyway or, under
+ * xDS, the config directory's, which configure nothing there either. A variable set to nothing is unset, as
+ * everywhere in Tollgate's settings (a manifest's `NAME: ""`). */
+export function settingNotes(env: NodeJS.ProcessEnv, xds: boolean): { unsupported: string[]; unneeded: string[] } {
+  const ignored = new Set<string>();
+  const unneeded = new Set<string>();
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined || value === '') continue;
+    if (xds && DIRECTORY_VARIABLES.includes(name)) {
+      unneeded.add(name);
+      continue;
+    }
     const entry = UNSUPPORTED.find((u) => u.name === name) ?? UNSUPPORTED.find((u) => u.name.endsWith('*') && name.startsWith(u.name.slice(0, -1)));
-    if (entry && !(entry.name === name && entry.same?.test(value))) found.add(name);
+    if (entry && entry.name === name && entry.same?.test(value)) unneeded.add(name);
+    else if (entry) ignored.add(name);
   }
-  return [...found].sort();
+  return { unsupported: [...ignored].sort(), unneeded: [...unneeded].sort() };
 }
 
 /** envoyproxy/ratelimit's config location, $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY

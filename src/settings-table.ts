@@ -9,6 +9,13 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** Other names for the levels: logrus's (envoyproxy/ratelimit's LOG_LEVEL), so its settings keep working. */
 export const LEVEL_ALIASES: Record<string, LogLevel> = { warning: 'warn', panic: 'fatal' };
 
+/** A setting's text and where it came from (`--grpc-port` or `GRPC_PORT`), so that an error names what the
+ * operator actually set. */
+export interface Setting {
+  value: string;
+  from: string;
+}
+
 /** Each setting: its flag, its environment variable (envoyproxy/ratelimit's name where the meaning is the
  * same), its default, and a line for --help. */
 export const SERVE_OPTIONS = {
@@ -64,7 +71,35 @@ export const SERVE_OPTIONS = {
   'grpc-tls': { env: 'GRPC_SERVER_USE_TLS', default: 'false', help: 'TLS on the gRPC port (true | false)' },
   'grpc-tls-cert': { env: 'GRPC_SERVER_TLS_CERT', default: '', help: "the gRPC port's certificate file (PEM), re-read every minute" },
   'grpc-tls-key': { env: 'GRPC_SERVER_TLS_KEY', default: '', help: 'its key file (PEM)' },
-  'grpc-tls-client-ca': { env: 'GRPC_CLIENT_TLS_CACERT', default: '', help: 'CA file (PEM): clients must present a certificate it signed (mTLS)' },
+  'grpc-tls-client-ca': {
+    env: 'GRPC_CLIENT_TLS_CACERT',
+    default: '',
+    help: 'CA file (PEM): clients must present a certificate it signed (mTLS); else GRPC_SERVER_TLS_CA_CERT (Envoy Gateway)',
+  },
+  'response-headers': {
+    env: 'RESPONSE_HEADERS',
+    default: 'auto',
+    help: "Tollgate's own headers, Retry-After and 429 body: auto (file configs as they say, xDS configs none) | on | off",
+  },
+  'limit-response-headers': {
+    env: 'LIMIT_RESPONSE_HEADERS_ENABLED',
+    default: '',
+    help: "envoyproxy/ratelimit's three headers on every answer without Tollgate's own (true | false)",
+  },
+  'limit-limit-header': { env: 'LIMIT_LIMIT_HEADER', default: 'RateLimit-Limit', help: 'with --limit-response-headers: the limit header' },
+  'limit-remaining-header': { env: 'LIMIT_REMAINING_HEADER', default: 'RateLimit-Remaining', help: 'with --limit-response-headers: the remaining header' },
+  'limit-reset-header': { env: 'LIMIT_RESET_HEADER', default: 'RateLimit-Reset', help: 'with --limit-response-headers: seconds until the reset' },
+  prometheus: { env: 'USE_PROMETHEUS', default: 'false', help: '/metrics on --prometheus-addr too, alone (true | false)' },
+  'prometheus-addr': { env: 'PROMETHEUS_ADDR', default: ':9090', help: 'with --prometheus: [host]:port of the metrics listener' },
+  'prometheus-path': { env: 'PROMETHEUS_PATH', default: '/metrics', help: 'with --prometheus: the path the metrics are served at there' },
+  'redis-tls-cert': { env: 'REDIS_TLS_CLIENT_CERT', default: '', help: 'redis over TLS: client certificate file (PEM), for mutual TLS' },
+  'redis-tls-key': { env: 'REDIS_TLS_CLIENT_KEY', default: '', help: 'redis over TLS: its key file (PEM)' },
+  'redis-tls-cacert': { env: 'REDIS_TLS_CACERT', default: '', help: "redis over TLS: CA file (PEM) trusted beside the system's" },
+  'redis-tls-skip-hostname-verification': {
+    env: 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION',
+    default: 'false',
+    help: "redis over TLS: check the server's certificate chain but not its name (true | false)",
+  },
   'config-type': {
     env: 'CONFIG_TYPE',
     default: 'FILE',

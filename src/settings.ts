@@ -1,13 +1,15 @@
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
 import type { XdsOptions } from './config/xds/source.js';
 import type { LogFormat } from './logger.js';
+import type { ResponseSettings } from './response/header-policy.js';
 import { DECISION_LOG_MODES, type DecisionLogMode } from './server/decision-log.js';
 import { defaultBounds, type RequestBounds } from './server/request.js';
 import type { GrpcTlsFiles } from './server/tls.js';
-import { parseBool, parseGoDuration, parsePairs, redisUrlFrom, runtimeConfigDir, SettingsError, unsupportedSettings } from './settings-compat.js';
+import { parseBool, parseGoDuration, parsePairs, redisUrlFrom, runtimeConfigDir, SettingsError, settingNotes } from './settings-compat.js';
+import { outputSettings, type PrometheusListener } from './settings-outputs.js';
+import { grpcTlsFiles, redisTlsFiles, xdsCredentials } from './settings-tls.js';
 import { FAILURE_POLICIES, type FailurePolicy } from './store/failure-policy.js';
 import { parseRedisUrl, type RedisConnection, type RedisType, RedisUrlError } from './store/redis-connection.js';
 import type { TracingOptions } from './tracing/tracing.js';
@@ -16,7 +18,7 @@ import { VERSION } from './version.js';
 export { SettingsError } from './settings-compat.js';
 export { type LogLevel, SERVE_ENV_NAMES, SERVE_OPTIONS, serveHelp } from './settings-table.js';
 
-import { LEVEL_ALIASES, LOG_LEVELS, type LogLevel, type OptionName, SERVE_OPTIONS } from './settings-table.js';
+import { LEVEL_ALIASES, LOG_LEVELS, type LogLevel, type OptionName, SERVE_OPTIONS, type Setting } from './settings-table.js';
 
 /** The only reader of process.env and command-line flags. Flags win over environment. */
 export interface Settings {
@@ -60,6 +62,9 @@ export interface Settings {
   storeInferredFrom: string[] | undefined;
   /** envoyproxy/ratelimit variables set in the environment that Tollgate does not act on: warned about once. */
   unsupported: string[];
+  /** envoyproxy/ratelimit variables set to what Tollgate does anyway, or that configure nothing with this
+   * CONFIG_TYPE: named in the same start-up line, as not needed. */
+  unneeded: string[];
   /** Longest wait for in-flight calls on SIGTERM before they are cut. */
   shutdownTimeoutMs: number;
   /** How often the config directory is re-read (behind fs.watch); 0 turns reloading off. */
@@ -79,18 +84,15 @@ export interface Settings {
   forceStart: boolean;
   /** GRPC_SERVER_USE_TLS: the gRPC port's TLS files; undefined for plaintext. */
   grpcTls: GrpcTlsFiles | undefined;
+  /** Which headers and 429 body answers carry (RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED, …). */
+  responses: ResponseSettings;
+  /** USE_PROMETHEUS: /metrics on a listener of its own too (PROMETHEUS_ADDR, PROMETHEUS_PATH). */
+  prometheus: PrometheusListener | undefined;
   /** The Rate Limit Quota Service on the gRPC port (docs/rlqs.md). */
   rlqs: RlqsSettings;
   /** TRACING_ENABLED: how spans are sampled and sent; undefined when tracing is off. */
   tracing: Omit<TracingOptions, 'version'> | undefined;
   decisionLog: { mode: DecisionLogMode; maxPerSecond: number };
-}
-
-/** A setting's text and where it came from (`--grpc-port` or `GRPC_PORT`), so that an error names what the
- * operator actually set. */
-interface Setting {
-  value: string;
-  from: string;
 }
 
 /** Flags win over the environment, which wins over the default. */
@@ -117,6 +119,8 @@ const COMPAT_ENV: Partial<Record<OptionName, (env: NodeJS.ProcessEnv) => Setting
   // variable is: Tollgate's keys keep their own namespace.
   'redis-key-prefix': (env) => (env.CACHE_KEY_PREFIX ? { value: env.CACHE_KEY_PREFIX, from: 'CACHE_KEY_PREFIX' } : undefined),
   'redis-sentinel-password': (env) => (env.REDIS_SENTINEL_AUTH ? { value: env.REDIS_SENTINEL_AUTH, from: 'REDIS_SENTINEL_AUTH' } : undefined),
+  // Envoy Gateway's name for the gRPC port's client CA (envoyproxy/ratelimit reads GRPC_CLIENT_TLS_CACERT only).
+  'grpc-tls-client-ca': (env) => (env.GRPC_SERVER_TLS_CA_CERT ? { value: env.GRPC_SERVER_TLS_CA_CERT, from: 'GRPC_SERVER_TLS_CA_CERT' } : undefined),
   // envoyproxy/ratelimit's BACKEND_TYPE defaults to redis (src/settings/settings.go): a deployment moved from it
   // sets its Redis variables and no backend, and must not get separate counters in every pod.
   // The standard variable chooses the transport when envoyproxy/ratelimit's does not.
@@ -157,7 +161,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
   const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(setting(name), kind);
   const flag = (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from);
   const store = choice(setting('store'), ['memory', 'redis'] as const, { memcache: 'Tollgate has no memcache store' });
-  const redisType = choice(setting('redis-type'), ['single', 'sentinel', 'cluster'] as const);
+  const fromXds = choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw';
   return {
     configDir: get('config'),
     grpcHost: get('grpc-host'),
@@ -168,7 +172,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminPort: num('admin-port', 'port'),
     store,
     redisUrl: get('redis-url'),
-    redis: store === 'redis' ? redisConnection(setting('redis-url'), redisType, env) : undefined,
+    redis: store === 'redis' ? redisConnection(setting, env) : undefined,
     redisTimeoutMs: num('redis-timeout-ms', 'positive'),
     redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
     readyRequiresStore: flag('ready-requires-store'),
@@ -189,7 +193,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     logLevel: logLevelOf(setting('log-level')),
     logFormat: choice(setting('log-format'), ['json', 'text'] as const),
     storeInferredFrom: storeInferredFrom(values.store, env),
-    unsupported: unsupportedSettings(env),
+    ...settingNotes(env, fromXds),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
     configPollMs: num('config-poll-ms', 'whole'),
     maxConfigBytes: num('max-config-bytes', 'positive'),
@@ -197,9 +201,10 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
     tierRefreshMs: num('tier-refresh-ms', 'positive'),
     workers: workersOf(setting('workers'), store),
-    xds: choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw' ? xdsOptions(setting) : undefined,
+    xds: fromXds ? xdsOptions(setting) : undefined,
     forceStart: flag('force-start-without-initial-config'),
     grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
+    ...outputSettings(setting, fromXds ? 'xds' : 'file'),
     tracing: flag('tracing') ? tracingOptions(setting) : undefined,
     decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
     rlqs: rlqsSettings(setting),
@@ -246,28 +251,6 @@ function tracingOptions(setting: (name: OptionName) => Setting): Omit<TracingOpt
   };
 }
 
-/** The gRPC port's TLS files, each checked readable now: a missing one stops the start, naming its variable. */
-function grpcTlsFiles(setting: (name: OptionName) => Setting): GrpcTlsFiles {
-  const file = (name: OptionName, required: boolean): string | undefined => {
-    const s = setting(name);
-    if (s.value === '') {
-      if (required) throw new SettingsError(`${setting('grpc-tls').from} needs ${s.from}`);
-      return undefined;
-    }
-    readable(s);
-    return s.value;
-  };
-  return { cert: file('grpc-tls-cert', true)!, key: file('grpc-tls-key', true)!, clientCa: file('grpc-tls-client-ca', false) };
-}
-
-function readable(s: Setting): Buffer {
-  try {
-    return readFileSync(s.value);
-  } catch (err) {
-    throw new SettingsError(`${s.from}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'EIO'})`);
-  }
-}
-
 /** The xDS client's settings, by envoyproxy/ratelimit's names (src/settings/settings.go); its TLS files are
  * read now, so a missing one stops the start with its variable named. */
 function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
@@ -295,20 +278,6 @@ function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
       jitter: parseBool(text('xds-backoff-jitter'), setting('xds-backoff-jitter').from),
     },
   };
-}
-
-/** TLS to the management server: its certificate checked against the CA file (or the system's CAs), and a
- * client certificate when both halves are given (mTLS). */
-function xdsCredentials(setting: (name: OptionName) => Setting): grpc.ChannelCredentials {
-  const file = (name: OptionName): Buffer | null => (setting(name).value === '' ? null : readable(setting(name)));
-  const [cert, key] = [file('xds-tls-cert'), file('xds-tls-key')];
-  if ((cert === null) !== (key === null))
-    throw new SettingsError(`${setting('xds-tls-cert').from} and ${setting('xds-tls-key').from} go together: set both for mTLS, or neither`);
-  try {
-    return grpc.credentials.createSsl(file('xds-tls-cacert'), key, cert);
-  } catch (err) {
-    throw new SettingsError(`the xDS TLS files cannot be used: ${(err as Error).message}`);
-  }
 }
 
 function durationOf(s: Setting): number {
@@ -342,14 +311,18 @@ function logLevelOf(s: Setting): LogLevel {
   throw new SettingsError(`${s.from} must be one of ${LOG_LEVELS.join(', ')} (got "${s.value}")`);
 }
 
-/** The URL's errors never echo it: it may hold a password. */
-function redisConnection(url: Setting, type: RedisType, env: NodeJS.ProcessEnv): RedisConnection {
+/** The URL's errors never echo it: it may hold a password. The client's TLS files come with it (settings-tls.ts). */
+function redisConnection(setting: (name: OptionName) => Setting, env: NodeJS.ProcessEnv): RedisConnection {
+  const type: RedisType = choice(setting('redis-type'), ['single', 'sentinel', 'cluster'] as const);
+  const url = setting('redis-url');
+  let conn: RedisConnection;
   try {
-    return parseRedisUrl(redisUrlFrom(url, type, env), type);
+    conn = parseRedisUrl(redisUrlFrom(url, type, env), type);
   } catch (err) {
     if (err instanceof RedisUrlError) throw new SettingsError(`${url.from}: ${err.message}`);
     throw err;
   }
+  return { ...conn, tlsFiles: redisTlsFiles(setting, conn.tls, `REDIS_TLS=true or a rediss:// URL in ${url.from}`) };
 }
 
 /** The kinds of number a setting can be, and how an error names them. */

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import type { CompiledDomain, CompiledLimit } from '../config/compiled.js';
 import { ConfigError } from '../config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from '../config/load.js';
+import { DEFAULT_HEADERS } from '../config/spec.js';
 import { CliError } from '../errors.js';
 import { maxConfigBytesOf } from '../settings.js';
 import { parseBool } from '../settings-compat.js';
@@ -46,7 +47,9 @@ function checkConfig(args: string[]): number {
 }
 
 function describeDomain(d: CompiledDomain): string {
-  const lines = [`domain ${d.name} (${d.file}), headers: ${d.headers.style}${d.tiers.size ? `, tiers: ${[...d.tiers].join(', ')}` : ''}`];
+  const lines = [
+    `domain ${d.name} (${d.file}), headers: ${d.headers?.style ?? DEFAULT_HEADERS.style}${d.tiers.size ? `, tiers: ${[...d.tiers].join(', ')}` : ''}`,
+  ];
   for (const r of d.rules) {
     const flags = [
       r.algorithm,

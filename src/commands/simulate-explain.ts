@@ -11,7 +11,7 @@ import type { TierAssignment } from '../control/tier-store.js';
 import { loadEnvoyConfig } from '../envoy/routes.js';
 import { CliError, systemCause } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
-import { explain } from '../limiter/explain.js';
+import { type Explanation, explain } from '../limiter/explain.js';
 import type { DescriptorInput, TierSource } from '../limiter/plan.js';
 import { bucketEntries } from '../quota/bucket-descriptor.js';
 import { planBucket } from '../quota/bucket-plan.js';
@@ -22,6 +22,7 @@ import { htmlReport, type ReportRun } from '../tuning/html-report.js';
 import { compare, formatComparison, formatExplanation, formatSimulation } from '../tuning/report.js';
 import { Simulation } from '../tuning/simulate.js';
 import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from '../tuning/traffic.js';
+import { explainViaService, xdsHint } from './explain-remote.js';
 
 export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config DIR] [--envoy FILE] [--compare DIR2] [--tiers FILE] [--top N]
                          [--json] [--report FILE.html] [--format auto|jsonl|csv] [--skip-bad-lines]
@@ -44,6 +45,7 @@ rule: requests, admitted, rejected, peak per-second use, and the most limited to
 `;
 
 export const EXPLAIN_HELP = `Usage: tollgate explain [--config DIR] [--tiers FILE] [--hits N] [--json] DOMAIN key=value [key=value …] [+ key=value …]
+       tollgate explain --url URL [--hits N] [--json] DOMAIN key=value [key=value …] [+ key=value …]
        tollgate explain --bucket [--config DIR] [--tiers FILE] [--json] DOMAIN key=value [key=value …]
        tollgate explain --log FILE [--client TOKEN|FINGERPRINT] [--trace-id ID] [--over] [--last N] [--json]
 
@@ -51,7 +53,9 @@ Shows which rule each descriptor matches and why (exact value, wildcard, the key
 limits that apply, replaced limits, and which window a burst runs into first. '+' starts another descriptor.
 What Envoy can add to a descriptor, written after its entries: @limit=N/UNIT (its per-descriptor limit, e.g.
 @limit=5/minute) and @hits=N (its hits_addend; 0 checks only). --hits N: the request's hits_addend.
-On a running service, POST /explain with a RateLimitRequest as JSON adds the live counters.
+--url URL: ask the running service (its HTTP port, e.g. http://127.0.0.1:8080) instead of reading a
+config: its own config (the one to ask when it comes from an xDS server, as under Envoy Gateway) and live
+counters; values are shown as fingerprints. It is POST /explain, with a RateLimitRequest as JSON.
 
 With --bucket: the pairs are an RLQS BucketId (Envoy's rate_limit_quota filter; their order does not matter):
 the descriptor it becomes (the config orders its entries), what its assignments are made from, then the
@@ -197,7 +201,8 @@ export async function explainCommand(args: string[]): Promise<number> {
     allowPositionals: true,
     strict: true,
     options: {
-      config: { type: 'string', default: './config' },
+      config: { type: 'string' },
+      url: { type: 'string' },
       tiers: { type: 'string' },
       hits: { type: 'string' },
       json: { type: 'boolean', default: false },
@@ -210,7 +215,8 @@ export async function explainCommand(args: string[]): Promise<number> {
     },
   });
   if (values.log !== undefined) return explainFromLog(values.log, values);
-  if (values.bucket) return explainBucket(positionals, values);
+  const where = configOrUrl(values);
+  if (values.bucket) return explainBucket(positionals, { ...values, config: where.config ?? DEFAULT_CONFIG });
   const [domain, ...pairs] = positionals;
   if (!domain || pairs.length === 0) {
     process.stderr.write(EXPLAIN_HELP);
@@ -221,13 +227,32 @@ export async function explainCommand(args: string[]): Promise<number> {
     if (p === '+') descriptors.push({ entries: [] });
     else addToDescriptor(descriptors.at(-1)!, p);
   }
-  const { config, tiers } = explainInputs(values);
   const hits = values.hits === undefined ? 1 : wholeNumber(values.hits, '--hits');
   const request = { domain, descriptors: descriptors.filter((d) => d.entries.length > 0), hits: hits > 0 ? hits : 1 };
-  // The user typed this request: its text is shown back (but the token's value, a fingerprint as everywhere).
-  const e = await explain(config, tiers, request, { reveal: true });
+  let e: Explanation;
+  if (where.url !== undefined) e = await explainViaService(where.url, request);
+  else {
+    const { config, tiers } = explainInputs({ ...values, config: where.config ?? DEFAULT_CONFIG });
+    // The user typed this request: its text is shown back (but the token's value, a fingerprint as everywhere).
+    e = await explain(config, tiers, request, { reveal: true });
+  }
   process.stdout.write(values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return 0;
+}
+
+const DEFAULT_CONFIG = './config';
+
+/** A config directory to read, or a running service to ask (--url). Under CONFIG_TYPE=GRPC_XDS_SOTW, with
+ * neither given, there is no directory worth reading: one line says how to ask the service. */
+function configOrUrl(o: { config?: string; url?: string; tiers?: string; bucket: boolean }): { config?: string; url?: string } {
+  if (o.url === undefined) {
+    const hint = o.config === undefined ? xdsHint(process.env) : undefined;
+    if (hint) throw new CliError(hint, 2);
+    return { config: o.config };
+  }
+  if (o.config !== undefined || o.tiers !== undefined || o.bucket)
+    throw new CliError('--url asks the running service, which has its own config and tiers: leave out --config, --tiers and --bucket', 2);
+  return { url: o.url };
 }
 
 /** What both kinds of explain read: the config directory (--config) and the tier assignments (--tiers). */

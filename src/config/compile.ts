@@ -93,6 +93,7 @@ export function compileLimit(l: LimitSpec, domain: string, ruleId: string, ruleA
     requestsPerUnit: l.requestsPerUnit,
     // Unnamed limits get a stable name so statuses and metrics can still tell windows apart.
     name: l.name ?? `${domain}.${ruleId}.per_${l.unit}`,
+    named: l.name !== undefined,
     replaces: l.replaces,
     algorithm,
     burst: algorithm === 'token_bucket' ? (l.burst ?? l.requestsPerUnit) : 0,

@@ -14,7 +14,10 @@ export interface CompiledLimit {
   /** How the window is aligned (counters/calendar.ts): 0 epoch, -1 weeks from Monday, n months. */
   calendar: number;
   requestsPerUnit: number;
+  /** The config's name, or one made up (`<domain>.<rule path>.per_<unit>`) for metrics, logs and replaces. */
   name: string;
+  /** The config gave the name: only such a name goes to the client (DescriptorStatus.current_limit.name). */
+  named: boolean;
   replaces: readonly string[];
   /** Resolved: the limit's own algorithm, else its rule's, else the domain's. */
   algorithm: Algorithm;
@@ -85,7 +88,8 @@ export interface WildcardNode {
 export interface CompiledDomain {
   name: string;
   file: string;
-  headers: HeaderSpec;
+  /** The config's `response_headers:`, undefined when it does not say (response/header-policy.ts decides). */
+  headers: HeaderSpec | undefined;
   tiers: ReadonlySet<string>;
   tokenKey: string;
   root: ReadonlyMap<string, KeyBranch>;
@@ -101,4 +105,6 @@ export interface CompiledConfig {
   domains: ReadonlyMap<string, CompiledDomain>;
   /** Short hash of the source files, to tell configs apart in logs and metrics. */
   hash: string;
+  /** No config yet: the first from the xDS server has not arrived (load.ts, pendingConfig). */
+  pending?: true;
 }

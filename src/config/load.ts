@@ -63,7 +63,9 @@ export function validateSources(sources: readonly ConfigSource[], merge = false)
  * file's top-level descriptors join the domain's; one the domain already has (same key and value) is
  * refused. Tollgate's domain-level settings (headers, tiers, token_key, algorithm) must agree. */
 function mergeDomain(into: DomainSpec, from: DomainSpec, problems: ConfigProblem[]): void {
-  const settings = (s: DomainSpec): string => JSON.stringify([s.headers, s.tiers, s.tokenKey, s.algorithm]);
+  // A file that does not say which headers goes with the one that does.
+  const headers = into.headers ?? from.headers;
+  const settings = (s: DomainSpec): string => JSON.stringify([s.headers ?? headers, s.tiers, s.tokenKey, s.algorithm]);
   if (settings(into) !== settings(from)) {
     problems.push({
       file: from.file,
@@ -106,6 +108,7 @@ function mergeDomain(into: DomainSpec, from: DomainSpec, problems: ConfigProblem
     into.descriptors.push(d);
   }
   into.notes.push(...from.notes);
+  into.headers = headers;
 }
 
 const descriptorId = (d: DescriptorSpec): string => (d.value === undefined ? d.key : `${d.key}=${d.value}`);
@@ -135,6 +138,12 @@ export function emptyConfig(): CompiledConfig {
     [],
     hashSources([], (f) => f),
   );
+}
+
+/** Before the first config from an xDS server: none at all, which decisions answer with an error
+ * (limiter.ts). Its hash is no config's, so that the first response is applied even when it is empty. */
+export function pendingConfig(): CompiledConfig {
+  return { ...emptyConfig(), hash: 'none', pending: true };
 }
 
 export function compileSources(sources: ConfigSource[], mergeDomains = false): CompiledConfig {

@@ -76,7 +76,8 @@ export interface DomainSpec {
   file: string;
   /** Line of the domain key, to point at a domain defined twice. */
   line: number;
-  headers: HeaderSpec;
+  /** `response_headers:`, undefined when the file does not say. */
+  headers: HeaderSpec | undefined;
   tiers: string[];
   /** The descriptor entry whose value identifies a client (its fingerprint selects the tier). */
   tokenKey: string;

@@ -137,8 +137,8 @@ function readTierNames(r: Reader, node: Node | undefined): string[] {
   return names;
 }
 
-function readHeaders(r: Reader, node: Node | undefined): HeaderSpec {
-  if (node === undefined) return DEFAULT_HEADERS;
+function readHeaders(r: Reader, node: Node | undefined): HeaderSpec | undefined {
+  if (node === undefined) return undefined;
   if (isScalar(node)) {
     const style = r.oneOf(node, 'response_headers', ['x-ratelimit', 'draft', 'none'] as const);
     return { ...DEFAULT_HEADERS, style: style ?? 'x-ratelimit' };

@@ -1,5 +1,6 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit } from '../config/compiled.js';
 import type { EntryLike, MatchStep } from '../config/match.js';
+import { NoConfigError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import type { Store } from '../store/store.js';
 import { peekWindows } from './peek.js';
@@ -111,6 +112,7 @@ export interface ExplainOptions {
 }
 
 export async function explain(config: CompiledConfig, tiers: TierSource, request: DecisionInput, opts: ExplainOptions = {}): Promise<Explanation> {
+  if (config.pending) throw new NoConfigError(); // as a decision would (limiter.ts)
   const domain = config.domains.get(request.domain);
   const domainBytes = Buffer.byteLength(request.domain);
   const shadowMode = opts.globalShadow ?? false;

@@ -3,6 +3,7 @@ import { bucketFullInMs, bucketRemaining, bucketRetryMs } from '../counters/buck
 import { windowEndMs } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
+import { NoConfigError } from '../errors.js';
 import type { CheckResult, CounterCheck, Maybe, ReservationOutcome, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
 
@@ -85,7 +86,9 @@ export class Limiter {
   /** The decision, at once when the store answers at once (see Maybe). `trace`: the sampled span this
    * decision is traced under, for the store's batch span. */
   decide(input: DecisionInput, trace?: TraceLink): Maybe<Decision> {
-    const domain = this.deps.config().domains.get(input.domain);
+    const config = this.deps.config();
+    if (config.pending) throw new NoConfigError();
+    const domain = config.domains.get(input.domain);
     const plans = planRequest(domain, input, this.ctx);
     const checks = toChecks(plans);
     if (checks.length === 0) return unlimitedDecision(domain, plans, (this.deps.clock ?? systemClock).now());

@@ -24,7 +24,7 @@ const RESULTS = ['ok', 'over_limit', 'shadow_over_limit'] as const;
 const SOURCES = ['store', 'cache', 'fallback', 'policy', 'none'] as const;
 const NONE = '(none)';
 /** Why a call got no decision (tollgate_unchecked_total): every gRPC error answer, and answers too late to count. */
-export const UNCHECKED_REASONS = ['store_unavailable', 'late', 'invalid_request', 'internal_error'] as const;
+export const UNCHECKED_REASONS = ['store_unavailable', 'no_config', 'late', 'invalid_request', 'internal_error'] as const;
 export type UncheckedReason = (typeof UNCHECKED_REASONS)[number];
 const UNKNOWN_DOMAIN = '(unknown)';
 
@@ -100,7 +100,8 @@ export class Metrics {
     name: 'tollgate_unchecked_total',
     help:
       "ShouldRateLimit calls answered without a decision, so Envoy's failure_mode_deny decides (false, the shipped envoy.yaml: admitted " +
-      "unchecked), by reason: store_unavailable (REDIS_FAILURE_POLICY=allow), late (after the caller's deadline), invalid_request, internal_error",
+      'unchecked), by reason: store_unavailable (REDIS_FAILURE_POLICY=allow), no_config (before the first xDS config), late (after the ' +
+      "caller's deadline), invalid_request, internal_error",
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

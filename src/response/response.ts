@@ -1,19 +1,22 @@
-import { DEFAULT_HEADERS } from '../config/spec.js';
 import { MAX_UINT32 } from '../config/units.js';
 import type { Decision, DescriptorOutcome } from '../limiter/limiter.js';
-import { rateLimitHeaders, retryAfterSeconds } from './headers.js';
+import { answerHeaders, answerStyle, DEFAULT_RESPONSES, type ResponseSettings } from './header-policy.js';
+import { retryAfterSeconds } from './headers.js';
 import { bindingWindow } from './pick.js';
 import { Code, durationFromMs, type WireResponse, type WireStatus } from './wire.js';
 
-/** Turns a decision into the RLS response: statuses in descriptor order, headers, and a problem body. */
-export function toWireResponse(d: Decision): WireResponse {
+/** Turns a decision into the RLS response: statuses in descriptor order, then the headers and, on a 429, the
+ * problem body that the answer's style (header-policy.ts) calls for. */
+export function toWireResponse(d: Decision, settings: ResponseSettings = DEFAULT_RESPONSES): WireResponse {
+  const statuses = d.descriptors.map((o) => toStatus(o, d.nowMs));
+  const style = answerStyle(d.domain, settings);
   const response: WireResponse = {
     overall_code: d.overLimit ? Code.OVER_LIMIT : Code.OK,
-    statuses: d.descriptors.map((o) => toStatus(o, d.nowMs)),
-    response_headers_to_add: rateLimitHeaders(d, d.domain?.headers ?? DEFAULT_HEADERS),
+    statuses,
+    response_headers_to_add: answerHeaders(style, d, statuses),
     request_headers_to_add: [],
   };
-  if (d.overLimit) response.raw_body = Buffer.from(JSON.stringify(problem(d)));
+  if (d.overLimit && style.kind === 'tollgate') response.raw_body = Buffer.from(JSON.stringify(problem(d)));
   return response;
 }
 
@@ -27,7 +30,13 @@ function toStatus(o: DescriptorOutcome, nowMs: number): WireStatus {
   return {
     code: o.over && !o.shadowStatus ? Code.OVER_LIMIT : Code.OK,
     // A budget may pass 2^32 (MAX_LIMIT): the wire's uint32 fields clamp, the headers carry the exact numbers.
-    current_limit: { name: w.limit.name, requests_per_unit: Math.min(w.limit.requestsPerUnit, MAX_UINT32), unit: w.limit.unitCode },
+    // Only a name the config gave, as envoyproxy/ratelimit answers: Envoy appends it to its x-ratelimit-limit
+    // header, and a generated one (domain and rule path) is no business of the client's.
+    current_limit: {
+      name: w.limit.named ? w.limit.name : '',
+      requests_per_unit: Math.min(w.limit.requestsPerUnit, MAX_UINT32),
+      unit: w.limit.unitCode,
+    },
     limit_remaining: Math.min(w.remaining, MAX_UINT32),
     // A window ends when it lets requests in again; a bucket is full long after the next request fits, so a
     // blocking bucket reports when this request would fit (its Retry-After), an open one when it is full.

@@ -69,19 +69,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
     res.end(ready ? 'OK' : '');
     return;
   }
-  if (path === '/metrics' && req.method === 'GET' && deps.handler.metrics) {
-    const registry = deps.handler.metrics.registry;
-    let text: string;
-    try {
-      text = await (deps.metricsText ?? (() => registry.metrics()))();
-    } catch (err) {
-      deps.handler.logger.warn({ err: (err as Error).message }, 'metrics not gathered');
-      return send(res, 503, { error: 'metrics not gathered: the other workers did not answer in time' });
-    }
-    res.writeHead(200, { 'content-type': registry.contentType });
-    res.end(text);
-    return;
-  }
+  if (path === '/metrics' && req.method === 'GET' && deps.handler.metrics) return metrics(deps, res);
   if (path.startsWith('/admin/') || path === '/admin') {
     return send(res, 404, { error: 'the admin API is on its own port (--admin-port), when TOLLGATE_ADMIN_TOKEN is set' });
   }
@@ -94,6 +82,28 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
     return json(deps, req, res);
   }
   send(res, 404, { error: 'not found', endpoints: ['GET /healthz', 'GET /readyz', 'GET /healthcheck', 'GET /metrics', 'POST /json', 'POST /explain'] });
+}
+
+/** USE_PROMETHEUS's listener (PROMETHEUS_ADDR): the metrics at `path` and nothing else, so that port can be
+ * opened to a scraper without opening /json, /explain or, on any port but its own, the admin API. */
+export function createMetricsServer(deps: Pick<HttpDeps, 'handler' | 'metricsText'>, path: string): Server {
+  return serve(deps.handler, async (req, res, p) => {
+    if (p === path && req.method === 'GET' && deps.handler.metrics) return metrics(deps, res);
+    send(res, 404, { error: 'not found', endpoints: [`GET ${path}`] });
+  });
+}
+
+async function metrics(deps: Pick<HttpDeps, 'handler' | 'metricsText'>, res: ServerResponse): Promise<void> {
+  const registry = deps.handler.metrics!.registry;
+  let text: string;
+  try {
+    text = await (deps.metricsText ?? (() => registry.metrics()))();
+  } catch (err) {
+    deps.handler.logger.warn({ err: (err as Error).message }, 'metrics not gathered');
+    return send(res, 503, { error: 'metrics not gathered: the other workers did not answer in time' });
+  }
+  res.writeHead(200, { 'content-type': registry.contentType });
+  res.end(text);
 }
 
 /** Answers failed calls of one endpoint and counts them there. They are HTTP calls, so they stay out of

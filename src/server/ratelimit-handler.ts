@@ -1,9 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import { status as GrpcStatus, Metadata, type ServerUnaryCall, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { InvalidRequestError } from '../errors.js';
+import { InvalidRequestError, NoConfigError } from '../errors.js';
 import type { Decision, DecisionInput, Limiter } from '../limiter/limiter.js';
 import type { Metrics, UncheckedReason } from '../metrics/metrics.js';
+import type { ResponseSettings } from '../response/header-policy.js';
 import { dynamicMetadata } from '../response/metadata.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
@@ -22,6 +23,8 @@ export interface HandlerDeps {
   dynamicMetadata?: boolean;
   /** Tracing and the decision log; unset when both are off. */
   observer?: DecisionObserver;
+  /** Which headers and 429 body answers carry; Tollgate's defaults when unset. */
+  responses?: ResponseSettings;
 }
 
 /** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response.
@@ -63,7 +66,7 @@ function answer(
   deps.metrics?.observe(input.domain, decision, (performance.now() - start) / 1000);
   observed?.decided(input, decision);
   if (deps.logger.isLevelEnabled('debug')) deps.logger.debug(describe(decision), 'decision');
-  const response = toWireResponse(decision);
+  const response = toWireResponse(decision, deps.responses);
   if (deps.dynamicMetadata) response.dynamic_metadata = dynamicMetadata(input, requestHits ?? 0, decision);
   return response;
 }
@@ -74,7 +77,7 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
   const fail = (callback: sendUnaryData<WireResponse>, err: unknown): void => {
     const s = toStatus(err, deps.logger);
     deps.metrics?.grpcErrors.inc({ code: GrpcStatus[s.code] });
-    deps.metrics?.unchecked.inc({ reason: uncheckedReason(s.code) });
+    deps.metrics?.unchecked.inc({ reason: uncheckedReason(err, s.code) });
     callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() });
   };
   type Call = ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>;
@@ -103,7 +106,8 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
 }
 
 /** Every error answer leaves the request to Envoy's failure mode; the reason says which kind of error. */
-function uncheckedReason(code: GrpcStatus): UncheckedReason {
+function uncheckedReason(err: unknown, code: GrpcStatus): UncheckedReason {
+  if (err instanceof NoConfigError) return 'no_config';
   if (code === GrpcStatus.UNAVAILABLE) return 'store_unavailable';
   if (code === GrpcStatus.INVALID_ARGUMENT) return 'invalid_request';
   return 'internal_error';

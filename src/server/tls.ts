@@ -4,12 +4,15 @@ import * as grpc from '@grpc/grpc-js';
 import { ListenError } from '../errors.js';
 
 /** GRPC_SERVER_USE_TLS: the files of the gRPC port's certificate, and of the CA its clients' certificates must
- * chain to (GRPC_CLIENT_TLS_CACERT), as envoyproxy/ratelimit reads them (src/settings/settings.go). */
+ * chain to (GRPC_CLIENT_TLS_CACERT, as envoyproxy/ratelimit reads it in src/settings/settings.go, or
+ * GRPC_SERVER_TLS_CA_CERT, as Envoy Gateway sets it). */
 export interface GrpcTlsFiles {
   cert: string;
   key: string;
-  /** Set: every client must present a certificate signed by this CA (mTLS). */
+  /** Set: every client must present a certificate signed by this CA (mTLS), on every service of the port. */
   clientCa: string | undefined;
+  /** The variable or flag that named the client CA, for messages. */
+  clientCaFrom: string;
 }
 
 /** Certificates are re-read this often, so a rotated Secret (Envoy Gateway's, cert-manager's) is served without
@@ -19,12 +22,13 @@ const REFRESH_MS = 60_000;
 /** Plaintext, or TLS from files that are watched for rotation. Resolves once the files are read, so the
  * first connections are not refused while they load; files that cannot be used (not PEM, a key that is not
  * the certificate's) are a ListenError: the port cannot be served. */
-export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined): Promise<grpc.ServerCredentials> {
+export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined, refreshMs = REFRESH_MS): Promise<grpc.ServerCredentials> {
   if (!tls) return grpc.ServerCredentials.createInsecure();
   usable(tls);
   const { FileWatcherCertificateProvider, createCertificateProviderServerCredentials } = grpc.experimental;
-  const identity = new FileWatcherCertificateProvider({ certificateFile: tls.cert, privateKeyFile: tls.key, refreshIntervalMs: REFRESH_MS });
-  const clients = tls.clientCa ? new FileWatcherCertificateProvider({ caCertificateFile: tls.clientCa, refreshIntervalMs: REFRESH_MS }) : null;
+  // The client CA is re-read as the certificate is: Envoy Gateway rotates both in one Secret.
+  const identity = new FileWatcherCertificateProvider({ certificateFile: tls.cert, privateKeyFile: tls.key, refreshIntervalMs: refreshMs });
+  const clients = tls.clientCa ? new FileWatcherCertificateProvider({ caCertificateFile: tls.clientCa, refreshIntervalMs: refreshMs }) : null;
   await loaded(
     (l) => identity.addIdentityCertificateListener(l),
     (l) => identity.removeIdentityCertificateListener(l),
@@ -34,7 +38,7 @@ export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined): Prom
     await loaded(
       (l) => clients.addCaCertificateListener(l),
       (l) => clients.removeCaCertificateListener(l),
-      'GRPC_CLIENT_TLS_CACERT',
+      tls.clientCaFrom,
     );
   return createCertificateProviderServerCredentials(identity, clients, clients !== null);
 }
@@ -47,7 +51,7 @@ function usable(tls: GrpcTlsFiles): void {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw new ListenError(
-      `cannot serve gRPC over TLS: GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY${tls.clientCa ? ' and GRPC_CLIENT_TLS_CACERT' : ''} cannot be used as ` +
+      `cannot serve gRPC over TLS: GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY${tls.clientCa ? ` and ${tls.clientCaFrom}` : ''} cannot be used as ` +
         `TLS certificates (${code ?? 'invalid'})`,
     );
   }

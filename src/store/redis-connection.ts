@@ -16,6 +16,31 @@ export interface RedisConnection {
   tls: boolean;
   db: number;
   masterName: string | undefined;
+  /** With TLS: a client certificate, CAs, no hostname check (settings-tls.ts reads them). */
+  tlsFiles?: RedisTlsFiles | undefined;
+}
+
+/** envoyproxy/ratelimit's REDIS_TLS_CLIENT_CERT, _KEY, REDIS_TLS_CACERT and REDIS_TLS_SKIP_HOSTNAME_VERIFICATION,
+ * read once at start (as there: a rotated client certificate is used after a restart). */
+export interface RedisTlsFiles {
+  cert: Buffer | undefined;
+  key: Buffer | undefined;
+  /** The system's roots and the CA file, PEM. */
+  ca: string[] | undefined;
+  /** The chain is still checked, the name in the certificate is not (its src/utils/tls.go does the same). */
+  skipHostnameVerification: boolean;
+}
+
+/** ioredis's `tls` option: Node's tls.connect options. */
+function tlsOptions(conn: RedisConnection): Record<string, unknown> | undefined {
+  if (!conn.tls) return undefined;
+  const f = conn.tlsFiles;
+  if (!f) return {};
+  return {
+    ...(f.cert && { cert: f.cert, key: f.key }),
+    ...(f.ca && { ca: f.ca }),
+    ...(f.skipHostnameVerification && { checkServerIdentity: () => undefined }),
+  };
 }
 
 export class RedisUrlError extends Error {
@@ -77,7 +102,7 @@ export function createClient(conn: RedisConnection, opts: ClientOptions): Redis 
   const perNode = {
     username: conn.username,
     password: conn.password,
-    tls: conn.tls ? {} : undefined,
+    tls: tlsOptions(conn),
     // No ioredis commandTimeout: its timer would declare replies late that are already in the socket buffer
     // (see withTimeout); the store bounds every call itself.
     connectTimeout: Math.max(1000, opts.commandTimeoutMs * 20),

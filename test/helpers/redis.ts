@@ -4,6 +4,7 @@ import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { makeCertificates } from './tls.js';
 
 const run = promisify(execFile);
 
@@ -141,6 +142,73 @@ export async function startSentinel(masterPort: number): Promise<Sentinel> {
       proc.kill('SIGKILL');
       await exited;
       rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TlsRedis {
+  port: number;
+  /** The CA that signed the server's certificate and `client.pem`/`client.key`, in `certs`. */
+  certs: ReturnType<typeof makeCertificates>;
+  /** redis-cli over TLS, with the client certificate. */
+  cli(...args: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** A TLS-only redis-server on a free port: its certificate for `san` from a private CA, and with `authClients`
+ * (--tls-auth-clients yes) a client certificate from that CA required, as a Redis for mutual TLS asks. */
+export async function startTlsRedis(opts: { san: string; authClients: boolean; password?: string }): Promise<TlsRedis> {
+  const certs = makeCertificates([
+    { name: 'server', san: opts.san },
+    { name: 'client', san: 'DNS:tollgate' },
+  ]);
+  const port = await redisPort();
+  const auth = opts.password ? ['--requirepass', opts.password] : [];
+  const proc = spawn(
+    'redis-server',
+    [
+      ...['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', certs.dir],
+      ...['--tls-cert-file', certs.file('server.pem'), '--tls-key-file', certs.file('server.key'), '--tls-ca-cert-file', certs.file('ca.pem')],
+      ...['--tls-auth-clients', opts.authClients ? 'yes' : 'no', ...auth],
+    ],
+    { stdio: 'ignore' },
+  );
+  const tlsArgs = ['--tls', '--cacert', certs.file('ca.pem'), '--cert', certs.file('client.pem'), '--key', certs.file('client.key')];
+  // The certificate names a host, not 127.0.0.1: redis-cli is told the name to check (--sni).
+  const cli = async (...args: string[]): Promise<string> =>
+    (
+      await run('redis-cli', [
+        ...tlsArgs,
+        '--sni',
+        'redis.internal',
+        '-p',
+        String(port),
+        ...(opts.password ? ['-a', opts.password, '--no-auth-warning'] : []),
+        ...args,
+      ])
+    ).stdout.trim();
+  try {
+    await waitFor(
+      () =>
+        cli('PING').then(
+          (r) => r === 'PONG',
+          () => false,
+        ),
+      `TLS redis-server on ${port}`,
+    );
+  } catch (err) {
+    proc.kill('SIGKILL');
+    throw err;
+  }
+  return {
+    port,
+    certs,
+    cli,
+    stop: async () => {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGKILL');
+      await exited;
+      rmSync(certs.dir, { recursive: true, force: true });
     },
   };
 }

@@ -160,6 +160,47 @@ describe('tiers and inspect', () => {
   });
 });
 
+describe('explain --url: a service to ask', () => {
+  it('not an address, nothing there, not Tollgate, or beside --config: one line each', async () => {
+    const args = ['api', 'k=v'];
+    expectOneLine(
+      await runCli(['explain', '--url', 'nowhere', ...args]),
+      2,
+      /^tollgate: --url must be the service's HTTP address, such as http:\/\/127\.0\.0\.1:8080 \(got "nowhere"\)\n$/,
+    );
+    const port = await freePort();
+    expectOneLine(
+      await runCli(['explain', '--url', `http://127.0.0.1:${port}`, ...args]),
+      1,
+      new RegExp(`^tollgate: cannot reach the service at http://127\\.0\\.0\\.1:${port}: ECONNREFUSED\n$`),
+    );
+    const other = createServer((socket) => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello'));
+    const otherPort = await new Promise<number>((resolve) => other.listen(0, '127.0.0.1', () => resolve((other.address() as { port: number }).port)));
+    try {
+      expectOneLine(
+        await runCli(['explain', '--url', `http://127.0.0.1:${otherPort}`, ...args]),
+        1,
+        /answered 200 with something other than JSON: is it Tollgate's HTTP port\?\n$/,
+      );
+    } finally {
+      other.close();
+    }
+    expectOneLine(
+      await runCli(['explain', '--url', 'http://127.0.0.1:1', '--config', 'config', ...args]),
+      2,
+      /^tollgate: --url asks the running service, which has its own config/,
+    );
+  });
+
+  it('under CONFIG_TYPE=GRPC_XDS_SOTW without --url or --config: one line saying how to ask the service', async () => {
+    const r = await runCli(['explain', 'api', 'k=v'], { CONFIG_TYPE: 'GRPC_XDS_SOTW', PORT: '9180' });
+    expectOneLine(r, 2, /^tollgate: the config comes from the xDS server here \(CONFIG_TYPE=GRPC_XDS_SOTW\), not a directory: ask the running service, /);
+    expect(r.stderr).toContain('tollgate explain --url http://127.0.0.1:9180 DOMAIN key=value');
+    // With --config it reads the directory asked for, as before.
+    expect((await runCli(['explain', '--config', 'config', 'property-api', 'category=read'], { CONFIG_TYPE: 'GRPC_XDS_SOTW' })).code).toBe(0);
+  });
+});
+
 describe('fingerprint from stdin, out of argv and shell history', () => {
   it.each([[['-']], [[]]])('fingerprint %j reads the token from stdin', async (args) => {
     const run = await runWithStdin(['fingerprint', ...args], 'Bearer from-stdin\n');

@@ -1,9 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { copyFileSync, readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ListenError } from '../../src/errors.js';
+import { HealthService } from '../../src/server/health.js';
+import { clientConstructor, HEALTH_SERVICE, RLQS_SERVICE, serviceDefinition } from '../../src/server/proto.js';
+import { grpcServerCredentials } from '../../src/server/tls.js';
 import { parseServeArgs, SettingsError } from '../../src/settings.js';
 import { RlsClient, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
 import { makeCertificates } from '../helpers/tls.js';
 
 // GRPC_SERVER_USE_TLS, as envoyproxy/ratelimit reads it and Envoy Gateway sets it: TLS on the gRPC port, and
@@ -38,6 +42,36 @@ const plainClient = (port: number): RlsClient => {
   clients.push(c);
   return c;
 };
+/** grpc.health.v1.Health/Check over TLS, with or without a client certificate: a new connection each time. */
+function healthCheck(port: number, withCert: boolean, caFile = certs.file('ca.pem'), client = certs): Promise<number> {
+  const f = (n: string): Buffer => readFileSync(client.file(n));
+  const creds = withCert
+    ? grpc.credentials.createSsl(readFileSync(caFile), f('client.key'), f('client.pem'))
+    : grpc.credentials.createSsl(readFileSync(caFile));
+  const Ctor = clientConstructor(HEALTH_SERVICE);
+  const c = new Ctor(`127.0.0.1:${port}`, creds, { 'grpc.use_local_subchannel_pool': 1 }) as unknown as grpc.Client & {
+    Check(req: object, opts: object, cb: (err: grpc.ServiceError | null, r: { status: number }) => void): void;
+  };
+  return new Promise<number>((resolve, reject) =>
+    c.Check({ service: '' }, { deadline: Date.now() + 3000 }, (err, r) => (err ? reject(err) : resolve(r.status))),
+  ).finally(() => c.close());
+}
+
+/** Whether an RLQS stream gets as far as the service: it ends with the transport's error when it does not. */
+function rlqsOpens(port: number, withCert: boolean): Promise<void> {
+  const f = (n: string): Buffer => readFileSync(certs.file(n));
+  const creds = withCert ? grpc.credentials.createSsl(f('ca.pem'), f('client.key'), f('client.pem')) : grpc.credentials.createSsl(f('ca.pem'));
+  const Ctor = clientConstructor(RLQS_SERVICE);
+  const c = new Ctor(`127.0.0.1:${port}`, creds) as unknown as grpc.Client & { StreamRateLimitQuotas(opts: object): grpc.ClientDuplexStream<object, object> };
+  return new Promise<void>((resolve, reject) => {
+    const stream = c.StreamRateLimitQuotas({ deadline: Date.now() + 3000 });
+    stream.on('error', reject);
+    stream.on('data', () => resolve());
+    stream.on('end', () => resolve());
+    stream.write({ domain: 'property-api', bucket_quota_usages: [] });
+  }).finally(() => c.close());
+}
+
 const env = (mutual: boolean): NodeJS.ProcessEnv => ({
   GRPC_SERVER_USE_TLS: 'true',
   GRPC_SERVER_TLS_CERT: certs.file('server.pem'),
@@ -58,6 +92,17 @@ describe('TLS on the gRPC port (GRPC_SERVER_USE_TLS)', () => {
     await expect(tlsClient(t.service.grpcPort, false).call(req, 2000)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
   });
 
+  it("GRPC_SERVER_TLS_CA_CERT, Envoy Gateway's name for it: without a certificate no client is served, health and RLQS included", async () => {
+    const { GRPC_CLIENT_TLS_CACERT: ca, ...rest } = env(true);
+    t = await startTestService({ env: { ...rest, GRPC_SERVER_TLS_CA_CERT: ca } });
+    const port = t.service.grpcPort;
+    expect((await tlsClient(port, true).call(req)).overall_code).toBe('OK');
+    await expect(tlsClient(port, false).call(req, 2000)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    await expect(healthCheck(port, false)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    expect(await healthCheck(port, true)).toBe(1); // SERVING
+    await expect(rlqsOpens(port, false)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+  });
+
   it('files that are not certificates stop the start with a ListenError (the CLI prints it as one line)', async () => {
     const e = { ...env(false), GRPC_SERVER_TLS_CERT: certs.file('server.cnf') };
     await expect(startTestService({ env: e })).rejects.toThrow(ListenError);
@@ -68,6 +113,37 @@ describe('TLS on the gRPC port (GRPC_SERVER_USE_TLS)', () => {
     await expect(startTestService({ env: { ...env(true), GRPC_SERVER_TLS_KEY: certs.file('client.key') } })).rejects.toThrow(
       /and GRPC_CLIENT_TLS_CACERT cannot be used/,
     );
+  });
+
+  it('the client CA is re-read with the certificate: a CA swapped into the file admits its clients, and only them', async () => {
+    const other = makeCertificates([{ name: 'client', san: 'DNS:envoy' }]);
+    const dir = makeCertificates([{ name: 'server', san: 'IP:127.0.0.1' }]);
+    copyFileSync(certs.file('ca.pem'), dir.file('client-ca.pem'));
+    const files = { cert: dir.file('server.pem'), key: dir.file('server.key'), clientCa: dir.file('client-ca.pem'), clientCaFrom: 'GRPC_SERVER_TLS_CA_CERT' };
+    const server = new grpc.Server();
+    const health = new HealthService([]);
+    health.set(true);
+    server.addService(serviceDefinition(HEALTH_SERVICE), health.handlers());
+    const credentials = await grpcServerCredentials(files, 100);
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', credentials, (err, p) => (err ? reject(err) : resolve(p))));
+    const check = (c: ReturnType<typeof makeCertificates>): Promise<number> => healthCheck(port, true, dir.file('ca.pem'), c);
+    try {
+      expect(await check(certs)).toBe(1);
+      await expect(check(other)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+      copyFileSync(other.file('ca.pem'), dir.file('client-ca.pem'));
+      await within(
+        5000,
+        () =>
+          check(other).then(
+            () => true,
+            () => false,
+          ),
+        "the new CA's client admitted",
+      );
+      await expect(check(certs)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    } finally {
+      server.forceShutdown();
+    }
   });
 
   it('a missing or unreadable file stops the start, naming its variable', () => {

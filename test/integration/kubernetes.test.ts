@@ -7,7 +7,9 @@ import { parse, parseAllDocuments } from 'yaml';
 import { kubectlPath } from '../../scripts/kubectl.mjs';
 import { loadEnvoyConfig, PINNED_ENVOY_VERSION } from '../../src/envoy/routes.js';
 import { parseServeArgs } from '../../src/settings.js';
+import { envoyGatewayProblems } from '../helpers/envoy-gateway-schema.js';
 import { validateObject } from '../helpers/kubernetes.js';
+import { makeCertificates } from '../helpers/tls.js';
 
 // No cluster here: every overlay is rendered by kubectl's own Kustomize (v5), every object it renders is validated
 // against the Kubernetes API schemas (and the Prometheus Operator's), and what the objects say is checked against
@@ -224,6 +226,55 @@ describe('components/monitoring (Prometheus Operator)', () => {
     const ports = scraped.flatMap((p) => p.spec.containers.flatMap((c: Obj) => (c.ports ?? []).map((x: Obj) => x.name)));
     for (const endpoint of monitor.spec.podMetricsEndpoints) expect(ports, endpoint.port).toContain(endpoint.port);
     expect(find(objs, 'PrometheusRule', 'tollgate').spec.groups.length).toBeGreaterThan(0);
+  });
+});
+
+describe("envoy-gateway: Envoy Gateway's own configuration, with Tollgate's image for its rate-limit Deployment", () => {
+  const objs = render(`${DIR}/envoy-gateway`);
+  const config = find(objs, 'ConfigMap', 'envoy-gateway-config');
+  const eg = parse(config.data['envoy-gateway.yaml']) as Obj;
+
+  it('renders the ConfigMap Envoy Gateway reads, by its name, valid; the EnvoyGateway in it valid by its Go types', () => {
+    expect(objs.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`)).toEqual(['ConfigMap/envoy-gateway-system/envoy-gateway-config']);
+    expect(validateObject(config)).toEqual([]);
+    expect(envoyGatewayProblems(eg)).toEqual([]);
+    expect(eg.provider.kubernetes.rateLimitDeployment.container.image).toBe(`tollgate:${version}`);
+    expect(eg.rateLimit.backend).toMatchObject({ type: 'Redis', redis: { url: expect.stringMatching(/^[\w.-]+:\d+$/) } });
+  });
+
+  it('the schema check can fail: a misspelt field, a misplaced image, an unknown backend', () => {
+    const broken = (f: (d: Obj) => void): string[] => {
+      const d = structuredClone(eg);
+      f(d);
+      return envoyGatewayProblems(d);
+    };
+    expect(broken((d) => (d.rateLimit.backend.redis.URL = d.rateLimit.backend.redis.url)).join()).toMatch(/redis must NOT have additional properties \(URL\)/);
+    expect(broken((d) => (d.provider.kubernetes.rateLimitDeployment.image = 'x')).join()).toMatch(/\(image\)/);
+    expect(broken((d) => (d.rateLimit.backend.type = 'Memcache')).join()).toMatch(/type must be equal to one of the allowed values/);
+  });
+
+  it('the Deployment Envoy Gateway makes from it (its own, with the image and Redis) is valid and runs Tollgate as it is given', () => {
+    const deployment = parseAllDocuments(readFileSync('test/fixtures/envoy-gateway/deployment-default.yaml', 'utf8'))[0]!.toJS() as Obj;
+    const container = containerOf(deployment, 'envoy-ratelimit');
+    container.image = eg.provider.kubernetes.rateLimitDeployment.container.image;
+    container.env.find((e: Obj) => e.name === 'REDIS_URL').value = eg.rateLimit.backend.redis.url;
+    expect(validateObject(deployment)).toEqual([]);
+    expect(container.command).toEqual(['/bin/ratelimit']); // the image's shim (test/integration/image.test.ts)
+    // Its environment as settings, its certificate files where the pod mounts them (here, made for the test).
+    const certs = makeCertificates([{ name: 'tls', san: 'DNS:envoy-ratelimit' }]);
+    const paths: Record<string, string> = {
+      '/certs/tls.crt': certs.file('tls.pem'),
+      '/certs/tls.key': certs.file('tls.key'),
+      '/certs/ca.crt': certs.file('ca.pem'),
+    };
+    const env = Object.fromEntries(container.env.map((e: Obj) => [e.name, paths[e.value] ?? e.value]));
+    const s = parseServeArgs([], env);
+    expect(s.xds).toMatchObject({ target: 'envoy-gateway:18001', node: { id: 'envoy-ratelimit' } });
+    expect(s.grpcTls).toMatchObject({ clientCa: certs.file('ca.pem'), clientCaFrom: 'GRPC_SERVER_TLS_CA_CERT' });
+    expect(s.prometheus).toMatchObject({ host: '0.0.0.0', port: 19001, path: '/metrics' });
+    expect(container.ports.find((p: Obj) => p.name === 'metrics').containerPort).toBe(19001);
+    expect(deployment.spec.template.metadata.annotations['prometheus.io/port']).toBe('19001');
+    expect([s.store, s.forceStart, s.responses.source]).toEqual(['redis', true, 'xds']);
   });
 });
 

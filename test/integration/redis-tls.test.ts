@@ -2,10 +2,13 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseServeArgs } from '../../src/settings.js';
 import { freePort, startCli } from '../helpers/process.js';
-import { property, RlsClient } from '../helpers/service.js';
+import { startTlsRedis, type TlsRedis } from '../helpers/redis.js';
+import { property, RlsClient, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
+import { makeCertificates } from '../helpers/tls.js';
 
 // rediss:// with a user and password, against a TLS-only redis-server whose certificate comes from a private
 // CA; Tollgate trusts it through Node's NODE_EXTRA_CA_CERTS, as an operator would set it.
@@ -126,5 +129,79 @@ describe('Redis over TLS with a password', () => {
       await daemon.exited;
     }
     expect(daemon.output()).not.toContain(PASSWORD);
+  });
+});
+
+// Mutual TLS, as Envoy Gateway's Redis TLS variant asks for it (REDIS_TLS, REDIS_TLS_CLIENT_CERT, _KEY) and as
+// envoyproxy/ratelimit reads it (src/settings/settings.go, RedisTlsConfig; src/utils/tls.go): a Redis that
+// requires a client certificate, whose own certificate names a host (redis.internal) and not the address.
+describe('Redis over mutual TLS (REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY, REDIS_TLS_CACERT)', () => {
+  let mtls: TlsRedis;
+  let t: TestService | undefined;
+  beforeAll(async () => {
+    mtls = await startTlsRedis({ san: 'DNS:redis.internal', authClients: true });
+  }, 30_000);
+  afterAll(() => mtls?.stop());
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  const start = (env: NodeJS.ProcessEnv): Promise<TestService> =>
+    startTestService({
+      args: ['--store', 'redis', '--redis-timeout-ms', '1000', '--redis-failure', 'allow'],
+      env: { REDIS_URL: `127.0.0.1:${mtls.port}`, REDIS_TLS: 'true', ...env },
+    });
+  const files = (): NodeJS.ProcessEnv => ({
+    REDIS_TLS_CLIENT_CERT: mtls.certs.file('client.pem'),
+    REDIS_TLS_CLIENT_KEY: mtls.certs.file('client.key'),
+    REDIS_TLS_CACERT: mtls.certs.file('ca.pem'),
+  });
+  const counted = async (s: TestService, token: string): Promise<boolean> => {
+    await s.rls.call(property('write', token));
+    return (await mtls.cli('--scan', '--pattern', 'tollgate:v2:property-api:category_write.token:*')).length > 0;
+  };
+  const degraded = async (s: TestService): Promise<boolean> => {
+    await s.rls.call(property('write', 'Bearer probe')).catch(() => undefined);
+    return s.service.store.health().degraded;
+  };
+
+  it('with its client certificate and CA, and the name check off (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION): it counts', async () => {
+    t = await start({ ...files(), REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: 'true' });
+    await within(10_000, () => counted(t!, 'Bearer mtls'), 'a counter in the mutual-TLS Redis');
+    expect(t.service.store.health().degraded).toBe(false);
+  });
+
+  it('without a client certificate, with a CA that did not sign the server, or a name it does not hold: no connection', async () => {
+    const other = makeCertificates([{ name: 'x', san: 'DNS:x' }]);
+    for (const env of [
+      { REDIS_TLS_CACERT: mtls.certs.file('ca.pem'), REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: 'true' },
+      { ...files(), REDIS_TLS_CACERT: other.file('ca.pem'), REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: 'true' },
+      files(),
+    ]) {
+      t = await start(env);
+      await within(10_000, () => degraded(t!), 'degraded');
+      await t.close();
+      t = undefined;
+    }
+  });
+
+  it('files set without TLS, or a certificate without its key, stop the start naming the variables', () => {
+    const refused = (env: NodeJS.ProcessEnv): string => {
+      try {
+        parseServeArgs(['--store', 'redis'], { REDIS_URL: `127.0.0.1:${mtls.port}`, ...env });
+        return 'accepted';
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    expect(refused(files())).toBe(
+      'REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY, REDIS_TLS_CACERT set, but the connection to Redis is not TLS: ' +
+        'set REDIS_TLS=true or a rediss:// URL in REDIS_URL',
+    );
+    expect(refused({ REDIS_TLS: 'true', REDIS_TLS_CLIENT_CERT: mtls.certs.file('client.pem') })).toBe(
+      'REDIS_TLS_CLIENT_CERT and --redis-tls-key go together: set both, or neither',
+    );
+    expect(refused({ REDIS_TLS: 'true', REDIS_TLS_CACERT: '/nonexistent/ca.pem' })).toBe('REDIS_TLS_CACERT: cannot read the file (ENOENT)');
   });
 });

@@ -19,7 +19,16 @@ const req = (client: string, hits = 1): RlsRequest => ({
   domain: 'xds',
   descriptors: [{ entries: [{ key: 'client', value: client }], ...(hits === 1 ? {} : { hits_addend: { value: hits } }) }],
 });
-const limitNow = async (t: TestService): Promise<number | undefined> => (await t.rls.call(req('probe', 0))).statuses[0]?.current_limit?.requests_per_unit;
+/** The limit in force for the probe client; 'no config' while the service has none yet (it answers UNAVAILABLE). */
+const limitNow = async (t: TestService): Promise<number | undefined | 'no config'> => {
+  try {
+    return (await t.rls.call(req('probe', 0))).statuses[0]?.current_limit?.requests_per_unit;
+  } catch (err) {
+    if ((err as grpc.ServiceError).code === grpc.status.UNAVAILABLE) return 'no config';
+    throw err;
+  }
+};
+const noConfigYet = { code: grpc.status.UNAVAILABLE, details: 'no rate limit configuration loaded yet: waiting for the first from the xDS server' };
 const admitted = async (t: TestService, client: string, n: number): Promise<number> => {
   let ok = 0;
   for (let i = 0; i < n; i++) if ((await t.rls.call(req(client))).overall_code === 'OK') ok++;
@@ -69,7 +78,9 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     expect(await readyz(t)).toBe(503);
     expect(await grpcHealth(t)).toBe(2); // NOT_SERVING
     expect((await fetch(`http://127.0.0.1:${t.service.httpPort}/healthcheck`)).status).toBe(500); // Envoy Gateway's probe
-    expect(await admitted(t, 'early', 3)).toBe(3); // no config yet: nothing is limited
+    // No config yet: an error, as envoyproxy/ratelimit answers, so Envoy's failure mode decides (not "admit all").
+    await expect(t.rls.call(req('early'))).rejects.toMatchObject(noConfigYet);
+    expect(metric((await scrape(t.service.httpPort)).series, 'tollgate_unchecked_total', { reason: 'no_config' })).toBe(1);
     const first = ads.received[0]!;
     expect(first.request).toMatchObject({ version_info: '', resource_names: [], type_url: RLC_TYPE, response_nonce: '', error_detail: null });
     expect(first.request.node).toMatchObject({ id: 'rls-node', user_agent_name: 'tollgate' });
@@ -146,14 +157,33 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     expect(text).toMatch(/^tollgate_xds_stream_errors_total\{code="[A-Z_]+"\} [1-9]/m);
   });
 
-  it('FORCE_START_WITHOUT_INITIAL_CONFIG=true: ready with no server at all', async () => {
+  it('FORCE_START_WITHOUT_INITIAL_CONFIG=true: ready with no server at all, and every decision UNAVAILABLE until a config', async () => {
     const port = await freePort();
     t = await startTestService({ args: xdsArgs(port), env: { FORCE_START_WITHOUT_INITIAL_CONFIG: 'true' } });
     expect(await readyz(t)).toBe(200);
-    expect(await admitted(t, 'x', 2)).toBe(2);
+    await expect(t.rls.call(req('x'))).rejects.toMatchObject(noConfigYet);
+    const json = await fetch(`http://127.0.0.1:${t.service.httpPort}/json`, { method: 'POST', body: JSON.stringify(req('x')) });
+    expect([json.status, (await json.json()).error]).toEqual([503, noConfigYet.details]);
+    const explained = await fetch(`http://127.0.0.1:${t.service.httpPort}/explain`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(req('x')),
+    });
+    expect(explained.status).toBe(503);
   });
 
-  it('an empty state of the world drops every limit (as envoyproxy/ratelimit does), said in a warning', async () => {
+  it('a first state of the world that is empty is a config: nothing limited, every request OK', async () => {
+    ads = new AdsServer();
+    const port = await ads.start();
+    t = await startTestService({ args: xdsArgs(port) });
+    await within(5000, async () => (await limitNow(t!)) === 'no config', 'asking');
+    ads.push('v0', []);
+    await within(5000, async () => (await readyz(t!)) === 200, 'ready on an empty config');
+    expect(await limitNow(t)).toBeUndefined();
+    expect(await admitted(t, 'x', 3)).toBe(3);
+  });
+
+  it('an empty state of the world drops every limit: its domains answer OK unlimited, as envoyproxy/ratelimit answers an unknown domain', async () => {
     ads = new AdsServer();
     const port = await ads.start();
     const log = capturingLogger();
@@ -162,6 +192,7 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     await within(5000, async () => (await limitNow(t!)) === 1, 'v1 applied');
     ads.push('v2', []);
     await within(5000, async () => (await limitNow(t!)) === undefined, 'v2 applied');
+    expect(await admitted(t, 'after', 3)).toBe(3);
     expect(log.lines().some((l) => String(l.msg).startsWith('xDS server sent no rate-limit config'))).toBe(true);
   });
 });
@@ -301,7 +332,7 @@ describe('xDS over TLS', () => {
       expect(new Set(ads.received.filter((r) => r.request.node !== null).map((r) => r.request.node!.id))).toEqual(new Set(['good']));
       expect(await readyz(t)).toBe(503);
       expect(await readyz(wrongSan)).toBe(503);
-      expect(await limitNow(t)).toBeUndefined();
+      expect(await limitNow(t)).toBe('no config');
     } finally {
       await Promise.all([wrongSan.close(), good.close()]);
     }

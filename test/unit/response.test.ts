@@ -1,5 +1,6 @@
 import { type Item, parseList } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_HEADERS } from '../../src/config/spec.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import type { Decision } from '../../src/limiter/limiter.js';
 import { rateLimitHeaders, retryAfterSeconds } from '../../src/response/headers.js';
@@ -164,11 +165,21 @@ describe('statuses: the binding window of each descriptor', () => {
     const [limited, unmatched] = toWireResponse(d).statuses;
     expect(limited).toEqual({
       code: Code.OK,
-      current_limit: { name: 'api.client.per_second', requests_per_unit: 2, unit: 1 },
+      current_limit: { name: '', requests_per_unit: 2, unit: 1 }, // unnamed in the config: no name, as envoyproxy/ratelimit answers
       limit_remaining: 1,
       duration_until_reset: { seconds: 1, nanos: 0 },
     });
     expect(unmatched).toEqual({ code: Code.OK, limit_remaining: 0 });
+  });
+
+  it("current_limit.name is the config's name, and only that: a made-up one (domain, rule path) never reaches Envoy", async () => {
+    const named = compileYaml(
+      'domain: n\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3, name: per-client}\n' +
+        '  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 3}\n',
+    );
+    const d = await harness(named).decide('n', [{ a: 'x' }, { b: 'y' }]);
+    expect(toWireResponse(d).statuses.map((s) => s.current_limit!.name)).toEqual(['per-client', '']);
+    expect(d.descriptors[1]!.windows[0]!.limit.name).toBe('n.b.per_minute'); // still the name in metrics and logs
   });
 
   it('on a tie, the shorter window, which recovers first', async () => {
@@ -185,7 +196,7 @@ describe('statuses: the binding window of each descriptor', () => {
     const d = await h.decide('api', [{ client: 'c' }], 2); // second over (0 left), hour over (1 left)
     const status = toWireResponse(d).statuses[0]!;
     expect(status.code).toBe(Code.OVER_LIMIT);
-    expect(status.current_limit!.name).toBe('api.client.per_hour');
+    expect(status.current_limit).toEqual({ name: '', requests_per_unit: 5, unit: 3 }); // the hour
     expect(status.duration_until_reset).toEqual({ seconds: 3598, nanos: 500_000_000 });
   });
 });
@@ -221,7 +232,7 @@ describe('the 429 problem body', () => {
 
   it('headers come from the domain spec given, even for a decision made elsewhere', async () => {
     const d = await fresh().decide('api', [{ client: 'c' }]);
-    expect(rateLimitHeaders(d, { ...d.domain!.headers, style: 'none' })).toEqual([]);
+    expect(rateLimitHeaders(d, { ...DEFAULT_HEADERS, style: 'none' })).toEqual([]);
   });
 });
 

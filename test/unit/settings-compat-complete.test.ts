@@ -32,7 +32,6 @@ const TOLLGATE_DOES_DEFAULT = [
   'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED',
   'USE_DOG_STATSD',
   'DISABLE_STATS',
-  'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION',
   'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION',
   'REDIS_PERSECOND',
 ];
@@ -46,6 +45,7 @@ const warned = (env: NodeJS.ProcessEnv): string[] => parseServeArgs([], env).uns
  * parseServeArgs returns (or make it refuse), so that "read" is never only a name on a list. */
 const XDS = { CONFIG_TYPE: 'GRPC_XDS_SOTW' };
 const TRACING = { TRACING_ENABLED: 'true' };
+const REDIS_TLS = { BACKEND_TYPE: 'redis', REDIS_TLS: 'true' };
 const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> = {
   HOST: { value: '127.0.0.2' },
   PORT: { value: '9999' },
@@ -96,6 +96,18 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   XDS_CLIENT_BACKOFF_RANDOM_FACTOR: { base: XDS, value: '0.5' },
   XDS_CLIENT_BACKOFF_JITTER: { base: XDS, value: 'false' },
   XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: { base: XDS, value: '1048576' },
+  USE_PROMETHEUS: { value: 'true' },
+  PROMETHEUS_ADDR: { base: { USE_PROMETHEUS: 'true' }, value: ':19001' },
+  PROMETHEUS_PATH: { base: { USE_PROMETHEUS: 'true' }, value: '/stats' },
+  LIMIT_RESPONSE_HEADERS_ENABLED: { value: 'true' },
+  LIMIT_LIMIT_HEADER: { value: 'X-RateLimit-Limit' },
+  LIMIT_REMAINING_HEADER: { value: 'X-RateLimit-Remaining' },
+  LIMIT_RESET_HEADER: { value: 'X-RateLimit-Reset' },
+  // Read with TLS to Redis; a file that is not there stops the start, naming the variable.
+  REDIS_TLS_CLIENT_CERT: { base: REDIS_TLS, value: '/nonexistent/cert.pem' },
+  REDIS_TLS_CLIENT_KEY: { base: { ...REDIS_TLS, REDIS_TLS_CLIENT_CERT: 'package.json' }, value: '/nonexistent/key.pem' },
+  REDIS_TLS_CACERT: { base: REDIS_TLS, value: '/nonexistent/ca.pem' },
+  REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: { base: REDIS_TLS, value: 'true' },
   TRACING_ENABLED: { value: 'true' },
   TRACING_SERVICE_NAME: { base: TRACING, value: 'ratelimit-prod' },
   TRACING_SERVICE_NAMESPACE: { base: TRACING, value: 'payments' },

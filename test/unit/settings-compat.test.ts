@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { textLine } from '../../src/logger.js';
+import { logSettingNotes } from '../../src/service.js';
 import { parseServeArgs, type SettingsError } from '../../src/settings.js';
 
 // envoyproxy/ratelimit's settings, read where Tollgate means the same thing.
@@ -90,20 +91,58 @@ describe('moving from envoyproxy/ratelimit: other settings', () => {
       USE_STATSD: 'true',
       STATSD_HOST: 'statsd',
       MEMCACHE_HOST_PORT: 'm:11211',
-      LIMIT_RESPONSE_HEADERS_ENABLED: 'false',
+      PROMETHEUS_MAPPER_YAML: '/etc/statsd-exporter/conf.yaml',
       USE_DOG_STATSD: 'false',
       STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true',
       CONFIG_TYPE: 'FILE',
       PATH: '/usr/bin',
     });
-    expect(s.unsupported).toEqual(['LIMIT_RESPONSE_HEADERS_ENABLED', 'MEMCACHE_HOST_PORT', 'STATSD_HOST', 'USE_STATSD']);
-    expect(parseServeArgs([], { USE_STATSD: 'false' }).unsupported).toEqual([]);
+    expect(s.unsupported).toEqual(['MEMCACHE_HOST_PORT', 'PROMETHEUS_MAPPER_YAML', 'STATSD_HOST', 'USE_STATSD']);
+    expect(s.unneeded).toEqual(['STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', 'USE_DOG_STATSD']);
+    expect(parseServeArgs([], { USE_STATSD: 'false' })).toMatchObject({ unsupported: [], unneeded: ['USE_STATSD'] });
+  });
+
+  it("Envoy Gateway's environment: the config directory's variables are not needed under xDS, and said so in the same line", () => {
+    const env = {
+      RUNTIME_ROOT: '/data',
+      RUNTIME_SUBDIRECTORY: 'ratelimit',
+      RUNTIME_IGNOREDOTFILES: 'true',
+      RUNTIME_WATCH_ROOT: 'false',
+      USE_STATSD: 'false',
+      CONFIG_TYPE: 'GRPC_XDS_SOTW',
+      PROMETHEUS_MAPPER_YAML: '/etc/statsd-exporter/conf.yaml',
+      LOCAL_CACHE_SIZE_IN_BYTES: '0',
+    };
+    const s = parseServeArgs([], env);
+    expect(s).toMatchObject({
+      unsupported: ['LOCAL_CACHE_SIZE_IN_BYTES', 'PROMETHEUS_MAPPER_YAML'],
+      unneeded: ['RUNTIME_IGNOREDOTFILES', 'RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_WATCH_ROOT', 'USE_STATSD'],
+    });
+    const lines: { level: string; obj: unknown; msg: string }[] = [];
+    const logger = {
+      info: (obj: unknown, msg: string) => lines.push({ level: 'info', obj, msg }),
+      warn: (obj: unknown, msg: string) => lines.push({ level: 'warn', obj, msg }),
+    };
+    logSettingNotes(s, logger as never);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!.level).toBe('warn');
+    expect(lines[0]!.msg).toBe(
+      "envoyproxy/ratelimit settings Tollgate does not support are ignored: LOCAL_CACHE_SIZE_IN_BYTES (LOCAL_CACHE=false turns Tollgate's " +
+        "over-limit cache off, as 0 does there), PROMETHEUS_MAPPER_YAML (the metrics keep Tollgate's names); not needed (set to what Tollgate " +
+        'does anyway, or a config directory, which xDS replaces): RUNTIME_IGNOREDOTFILES, RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_WATCH_ROOT, USE_STATSD',
+    );
+    // With files, RUNTIME_ROOT and RUNTIME_SUBDIRECTORY are the config directory: read, not listed.
+    const files = parseServeArgs([], { ...env, CONFIG_TYPE: 'FILE' });
+    expect(files.configDir).toBe(join('/data', 'ratelimit', 'config'));
+    expect(files.unneeded).toEqual(['RUNTIME_IGNOREDOTFILES', 'USE_STATSD']);
+    expect(files.unsupported).toEqual(['LOCAL_CACHE_SIZE_IN_BYTES', 'PROMETHEUS_MAPPER_YAML', 'RUNTIME_WATCH_ROOT']);
   });
 
   it('LOG_FORMAT=text writes one readable line per event', () => {
-    expect(textLine('{"level":40,"time":0,"service":"tollgate","msg":"redis store degraded","reason":"connection closed","n":3}')).toBe(
+    expect(textLine('{"level":"warn","time":0,"service":"tollgate","msg":"redis store degraded","reason":"connection closed","n":3}')).toBe(
       '1970-01-01T00:00:00.000Z WARN redis store degraded reason="connection closed" n=3\n',
     );
+    expect(textLine('{"level":50,"time":0,"msg":"older line"}')).toBe('1970-01-01T00:00:00.000Z ERROR older line\n');
   });
 });
 
