@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfigDir } from '../../src/config/load.js';
 import { MemoryTierStore } from '../../src/control/tier-store.js';
@@ -77,6 +78,25 @@ describe('charges behind the service: two replicas on one Redis', () => {
     const keys = await redis.cli('--scan', '--pattern', '*rsv*');
     expect(keys).not.toContain('r1');
     expect(await redis.cli('HEXISTS', keys.split('\n').find((k) => k.endsWith(':rsv'))!, fingerprint('r1'))).toBe('1');
+  });
+});
+
+describe('a request id past its bound', () => {
+  it('is INVALID_ARGUMENT, naming the entry and the bound, never the id; nothing is counted', async () => {
+    const s = await startTestService({ configDir: dir });
+    try {
+      const id = `s3cr3t-${'x'.repeat(300)}`;
+      const err = await s.rls.call(hour('t-long', id, 10)).then(
+        () => undefined,
+        (e: { code: number; details: string }) => e,
+      );
+      expect(err?.code).toBe(status.INVALID_ARGUMENT);
+      expect(err?.details).toMatch(/reservation id \(entry 2\) is longer than 256 bytes/);
+      expect(err?.details).not.toContain('s3cr3t');
+      expect(header(await s.rls.call(hour('t-long', 'short', 0)), 'X-RateLimit-Remaining')).toBe('1000000');
+    } finally {
+      await s.close();
+    }
   });
 });
 

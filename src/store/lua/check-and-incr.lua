@@ -353,15 +353,19 @@ end
 
 -- A reservation's record: what src/store/memory-reservations.ts keeps, with the same bound per counter.
 local MAX_RESERVATIONS_PER_COUNTER = 10000
+-- Forgets at most PURGE expired records a call, so a call's work stays bounded whatever expired at once.
+local PURGE = 100
 local function look_up(x, count_it)
   local expired = 0
-  local gone = call('ZRANGEBYSCORE', x.exp, '-inf', now)
+  local gone = call('ZRANGEBYSCORE', x.exp, '-inf', now, 'LIMIT', 0, PURGE)
   for _, id in ipairs(gone) do
     local v = call('HGET', x.hash, id)
     if v and string.sub(v, 1, 1) == 'r' then expired = expired + 1 end
-    if count_it then call('HDEL', x.hash, id) end
+    if count_it then
+      call('HDEL', x.hash, id)
+      call('ZREM', x.exp, id)
+    end
   end
-  if count_it and #gone > 0 then call('ZREMRANGEBYSCORE', x.exp, '-inf', now) end
   local v = call('HGET', x.hash, x.id)
   local at = v and call('ZSCORE', x.exp, x.id)
   if not v or not at or tonumber(at) <= now then
