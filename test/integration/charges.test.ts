@@ -151,7 +151,8 @@ describe('explain', () => {
       .descriptors;
     expect([named!.rule?.id, named!.rule?.charge, named!.rule?.reservationKey, named!.reservation]).toEqual(['tenant.model', true, 'request_id', true]);
     expect(JSON.stringify(named)).not.toContain('secret-id');
-    const [plain] = (await explain(config, noTiers, month('t', 0))).descriptors;
+    const [plain] = (await explain(config, noTiers, { domain: 'llm', hits: 1, descriptors: [{ entries: month('t', 0).descriptors[0]!.entries, hits: 0 }] }))
+      .descriptors;
     expect([plain!.rule?.charge, plain!.reservation]).toEqual([true, undefined]);
   });
 });
