@@ -8,7 +8,7 @@ import { explain } from '../../src/limiter/explain.js';
 import { noTiers } from '../../src/limiter/plan.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { capturingLogger, configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 
 // Costs known only when the response is done (issue 37), through the real gRPC server: Envoy's request-phase
 // check (hits_addend 0) and its stream-done charge, reservations by request id, budgets past 2^32, and
@@ -78,6 +78,24 @@ describe('charges behind the service: two replicas on one Redis', () => {
     const keys = await redis.cli('--scan', '--pattern', '*rsv*');
     expect(keys).not.toContain('r1');
     expect(await redis.cli('HEXISTS', keys.split('\n').find((k) => k.endsWith(':rsv'))!, fingerprint('r1'))).toBe('1');
+  });
+});
+
+describe('the decision log', () => {
+  it("shows a charge, the debt past the budget and a reservation's event, by descriptor", async () => {
+    const log = capturingLogger();
+    const s = await startTestService({ configDir: dir, args: ['--decision-log', 'all'], logger: log.logger });
+    try {
+      await s.rls.call(month('t-log', 60_000_000));
+      await s.rls.call(hour('t-log', 'r-log', 100));
+      const lines = log.lines().filter((l) => l.msg === 'decision');
+      const descriptors = lines.map((l) => (l.descriptors as Record<string, unknown>[])[0]);
+      expect(descriptors[0]).toMatchObject({ rule: 'tenant', code: 'OVER_LIMIT', charged: 60_000_000, debt: 10_000_000 });
+      expect(descriptors[1]).toMatchObject({ rule: 'tenant.model', code: 'OK', reservation: 'made' });
+      expect(JSON.stringify(lines)).not.toContain('r-log');
+    } finally {
+      await s.close();
+    }
   });
 });
 
