@@ -7,7 +7,9 @@
 
   Cost: one MGET reads every counter of the whole batch; an admitted window is one INCRBY, plus a PEXPIRE
   only when that INCRBY created the counter (the first request of a window); a bucket is one SET with its
-  expiry. A rejected or check-only request writes nothing.
+  expiry. A rejected or check-only request writes nothing, but its charges (charge_mode: an INCRBY and a
+  PEXPIRE each) and its reservation's record (an HSET, a ZADD and two PEXPIREs): what a request with a charge
+  window costs more is paid by it alone.
 
   KEYS     the base of every window of every request, in order (a base may appear more than once); the
            counters are plain strings named from it:
