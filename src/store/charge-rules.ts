@@ -2,7 +2,7 @@ import { windowBounds } from '../counters/calendar.js';
 import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
 
 /** The decision of a request that holds a charge or a reservation (charge_mode descriptors), given what each
- * window holds: the memory store applies it, check-and-incr.lua's decide_charges is the same rules line for
+ * window holds: the memory store applies it, check-and-incr.lua's decide_charges (lua/charges.lua) is the same rules line for
  * line, and the store conformance suite holds them together. Requests without either never come here.
  *
  * Per descriptor (group), by what it asks:

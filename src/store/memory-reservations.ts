@@ -55,7 +55,7 @@ export class MemoryReservations {
       table = new Map();
       this.byCounter.set(key, table);
     }
-    if (old) this.forget(key, id, old, false); // an expired record still in place
+    if (old) this.forget(key, id, old, old.expiresAtMs <= nowMs); // an expired record still in place
     const r: Record = {
       held: o.event === 'made' ? { state: 'reserved', estimate: o.estimate, atMs: nowMs } : { state: 'refused' },
       expiresAtMs: nowMs + ttlMs,

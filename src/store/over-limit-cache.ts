@@ -56,7 +56,8 @@ export class OverLimitCache implements Store {
   }
 
   private learn(checks: readonly CounterCheck[], result: CheckResult, sentAt: number): CheckResult {
-    if (!result.admitted && result.source === undefined) this.remember(checks, result, sentAt);
+    // A request with a charge is never answered from here (see answer): nothing of it to remember.
+    if (!result.admitted && result.source === undefined && !result.counted) this.remember(checks, result, sentAt);
     return result;
   }
 

@@ -12,7 +12,14 @@ import { createClient, type RedisConnection, redisFailure } from './redis-connec
 import type { BatchTracer, CheckResult, CounterCheck, CounterWindow, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
-const CHECK_SCRIPT = readFileSync(new URL('./lua/check-and-incr.lua', import.meta.url), 'utf8');
+/** check-and-incr.lua with its parts in place: each `--#include <file>` line is that file of lua/ (the script
+ * Redis runs is one text, kept in files of one thing each). */
+function luaScript(file: string): string {
+  const text = readFileSync(new URL(`./lua/${file}`, import.meta.url), 'utf8');
+  return text.replace(/^--#include (\S+)$/gm, (_, part: string) => luaScript(part));
+}
+
+const CHECK_SCRIPT = luaScript('check-and-incr.lua');
 const CHECK_SHA = createHash('sha1').update(CHECK_SCRIPT).digest('hex');
 
 export interface RedisStoreOptions {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FROM_MONDAY } from '../../src/counters/calendar.js';
 import { ManualClock } from '../../src/counters/clock.js';
+import { MAX_RESERVATIONS_PER_COUNTER } from '../../src/store/memory-reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -120,6 +121,23 @@ describe.each(stores)('charges and reservations: %s', (_name, make) => {
     expect((await store.check([budget({ hits: 30, reservation: reservation('late-low') })])).counted).toEqual([0]);
     expect((await store.check([budget({ hits: 160, reservation: reservation('late-high') })])).counted).toEqual([60]);
     expect(await used(store, budget())).toBe(60);
+  });
+
+  it("a flood of invented request ids fills one counter's 10,000 reservations and is refused there; settling still works", async () => {
+    const store = await make(new ManualClock(T0));
+    const big = budget({ key: 'flood', limit: 1e12 });
+    const flood = (id: string, hits = 1) => store.check([{ ...big, hits, reservation: { key: 'flood:rsv', id, ttlMs: 60_000 } }]);
+    for (let at = 0; at < MAX_RESERVATIONS_PER_COUNTER; at += 1000) {
+      await Promise.all(Array.from({ length: 1000 }, (_, i) => flood(`f-${at + i}`)));
+    }
+    const refused = await flood('one-more');
+    expect([refused.admitted, refused.reservations?.[0]?.event, refused.counted]).toEqual([false, 'full', [0]]);
+    const settled = await flood('f-0', 5);
+    expect([settled.reservations?.[0]?.event, settled.counted]).toEqual(['settled', [4]]);
+    // Another counter is not touched by the flood.
+    expect((await store.check([budget({ key: 'quiet', hits: 1, reservation: { key: 'quiet:rsv', id: 'q', ttlMs: 60_000 } })])).reservations?.[0]?.event).toBe(
+      'made',
+    );
   });
 
   it('an unsettled reservation expires after its ttl and stays charged at its estimate', async () => {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfigDir } from '../../src/config/load.js';
 import { MemoryTierStore } from '../../src/control/tier-store.js';
@@ -7,7 +8,7 @@ import { explain } from '../../src/limiter/explain.js';
 import { noTiers } from '../../src/limiter/plan.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { capturingLogger, configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 
 // Costs known only when the response is done (issue 37), through the real gRPC server: Envoy's request-phase
 // check (hits_addend 0) and its stream-done charge, reservations by request id, budgets past 2^32, and
@@ -80,6 +81,43 @@ describe('charges behind the service: two replicas on one Redis', () => {
   });
 });
 
+describe('the decision log', () => {
+  it("shows a charge, the debt past the budget and a reservation's event, by descriptor", async () => {
+    const log = capturingLogger();
+    const s = await startTestService({ configDir: dir, args: ['--decision-log', 'all'], logger: log.logger });
+    try {
+      await s.rls.call(month('t-log', 60_000_000));
+      await s.rls.call(hour('t-log', 'r-log', 100));
+      const lines = log.lines().filter((l) => l.msg === 'decision');
+      const descriptors = lines.map((l) => (l.descriptors as Record<string, unknown>[])[0]);
+      expect(descriptors[0]).toMatchObject({ rule: 'tenant', code: 'OVER_LIMIT', charged: 60_000_000, debt: 10_000_000 });
+      expect(descriptors[1]).toMatchObject({ rule: 'tenant.model', code: 'OK', reservation: 'made' });
+      expect(JSON.stringify(lines)).not.toContain('r-log');
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('a request id past its bound', () => {
+  it('is INVALID_ARGUMENT, naming the entry and the bound, never the id; nothing is counted', async () => {
+    const s = await startTestService({ configDir: dir });
+    try {
+      const id = `s3cr3t-${'x'.repeat(300)}`;
+      const err = await s.rls.call(hour('t-long', id, 10)).then(
+        () => undefined,
+        (e: { code: number; details: string }) => e,
+      );
+      expect(err?.code).toBe(status.INVALID_ARGUMENT);
+      expect(err?.details).toMatch(/reservation id \(entry 2\) is longer than 256 bytes/);
+      expect(err?.details).not.toContain('s3cr3t');
+      expect(header(await s.rls.call(hour('t-long', 'short', 0)), 'X-RateLimit-Remaining')).toBe('1000000');
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('a budget past 2^32, and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false', () => {
   it("an enterprise tenant's 10,000,000,000 a month: the answer's uint32 fields clamp, the headers are exact", async () => {
     const tiers = new MemoryTierStore();
@@ -131,7 +169,8 @@ describe('explain', () => {
       .descriptors;
     expect([named!.rule?.id, named!.rule?.charge, named!.rule?.reservationKey, named!.reservation]).toEqual(['tenant.model', true, 'request_id', true]);
     expect(JSON.stringify(named)).not.toContain('secret-id');
-    const [plain] = (await explain(config, noTiers, month('t', 0))).descriptors;
+    const [plain] = (await explain(config, noTiers, { domain: 'llm', hits: 1, descriptors: [{ entries: month('t', 0).descriptors[0]!.entries, hits: 0 }] }))
+      .descriptors;
     expect([plain!.rule?.charge, plain!.reservation]).toEqual([true, undefined]);
   });
 });

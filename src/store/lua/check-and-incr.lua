@@ -7,7 +7,9 @@
 
   Cost: one MGET reads every counter of the whole batch; an admitted window is one INCRBY, plus a PEXPIRE
   only when that INCRBY created the counter (the first request of a window); a bucket is one SET with its
-  expiry. A rejected or check-only request writes nothing.
+  expiry. A rejected or check-only request writes nothing, but its charges (charge_mode: an INCRBY and a
+  PEXPIRE each) and its reservation's record (an HSET, a ZADD and two PEXPIREs): what a request with a charge
+  window costs more is paid by it alone.
 
   KEYS     the base of every window of every request, in order (a base may appear more than once); the
            counters are plain strings named from it:
@@ -72,44 +74,10 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Calendar windows: month_of, month_start_day and bounds (src/counters/calendar.ts, line for line).
+--#include calendar.lua
+
 -- The shapes, as numbers once.
--- Days since 1970-01-01 of the first of month m (months since January 1970), from the proleptic Gregorian
--- calendar (H. Hinnant's days_from_civil), and the months since January 1970 of a day: what Date.UTC and
--- getUTCMonth give src/counters/calendar.ts.
-local floor = math.floor
-local function month_start_day(m)
-  local y, mo = 1970 + floor(m / 12), m % 12 + 1
-  if mo <= 2 then y = y - 1 end
-  local era = floor(y / 400)
-  local yoe = y - era * 400
-  local mp = mo > 2 and mo - 3 or mo + 9
-  return era * 146097 + yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5) - 719468
-end
-local function month_of(day)
-  local z = day + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local mo = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400
-  if mo <= 2 then y = y + 1 end
-  return (y - 1970) * 12 + mo - 1
-end
-
--- A window's index since the epoch and when it ends, as windowBounds computes them.
-local function bounds(window, calendar, at)
-  if calendar > 0 then
-    local i = floor(month_of(floor(at / 86400000)) / calendar)
-    return i, month_start_day((i + 1) * calendar) * 86400000
-  end
-  local shift = 0
-  if calendar == -1 then shift = 4 * 86400000 end
-  local i = floor((at - shift) / window)
-  return i, (i + 1) * window + shift
-end
-
 local shapes = {}
 local s = tonumber(ARGV[2])
 for i = 1, s do
@@ -340,174 +308,8 @@ local function decide_plain(count_it, n, k0)
   end
 end
 
--- Adds d (a charge, or a settlement's difference, which may be negative) to a window or bucket, keeping it at
--- 0 or more, and (re)sets its expiry: a charge writes whether or not the counter existed.
-local function write_delta(j, w, curr, d)
-  local n = cur[j]
-  if w.burst > 0 then
-    local after = max(0, curr + d * w.window)
-    local full = w.window
-    if w.limit > 0 then full = math.ceil(after / w.limit) end
-    local v = string.format('%.0f %.0f', now, after)
-    call('SET', n, v, 'PX', full + 1000)
-    values[n] = v
-    return
-  end
-  local after = call('INCRBY', n, d)
-  if after < 0 then after = call('INCRBY', n, -after) end
-  values[n] = after
-  local ends = w.ends
-  if w.sliding then ends = ends + w.window end
-  call('PEXPIRE', n, ends - now + 1000)
-end
-
--- A reservation's record: what src/store/memory-reservations.ts keeps, with the same bound per counter.
-local MAX_RESERVATIONS_PER_COUNTER = 10000
-local function look_up(x, count_it)
-  local expired = 0
-  local gone = call('ZRANGEBYSCORE', x.exp, '-inf', now)
-  for _, id in ipairs(gone) do
-    local v = call('HGET', x.hash, id)
-    if v and string.sub(v, 1, 1) == 'r' then expired = expired + 1 end
-    if count_it then call('HDEL', x.hash, id) end
-  end
-  if count_it and #gone > 0 then call('ZREMRANGEBYSCORE', x.exp, '-inf', now) end
-  local v = call('HGET', x.hash, x.id)
-  local at = v and call('ZSCORE', x.exp, x.id)
-  if not v or not at or tonumber(at) <= now then
-    if call('ZCARD', x.exp) >= MAX_RESERVATIONS_PER_COUNTER then x.kind = 'full' else x.kind = 'reserve' end
-  elseif string.sub(v, 1, 1) == 'r' then
-    local est, t = string.match(v, '^r (%d+) (%d+)$')
-    if not est then error({ err = 'WRONGTYPE reservation value is not one' }) end
-    x.kind, x.est, x.at = 'settle', tonumber(est), tonumber(t)
-  else
-    x.kind = 'late'
-  end
-  if count_it then return expired end
-  return 0
-end
-
-local function remember(x, v)
-  call('HSET', x.hash, x.id, v)
-  call('ZADD', x.exp, now + x.ttl, x.id)
-  call('PEXPIRE', x.hash, x.ttl + 1000)
-  call('PEXPIRE', x.exp, x.ttl + 1000)
-end
-
--- A request with a charge window (charge_mode), decided as src/store/charge-rules.ts decideCharges: a charge
--- counted whatever the answer, a reservation made, settled or refused. Answers as decide does, then per
--- window what it counted, per reservation its event and estimate, and how many expired unsettled.
-local EVENTS = { made = 1, refused = 2, settled = 3, late = 4, full = 5 }
-local function decide_charges(count_it, n, k0, rsv)
-  local expired = 0
-  for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it) end
-  local curr, prev, over, asks, kinds = {}, {}, {}, {}, {}
-  for g in pairs(group_over) do group_over[g] = nil end
-  for g in pairs(quota_group) do quota_group[g] = nil end
-  local quota_groups, quota_over, admitted = 0, 0, 1
-  for i = 1, n do
-    local j = k0 + i
-    local w, group = shape_of[j], group_of[j]
-    local x = rsv.by_group[group]
-    local kind = 'normal'
-    if x then
-      kind = x.kind
-      if x.hits == nil then x.hits = w.hits end
-    elseif w.charge and w.hits > 0 then
-      kind = 'charge'
-    end
-    kinds[i] = kind
-    local used
-    if w.burst > 0 then
-      curr[i] = bucket(j, w)
-      used = curr[i]
-    else
-      curr[i], prev[i] = counts(j, w)
-      used = curr[i]
-      if w.sliding then used = (prev[i] * (w.window - (now % w.window))) / w.window + curr[i] end
-    end
-    local ask = w.hits
-    if kind == 'settle' then
-      ask = w.hits - x.est
-      if w.burst == 0 and ask < 0 and bounds(w.window, w.calendar, x.at) ~= w.index then ask = 0 end
-    elseif kind == 'late' then
-      ask = 0
-    end
-    asks[i] = ask
-    local q = ask
-    if kind ~= 'charge' and kind ~= 'settle' then q = max(ask, 1) end
-    local is_over
-    if kind == 'full' then
-      is_over = true
-    elseif w.burst > 0 then
-      is_over = used + q * w.window > w.burst * w.window
-    else
-      is_over = used + q > w.limit
-    end
-    over[i] = is_over
-    if w.quota and not quota_group[group] then
-      quota_group[group] = true
-      quota_groups = quota_groups + 1
-    end
-    if is_over then
-      if w.quota and not w.shadow and not group_over[group] then quota_over = quota_over + 1 end
-      group_over[group] = true
-      if not w.shadow and not w.quota then admitted = 0 end
-    end
-  end
-  if quota_groups > 0 and quota_over == quota_groups then admitted = 0 end
-
-  local counted = {}
-  for i = 1, n do
-    local w, kind = shape_of[k0 + i], kinds[i]
-    local c = 0
-    if kind == 'charge' or kind == 'settle' then
-      c = asks[i]
-    elseif (kind == 'normal' or kind == 'reserve') and admitted == 1 and not group_over[group_of[k0 + i]] then
-      c = w.hits
-    end
-    counted[i] = c
-    if count_it and c ~= 0 then write_delta(k0 + i, w, curr[i], c) end
-  end
-  for _, x in ipairs(rsv.list) do
-    local room = admitted == 1 and not group_over[x.group]
-    x.out = 0
-    if x.kind == 'reserve' and room then
-      x.event, x.out = 'made', x.hits
-      if count_it then remember(x, string.format('r %.0f %.0f', x.hits, now)) end
-    elseif x.kind == 'reserve' then
-      x.event = 'refused'
-      if count_it then remember(x, 'x') end
-    elseif x.kind == 'settle' then
-      x.event, x.out = 'settled', x.est
-      if count_it then call('HSET', x.hash, x.id, 's') end
-    else
-      x.event = x.kind == 'full' and 'full' or 'late'
-    end
-  end
-
-  o = o + 1
-  out[o] = admitted
-  for i = 1, n do
-    o = o + 1
-    if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
-    local w = shape_of[k0 + i]
-    if w.sliding and w.burst == 0 then
-      o = o + 1
-      out[o] = prev[i]
-    end
-  end
-  for i = 1, n do
-    o = o + 1
-    out[o] = counted[i]
-  end
-  for _, x in ipairs(rsv.list) do
-    out[o + 1], out[o + 2] = EVENTS[x.event], x.out
-    o = o + 2
-  end
-  o = o + 1
-  out[o] = expired
-end
+-- Requests with a charge window: decide_charges (src/store/charge-rules.ts, line for line).
+--#include charges.lua
 
 -- The error's code word (WRONGTYPE, OOM, ERR), from what pcall caught: a table on Redis 7, a string such as
 -- "@user_script:1: -OOM command not allowed ..." before it.
