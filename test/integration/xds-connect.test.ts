@@ -18,9 +18,10 @@ import { makeCertificates } from '../helpers/tls.js';
 const limit = (perMinute: number): Resource => ({
   config: { name: 'api', domain: 'xds', descriptors: [{ key: 'client', rate_limit: { unit: 'MINUTE', requests_per_unit: perMinute } }] },
 });
+/** The limit in force, or undefined while no config has been applied (RLS answers UNAVAILABLE until then). */
 const limitNow = async (t: TestService): Promise<number | undefined> =>
-  (await t.rls.call({ domain: 'xds', descriptors: [{ entries: [{ key: 'client', value: 'probe' }] }], hits_addend: 0 })).statuses[0]?.current_limit
-    ?.requests_per_unit;
+  (await t.rls.call({ domain: 'xds', descriptors: [{ entries: [{ key: 'client', value: 'probe' }] }], hits_addend: 0 }).catch(() => undefined))
+    ?.statuses[0]?.current_limit?.requests_per_unit;
 const xdsArgs = (port: number): string[] => [
   '--config-type',
   'GRPC_XDS_SOTW',

@@ -98,7 +98,7 @@ describe('moving from envoyproxy/ratelimit: other settings', () => {
       PATH: '/usr/bin',
     });
     expect(s.unsupported).toEqual(['MEMCACHE_HOST_PORT', 'PROMETHEUS_MAPPER_YAML', 'STATSD_HOST', 'USE_STATSD']);
-    expect(s.unneeded).toEqual(['STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', 'USE_DOG_STATSD']);
+    expect(s.unneeded).toEqual(['USE_DOG_STATSD']);
     expect(parseServeArgs([], { USE_STATSD: 'false' })).toMatchObject({ unsupported: [], unneeded: ['USE_STATSD'] });
   });
 

@@ -21,7 +21,8 @@ describe('connectFailure', () => {
       "Hostname/IP does not match certificate's altnames: Host: a. is not in the cert's altnames: DNS:b",
     ],
     [
-      '80DCA357147F0000:error:0A00045C:SSL routines:ssl3_read_bytes:tlsv13 alert certificate required:../deps/openssl/openssl/ssl/record/rec_layer_s3.c:1601:SSL alert number 116\n (2026-11-25T18:37:15.539Z)',
+      '80DCA357147F0000:error:0A00045C:SSL routines:ssl3_read_bytes:tlsv13 alert certificate required:' +
+        '../deps/openssl/openssl/ssl/record/rec_layer_s3.c:1601:SSL alert number 116\n (2026-11-25T18:37:15.539Z)',
       'client_certificate',
       'tlsv13 alert certificate required',
     ],
