@@ -105,7 +105,7 @@ export class MemoryStore implements Store {
       for (let i = 0; i < n; i++) {
         const c = checks[i]!;
         if (c.hits === 0 || groupOver[c.group]) continue;
-        this.add(c, curr[i]!, prev[i]!, nowMs);
+        this.add(c, curr[i]!, nowMs);
       }
     }
     return { nowMs, admitted, curr, prev, over };
@@ -142,9 +142,10 @@ export class MemoryStore implements Store {
     return (ms - this.baseMs) / 1000;
   }
 
-  /** Counts `c.hits` in the current window; curr/prev are what check() read, so the series rolls over here.
-   * A bucket takes hits × T: its debt grows by hits × windowMs ticks. */
-  private add(c: CounterCheck, curr: number, prev: number, nowMs: number): void {
+  /** Counts `c.hits` in the current window; curr is what check() read, so the series rolls over here, keeping
+   * the previous window's count (a fixed window's too: RLQS reads what RLS admitted there, as in Redis, where a
+   * window's counter outlives it). A bucket takes hits × T: its debt grows by hits × windowMs ticks. */
+  private add(c: CounterCheck, curr: number, nowMs: number): void {
     const s = this.seriesFor(c.key, nowMs);
     if (c.burst > 0) {
       s.w = nowMs - this.baseMs;
@@ -155,11 +156,13 @@ export class MemoryStore implements Store {
       return;
     }
     const start = this.seconds(windowStartMs(nowMs, c.windowMs));
+    const windowS = c.windowMs / 1000;
+    s.p = s.w === start ? s.p : s.w === start - windowS ? s.c : 0;
     s.w = start;
     s.c = curr + c.hits;
-    s.p = prev;
-    // A sliding window's count is still read as "previous" during the next window.
-    this.expireAt(s, start + (c.windowMs / 1000) * (c.sliding ? 2 : 1));
+    // A sliding window's count is still read as "previous" during the next window; a fixed one's for a second
+    // (as Redis keeps it).
+    this.expireAt(s, start + (c.sliding ? 2 * windowS : windowS + 1));
   }
 
   private seriesFor(key: string, nowMs: number): Series {
