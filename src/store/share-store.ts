@@ -78,7 +78,7 @@ export interface SeenTable {
 
 /** Tables this process has seen, so one found missing or younger is known lost. Bounded: past `max` keys the
  * one seen longest ago is forgotten (a table forgotten is still found lost through its instances' own entries).
- * About 200 bytes a key. */
+ * About 400 bytes a key (measured). */
 export class SeenTables {
   private readonly seen = new Map<string, SeenTable>();
 
@@ -95,8 +95,9 @@ export class SeenTables {
   }
 }
 
-/** Tables a process remembers having seen. */
-export const MAX_SEEN_TABLES = 100_000;
+/** Tables a process remembers having seen: those its streams report every interval stay, and a replica past it
+ * holds so many buckets that losing the rest's first-write check costs little. */
+export const MAX_SEEN_TABLES = 20_000;
 
 /** Whether a table was lost: younger than the one seen while that one should still live, or without the entry
  * of an instance whose Envoy runs a grant. quota-share.lua decides the same. */
