@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { demandKey, storeKey } from '../../src/counters/keys.js';
-import { StoreKeyError } from '../../src/errors.js';
+import { StoreDegradedError, StoreKeyError, StoreUnavailableError } from '../../src/errors.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
-import { RedisShareStore } from '../../src/store/redis-share-store.js';
+import { MAX_BUCKETS_IN_FLIGHT, RedisShareStore } from '../../src/store/redis-share-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { MemoryShareStore, type ShareGrant, type ShareOutcome, type ShareRequest, type ShareStore } from '../../src/store/share-store.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
@@ -231,4 +231,89 @@ it("the Redis table is one hash under the prefix, named from the counter key's f
   await client.hset(name, 'junk', 'not a share');
   granted(await store.reserve([ask(key, 'i2', 3)], Date.now()));
   expect(await client.hexists(name, 'junk')).toBe(0);
+});
+
+// The table with a frozen Redis (SIGSTOP: the connection stays open, nothing answers): it must stop calling it,
+// as RLS decisions do, so nothing piles up in the client. A redis-server of its own, frozen and thawed here.
+describe('the Redis share table with a frozen Redis', () => {
+  let frozen: RedisServer;
+  let store: RedisStore;
+  beforeAll(async () => {
+    frozen = await startRedis();
+    store = new RedisStore({ connection: parseRedisUrl(frozen.url, 'single'), timeoutMs: 25, keyPrefix: 'test:', logger: silentLogger });
+    await store.waitReady(5000);
+  });
+  afterAll(async () => {
+    frozen?.signal('SIGCONT');
+    await store?.close();
+    await frozen?.stop();
+  });
+  const some = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ask(`${tag}-${i}:rlqs`, 'i1', 5));
+
+  it('finds a Redis that only it calls frozen, then refuses at once without calling', async () => {
+    const shares = new RedisShareStore(store, (k) => storeKey('test:', k), 100);
+    granted(await shares.reserve(some(10, 'warm'), Date.now()));
+    frozen.signal('SIGSTOP');
+    await within(
+      5000,
+      async () => {
+        const outcomes = await shares.reserve(some(10, 'frozen'), Date.now());
+        expect(outcomes.every((o) => o instanceof StoreUnavailableError)).toBe(true);
+        return store.health().degraded;
+      },
+      'the store degraded',
+    );
+    expect(shares.unavailable()).toBeInstanceOf(StoreDegradedError);
+    const start = performance.now();
+    const [refused] = await shares.reserve(some(1, 'refused'), Date.now());
+    expect(refused).toBeInstanceOf(StoreDegradedError);
+    expect(performance.now() - start).toBeLessThan(20); // not tried: nothing more waits in the client
+    frozen.signal('SIGCONT');
+    await within(5000, () => !store.health().degraded, 'the store recovered');
+    await within(5000, async () => (await shares.reserve(some(1, 'back'), Date.now()))[0] instanceof StoreUnavailableError === false, 'answered again');
+  });
+
+  it('finds Redis frozen even while this process is too busy for its timers to be on time', async () => {
+    frozen.signal('SIGSTOP');
+    // Every 60 ms the process is busy for 50: each 25 ms timeout fires late, which excuses Redis for a hiccup,
+    // but calls with no reply at all for a second mean Redis is not answering.
+    const busy = setInterval(() => {
+      const until = performance.now() + 50;
+      while (performance.now() < until);
+    }, 60);
+    try {
+      await within(
+        8000,
+        async () => {
+          await Promise.resolve(
+            store.check([{ key: 'busy:{x}:second', windowMs: 1000, limit: 10, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false }]),
+          ).catch(() => undefined);
+          return store.health().degraded;
+        },
+        'the store degraded',
+      );
+    } finally {
+      clearInterval(busy);
+      frozen.signal('SIGCONT');
+    }
+    await within(5000, () => !store.health().degraded, 'the store recovered');
+  });
+
+  it('refuses a report at once when its buckets would pass what may wait for Redis', async () => {
+    // The store's health kept "answering" on purpose, so only the bound stands between the reports and the client.
+    const ungated = { client: store.client, call: <T>(run: (c: typeof store.client) => Promise<T>) => run(store.client), health: () => store.health() };
+    const bounded = new RedisShareStore({ ...ungated, health: () => ({ degraded: false, reason: undefined }) }, (k) => storeKey('test:', k), 60_000);
+    frozen.signal('SIGSTOP');
+    try {
+      const waiting = bounded.reserve(some(MAX_BUCKETS_IN_FLIGHT, 'fill'), Date.now()); // all sent, none answered
+      const [over] = await bounded.reserve(some(1, 'over'), Date.now());
+      expect(over).toBeInstanceOf(StoreUnavailableError);
+      expect(bounded.unavailable()).toBeInstanceOf(StoreUnavailableError);
+      frozen.signal('SIGCONT');
+      expect((await waiting).every((o) => !(o instanceof Error))).toBe(true); // answered once Redis is back
+      expect(bounded.unavailable()).toBeUndefined();
+    } finally {
+      frozen.signal('SIGCONT');
+    }
+  }, 60_000);
 });
