@@ -18,7 +18,7 @@ export interface RedisCalls {
 }
 
 /** Buckets sent to Redis whose call has not come back (answered, or failed with its connection): past it, a
- * report's buckets are refused at once. A call that outlived its timeout still waits in ioredis until Redis
+ * report's buckets are refused at once (one report larger than this still goes when nothing else waits). A call that outlived its timeout still waits in ioredis until Redis
  * answers or the connection ends, so this, not the timeout, bounds what a slow or frozen Redis holds here:
  * about 1 KB a bucket (measured), 30 MB in all. Far above what a replica has waiting in a round trip (20,000
  * buckets a second answered in a few ms). */
@@ -59,7 +59,7 @@ export class RedisShareStore implements ShareStore {
 
   /** `_nowMs` is not used: expiry is on Redis's clock, which every replica shares. */
   async reserve(requests: readonly ShareRequest[], _nowMs?: number): Promise<ShareOutcome[]> {
-    if (this.inFlight + requests.length > MAX_BUCKETS_IN_FLIGHT) {
+    if (this.inFlight > 0 && this.inFlight + requests.length > MAX_BUCKETS_IN_FLIGHT) {
       const busy = this.busy();
       return requests.map(() => busy);
     }
