@@ -18,10 +18,10 @@ export interface RedisCalls {
 }
 
 /** Buckets sent to Redis whose call has not come back (answered, or failed with its connection): past it, a
- * report's buckets are refused at once (one report larger than this still goes when nothing else waits). A call that outlived its timeout still waits in ioredis until Redis
- * answers or the connection ends, so this, not the timeout, bounds what a slow or frozen Redis holds here:
- * about 1 KB a bucket (measured), 30 MB in all. Far above what a replica has waiting in a round trip (20,000
- * buckets a second answered in a few ms). */
+ * report's buckets are refused at once (one report larger than this still goes when nothing else waits). A
+ * call that outlived its timeout still waits in ioredis until Redis answers or the connection ends, so this,
+ * not the timeout, bounds what a slow or frozen Redis holds here: about 1 KB a bucket (measured), 30 MB in
+ * all. Far above what a replica has waiting in a round trip (20,000 buckets a second answered in a few ms). */
 export const MAX_BUCKETS_IN_FLIGHT = 30_000;
 /** One script call's work, in entries read (a bucket costs its table's entries and 4 more): a few dozen small
  * tables, one large one. Redis runs one script at a time, so this bounds how long an RLS decision can wait
