@@ -156,7 +156,7 @@ describe('RLQS with a frozen Redis, 4 instances × 5,000 buckets a second', () =
     const pid = daemon.child.pid!;
     const call = () => rls.call({ domain: 'rlqs-test', descriptors: [{ entries: [{ key: 'tenant', value: `rls-${Math.floor(Math.random() * 50)}` }] }] });
     // Redis healthy, no RLQS: what an RLS call takes on this machine now, the yardstick below.
-    const idle = await latencies(call, 3000);
+    const idle = await latencies(call, 2000);
     const before = rssMb(pid);
     const unanswered = async () => metric((await scrape(httpPort)).series, 'tollgate_rlqs_stream_errors_total', { reason: 'store_unavailable' }) ?? 0;
 
