@@ -3,7 +3,12 @@ import { defineConfig } from 'vitest/config';
 /** Tests whose subject is behaviour under time or memory pressure the suite itself would add (a burst
  * against a 25 ms Redis deadline, the longest stall during a large reload, resident memory): they run
  * after the rest, one file at a time, so what they measure is Tollgate and not the other test files. */
-const ALONE = ['test/adversarial/redis-burst.test.ts', 'test/adversarial/memory-bound.test.ts', 'test/integration/reload.test.ts'];
+const ALONE = [
+  'test/adversarial/redis-burst.test.ts',
+  'test/adversarial/memory-bound.test.ts',
+  'test/integration/reload.test.ts',
+  'test/adversarial/rlqs-frozen-redis.test.ts',
+];
 
 /** Two files at a time: most files spend their time waiting on timers, sockets and child processes, so on a
  * 2-core machine (where vitest's default is one worker) two keep the suite well under five minutes (313 s → 202 s

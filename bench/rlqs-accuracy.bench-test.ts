@@ -40,8 +40,8 @@ beforeAll(async () => {
   redis = await startRedis();
 });
 afterAll(async () => {
-  // What the share table cost Redis over every scenario: quota-share.lua calls (one per bucket report or
-  // re-assignment; the tenant rules here have no long window, so no check-and-incr runs) and pub/sub messages.
+  // What RLQS cost Redis over every scenario: script calls (quota-share.lua, a report's buckets a few calls at a
+  // time, and check-and-incr.lua reading what RLS admitted on each per-second window) and pub/sub messages.
   const stats = await redis.cli('INFO', 'commandstats');
   for (const cmd of ['evalsha', 'publish']) {
     const m = new RegExp(`cmdstat_${cmd}:calls=(\\d+),usec=(\\d+),usec_per_call=([\\d.]+)`).exec(stats);

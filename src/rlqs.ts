@@ -34,7 +34,7 @@ export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
   const quota = new QuotaService({
     config: w.config,
     tiers: w.tiers,
-    store: w.stack.store,
+    store: w.stack.direct,
     ...table,
     settings: { ...settings.rlqs, globalShadow: settings.shadowMode },
   });
@@ -57,13 +57,13 @@ export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
 
 /** The share table and its change events: in Redis with the Redis store (every replica), else this process.
  * A report is not on any request's path (Envoy decides locally meanwhile): its round trip may take longer than
- * a decision's, but not long enough to queue reports behind it. */
+ * a decision's, but not long enough to queue reports behind it. The table calls Redis through the counter
+ * store, under its health: a Redis that stopped answering is not called (docs/rlqs.md "Failures"). */
 function shareTable(settings: Settings, stack: StoreStack, logger: Logger): { shares: ShareStore; events: ShareEvents } {
   if (!stack.redis) return { shares: new MemoryShareStore(settings.maxCounters), events: new LocalShareEvents() };
   const timeoutMs = Math.max(settings.redisTimeoutMs * 10, 250);
-  const { client } = stack.redis;
   return {
-    shares: new RedisShareStore(client, (key) => storeKey(settings.redisKeyPrefix, key), timeoutMs),
-    events: new RedisShareEvents(client, sharesChannel(settings.redisKeyPrefix), logger),
+    shares: new RedisShareStore(stack.redis, (key) => storeKey(settings.redisKeyPrefix, key), timeoutMs),
+    events: new RedisShareEvents(stack.redis.client, sharesChannel(settings.redisKeyPrefix), logger),
   };
 }

@@ -44,12 +44,14 @@ export interface ShareEntry {
 }
 
 /** What an instance may be granted now: its fair share of `capacity` among every live entry (its own demand
- * first), but never more than what the others' grants leave. So the grants in force never sum to more than the
- * capacity, even while demand moves: an instance that joins gets room as the others shrink (at their next
- * report, or at once when told of the change), not before. quota-share.lua computes the same, line for line. */
-export function reserve(capacity: number, demand: number, others: readonly ShareEntry[]): { grant: number; fair: number } {
+ * first), but never more than what the others' grants leave, nor than `limit`. So the grants in force never sum
+ * to more than the capacity, even while demand moves: an instance that joins gets room as the others shrink (at
+ * their next report, or at once when told of the change), not before. `limit` is what the instance's Envoy runs
+ * now while its table is rebuilt after a loss (the others' entries may be missing: no grant may grow until they
+ * are back). quota-share.lua computes the same, line for line. */
+export function reserve(capacity: number, demand: number, others: readonly ShareEntry[], limit = Infinity): { grant: number; fair: number } {
   const fair = fairShares(capacity, [demand, ...others.map((o) => o.demand)])[0]!;
   let held = 0;
   for (const o of others) held += o.assigned;
-  return { grant: Math.max(0, Math.min(fair, capacity - held)), fair };
+  return { grant: Math.min(Math.max(0, Math.min(fair, capacity - held)), limit), fair };
 }

@@ -20,6 +20,9 @@ export interface BucketPlan {
   shareKey: string;
   /** Windows no longer than a report interval, and token buckets: each bounds the fleet's rate directly. */
   rates: CompiledLimit[];
+  /** The windows among `rates` (not the token buckets): what RLS decisions admitted on each is read at every
+   * report (`check` reads the window and the one before, counting nothing) and left to RLS. */
+  rlsWindows: { limit: CompiledLimit; check: CounterCheck }[];
   /** Longer windows: a quota the fleet spends, counted on the same counters RLS decisions use, from the
    * requests Envoy reports it allowed. `check` is the window's store call; its hits are set per report. */
   quotas: { limit: CompiledLimit; check: CounterCheck }[];
@@ -42,16 +45,20 @@ export function planBucket(config: CompiledConfig, domainName: string, bucket: R
   const entries = bucketEntries(domain, bucket);
   const [plan] = planRequest(domain, { descriptors: [{ entries }], hits: 0 }, { tiers: o.tiers, globalShadow: o.globalShadow });
   const p = plan!;
-  const base = { config, entries, rule: p.rule, tier: p.tier, shareKey: '', rates: [], quotas: [] };
+  const base = { config, entries, rule: p.rule, tier: p.tier, shareKey: '', rates: [], rlsWindows: [], quotas: [] };
   if (!p.rule && p.limits.length === 0) return { ...base, fixed: o.unmatched === 'deny' ? DENY : ALLOW };
   if (p.limits.length === 0 || p.shadow) return { ...base, fixed: ALLOW };
   const checks = toChecks([p]);
   const rates: CompiledLimit[] = [];
+  const rlsWindows: BucketPlan['rlsWindows'] = [];
   const quotas: BucketPlan['quotas'] = [];
   p.limits.forEach((limit, i) => {
+    const check = { ...checks[i]!, limit: NEVER_OVER, group: 0, shadow: false, quota: false, charge: false, reservation: undefined };
     if (limit.burst > 0 || limit.windowSeconds * 1000 <= o.reportIntervalMs) rates.push(limit);
     // What Envoy admitted is counted as it is: no charge rule, no reservation, applies to it.
-    else quotas.push({ limit, check: { ...checks[i]!, limit: NEVER_OVER, group: 0, shadow: false, quota: false, charge: false, reservation: undefined } });
+    else quotas.push({ limit, check });
+    // Read as a sliding window: the previous window's count comes back too (the counter names are the same).
+    if (limit.burst === 0 && limit.windowSeconds * 1000 <= o.reportIntervalMs) rlsWindows.push({ limit, check: { ...check, hits: 0, sliding: true } });
   });
-  return { ...base, fixed: undefined, shareKey: demandKey(p.key), rates, quotas };
+  return { ...base, fixed: undefined, shareKey: demandKey(p.key), rates, rlsWindows, quotas };
 }

@@ -3,10 +3,12 @@ import type { CheckResult } from '../store/store.js';
 import type { BucketPlan } from './bucket-plan.js';
 
 /** The rate, in requests a second, the whole fleet may admit for a bucket until the next assignment, from its
- * limits: a short window (or a token bucket) allows its limit over its length; a long window allows what is
- * left of it over `horizonMs` (one report interval, or less when the window turns sooner): the next reports
- * count what was admitted, and each assignment gives out what is left then, so the rate shrinks as the quota
- * runs out. `spent`: a long window has nothing left, so the bucket is refused outright until it turns. */
+ * limits: a short window (or a token bucket) allows its limit over its length, less what RLS decisions on the
+ * same descriptor admitted over the last window's length (read from the same counters: RLS keeps its room, and
+ * RLQS gets what RLS leaves); a long window allows what is left of it over `horizonMs` (one report interval, or
+ * less when the window turns sooner): the next reports count what was admitted, and each assignment gives out
+ * what is left then, so the rate shrinks as the quota runs out. `spent`: a long window has nothing left, so the
+ * bucket is refused outright until it turns. */
 export interface FleetCapacity {
   ratePerSecond: number;
   spent: boolean;
@@ -14,12 +16,17 @@ export interface FleetCapacity {
   left: number;
 }
 
-/** `counts`: the store's answer to the report's quota checks, this plan's from index `from`, counted before this
- * report's `allowed` requests were added to them. */
+/** `counts`: the store's answer to the report's checks, this plan's from index `from`: its quota checks, counted
+ * before this report's `allowed` requests were added to them, then its RLS windows' reads. */
 export function fleetCapacity(plan: BucketPlan, counts: CheckResult | undefined, from: number, allowed: number, horizonMs: number): FleetCapacity {
   let rate = Infinity;
   let least = Infinity;
   for (const l of plan.rates) rate = Math.min(rate, l.requestsPerUnit / l.windowSeconds);
+  plan.rlsWindows.forEach(({ limit }, i) => {
+    const at = from + plan.quotas.length + i;
+    const rls = counts ? slidingUsed(counts.prev[at] ?? 0, counts.curr[at] ?? 0, counts.nowMs, limit.windowSeconds * 1000) : 0;
+    rate = Math.min(rate, Math.max(0, limit.requestsPerUnit - rls) / limit.windowSeconds);
+  });
   for (let i = 0; i < plan.quotas.length; i++) {
     const { limit, check } = plan.quotas[i]!;
     const curr = counts?.curr[from + i] ?? 0;

@@ -1,5 +1,6 @@
 import type { CompiledConfig } from '../config/compiled.js';
 import { fairShares, plannedDemand } from '../counters/fair-share.js';
+import { StoreUnavailableError } from '../errors.js';
 import type { TierSource } from '../limiter/plan.js';
 import type { ShareEvents } from '../store/share-events.js';
 import type { ShareGrant, ShareStore } from '../store/share-store.js';
@@ -26,7 +27,7 @@ export interface QuotaSettings {
 export interface QuotaDeps {
   config: () => CompiledConfig;
   tiers: TierSource;
-  /** The counter store (for long windows). */
+  /** The counter store (long windows, and what RLS admitted on short ones), without the failure policy. */
   store: Store;
   shares: ShareStore;
   events: ShareEvents;
@@ -42,6 +43,13 @@ export interface BucketUsage {
   demand: number;
   /** The rate its Envoy runs for the bucket now (what it was last sent; 0 before anything). */
   running: number;
+}
+
+/** A report's answer: per usage, in order, its strategy, or undefined where the store could not answer (its
+ * Envoy keeps what it has until its TTL); and why, the first such failure. */
+export interface Assignment {
+  strategies: (Strategy | undefined)[];
+  failure: StoreUnavailableError | undefined;
 }
 
 /** Assignments live three report intervals: a report lost or late does not end one. */
@@ -70,6 +78,12 @@ export class QuotaService {
     return planBucket(config(), domain, bucket, { tiers, ...settings });
   }
 
+  /** Why a report would get no answer now (the share table's store is known down, or has all it may wait
+   * for): the caller then leaves the report unread, instead of planning its buckets for nothing. */
+  unavailable(): StoreUnavailableError | undefined {
+    return this.deps.shares.unavailable();
+  }
+
   /** Calls `listener` when the shares of the bucket `key` moved; returns how to stop. */
   watch(key: string, listener: (key: string) => void): () => void {
     // The events are listened to from the first stream on: a service nobody asks for RLQS holds no subscription.
@@ -86,32 +100,24 @@ export class QuotaService {
     };
   }
 
-  /** The strategy of every bucket, in order; undefined for one whose long windows could not be counted (its
-   * Envoy keeps what it has). `pushed`: a re-assignment between reports (nothing new counted). Throws when the
-   * share table cannot answer: the stream then sends nothing, and Envoy keeps what it has until its TTL. */
-  async assign(instance: string, usages: readonly BucketUsage[], pushed = false): Promise<(Strategy | undefined)[]> {
+  /** The strategy of every bucket, in order. `pushed`: a re-assignment between reports (nothing new counted). A
+   * bucket whose counters or share the store could not answer gets none, whatever its windows, and the answer
+   * says why; anything else thrown (a bug) is thrown. */
+  async assign(instance: string, usages: readonly BucketUsage[], pushed = false): Promise<Assignment> {
     const limited = usages.filter((u) => !u.plan.fixed);
-    const counted = await Promise.allSettled(limited.map((u) => this.countQuotas(u, pushed)));
-    const horizonMs = this.deps.settings.reportIntervalMs;
-    // Buckets of this instance that count on one counter (a shared wildcard, say) hold one entry in its table:
-    // one grant, split among them below.
-    const groups = new Map<string, { c: FleetCapacity; members: BucketUsage[] }>();
-    const spent = new Set<BucketUsage>();
-    limited.forEach((u, i) => {
-      const r = counted[i]!;
-      if (r.status === 'rejected') return;
-      const c = fleetCapacity(u.plan, r.value, 0, pushed ? 0 : u.allowed, horizonMs);
-      if (c.spent) {
-        spent.add(u);
-        return;
-      }
-      const g = groups.get(u.plan.shareKey);
-      if (!g) groups.set(u.plan.shareKey, { c, members: [u] });
-      else {
-        g.members.push(u);
-        if (c.ratePerSecond < g.c.ratePerSecond) g.c = c;
-      }
-    });
+    const counted = await Promise.allSettled(limited.map((u) => this.countWindows(u, pushed)));
+    const { groups, spent, failure } = grouped(limited, counted, pushed, this.deps.settings.reportIntervalMs);
+    const shared = await this.share(instance, groups, pushed);
+    return {
+      strategies: usages.map((u) => u.plan.fixed ?? (spent.has(u) ? DENY : shared.granted.get(u))),
+      failure: failure ?? shared.failure,
+    };
+  }
+
+  /** Each group's grant from the share table, split among its buckets. */
+  private async share(instance: string, groups: Groups, pushed: boolean): Promise<{ granted: Map<BucketUsage, Strategy>; failure?: StoreUnavailableError }> {
+    const granted = new Map<BucketUsage, Strategy>();
+    if (groups.size === 0) return { granted };
     const asks = [...groups.entries()];
     const ttlMs = (this.ttlSeconds + this.deps.settings.reportIntervalMs / 1000) * 1000; // outlives the assignment
     const requests = asks.map(([key, { c, members }]) => ({
@@ -124,20 +130,26 @@ export class QuotaService {
         c.ratePerSecond,
         members.reduce((sum, u) => sum + u.running, 0),
       ), // ALLOW_ALL counts as all of it
+      rebuildMs: this.ttlSeconds * 1000, // a lost grant has ended, or been reported again, within its TTL
     }));
-    const grants = requests.length === 0 ? [] : await this.deps.shares.reserve(requests, Date.now());
-    const granted = new Map<BucketUsage, Strategy>();
+    const grants = await this.deps.shares.reserve(requests, Date.now());
+    let failure: StoreUnavailableError | undefined;
     asks.forEach(([key, { c, members }], i) => {
-      this.tell(key, c, grants[i]!, pushed);
+      const g = grants[i]!;
+      if (g instanceof StoreUnavailableError) {
+        failure ??= g;
+        return;
+      }
+      this.tell(key, c, g, pushed);
       const split = fairShares(
-        grants[i]!.rate,
+        g.rate,
         members.map((u) => plannedDemand(u.demand)),
       );
       members.forEach((u, j) => {
         granted.set(u, strategyOf(c, split[j]!));
       });
     });
-    return usages.map((u) => u.plan.fixed ?? (spent.has(u) ? DENY : granted.get(u)));
+    return { granted, failure };
   }
 
   /** What a table holds shrinking frees room; one held below its fair share (on a report) needs others to shrink. */
@@ -159,19 +171,64 @@ export class QuotaService {
     this.settling.set(key, timer);
   }
 
-  /** Counts the requests a bucket's Envoy allowed on its long windows (reads them only when pushed): one store
-   * call per bucket, which the Redis store batches with others by the 512 keys. Each window is a group of its
-   * own that never blocks, so one window past any bound cannot keep the others from being counted. */
-  private countQuotas(u: BucketUsage, pushed: boolean): Promise<CheckResult | undefined> {
-    if (u.plan.quotas.length === 0) return Promise.resolve(undefined);
-    const checks: CounterCheck[] = u.plan.quotas.map((q, group) => ({ ...q.check, hits: pushed ? 0 : u.allowed, group, shadow: true }));
-    return Promise.resolve(this.deps.store.check(checks));
+  /** Counts the requests a bucket's Envoy allowed on its long windows (reads them only when pushed), and reads
+   * what RLS admitted on its short ones: one store call per bucket, which the Redis store batches with others by
+   * the 512 keys. Each window is a group of its own that never blocks, so one window past any bound cannot keep
+   * the others from being counted. */
+  private async countWindows(u: BucketUsage, pushed: boolean): Promise<CheckResult | undefined> {
+    const { quotas, rlsWindows } = u.plan;
+    if (quotas.length === 0 && rlsWindows.length === 0) return undefined;
+    const checks: CounterCheck[] = quotas.map((q, group) => ({ ...q.check, hits: pushed ? 0 : u.allowed, group, shadow: true }));
+    for (const w of rlsWindows) checks.push({ ...w.check, group: checks.length, shadow: true });
+    return await this.deps.store.check(checks);
   }
 
   close(): void {
     for (const t of this.settling.values()) clearTimeout(t);
     this.settling.clear();
   }
+}
+
+/** An instance's buckets by share key: buckets that count on one counter (a shared wildcard, say) hold one entry
+ * in its table, one grant split among them; the group's capacity is the least of theirs. */
+type Groups = Map<string, { c: FleetCapacity; members: BucketUsage[] }>;
+
+/** The limited buckets of a report by share key, from what their windows' counts say; those with a spent quota,
+ * and the store's first failure. */
+function grouped(
+  limited: readonly BucketUsage[],
+  counted: readonly PromiseSettledResult<CheckResult | undefined>[],
+  pushed: boolean,
+  horizonMs: number,
+): { groups: Groups; spent: Set<BucketUsage>; failure: StoreUnavailableError | undefined } {
+  const groups: Groups = new Map();
+  const spent = new Set<BucketUsage>();
+  let failure: StoreUnavailableError | undefined;
+  limited.forEach((u, i) => {
+    const r = counted[i]!;
+    if (r.status === 'rejected') {
+      failure ??= storeFailure(r.reason);
+      return;
+    }
+    const c = fleetCapacity(u.plan, r.value, 0, pushed ? 0 : u.allowed, horizonMs);
+    if (c.spent) {
+      spent.add(u);
+      return;
+    }
+    const g = groups.get(u.plan.shareKey);
+    if (!g) groups.set(u.plan.shareKey, { c, members: [u] });
+    else {
+      g.members.push(u);
+      if (c.ratePerSecond < g.c.ratePerSecond) g.c = c;
+    }
+  });
+  return { groups, spent, failure };
+}
+
+/** A store's failure, as the reason a bucket got no answer; anything else (a bug) is thrown on. */
+function storeFailure(err: unknown): StoreUnavailableError {
+  if (err instanceof StoreUnavailableError) return err;
+  throw err;
 }
 
 /** The demand of an instance's buckets that share one counter: their sum, planned. */

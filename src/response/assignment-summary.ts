@@ -11,7 +11,7 @@ export interface AssignmentSummary {
   strategies: Record<'token_bucket' | 'allow_all' | 'deny_all' | 'abandon', number>;
   /** Rules of the buckets refused outright (DENY_ALL), each once, at most MAX_RULES of them. */
   denyRules: string[];
-  /** The error's class when the store did not answer and nothing was assigned. */
+  /** The error's class when the store did not answer for some or all of the report's buckets. */
   failure?: string;
 }
 

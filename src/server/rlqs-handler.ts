@@ -8,6 +8,7 @@ import { UNDECODABLE } from './proto.js';
 import { tooLong } from './request.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
 import { type ReadReport, type StreamBucket, StreamBuckets, type StreamLimits, type WireBucketId, type WireUsage } from './rlqs-stream.js';
+import { UnansweredReports } from './rlqs-unanswered.js';
 
 /** envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: one stream per Envoy instance
  * and domain. Each usage report is answered with an action for every bucket it named: the bucket's token bucket
@@ -66,8 +67,9 @@ export interface RlqsServer {
   drain(): void;
 }
 
-export function rlqsService(deps: RlqsDeps): RlqsServer {
+export function rlqsService(rlqs: RlqsDeps): RlqsServer {
   const open = new Set<QuotaStream>();
+  const deps: StreamDeps = { ...rlqs, unanswered: new UnansweredReports(rlqs.logger, rlqs.metrics) };
   const implementation = {
     StreamRateLimitQuotas: (call: Call) => {
       const stream = new QuotaStream(call, deps, () => open.delete(stream));
@@ -86,6 +88,9 @@ export function rlqsService(deps: RlqsDeps): RlqsServer {
   return { implementation, drain };
 }
 
+/** What every stream shares: the deps, and the count of reports the store left unanswered. */
+type StreamDeps = RlqsDeps & { unanswered: UnansweredReports };
+
 class QuotaStream {
   private domain: string | undefined;
   private instance = '';
@@ -94,7 +99,6 @@ class QuotaStream {
   private queue: Promise<void> = Promise.resolve();
   private queued = 0;
   private ended = false;
-  private storeFailureLogged = false;
   private boundLogged = false;
   /** Share keys this stream watches for moves (QuotaService.watch), and the re-assignments waiting. */
   private readonly watching = new Map<string, () => void>();
@@ -106,7 +110,7 @@ class QuotaStream {
 
   constructor(
     private readonly call: Call,
-    private readonly deps: RlqsDeps,
+    private readonly deps: StreamDeps,
     private readonly onClosed: () => void,
   ) {}
 
@@ -124,9 +128,13 @@ class QuotaStream {
     // close (no FIN), or a client that stopped. Ended, it releases its instance, whose entries then expire.
     const every = this.deps.limits.reportIntervalMs;
     this.silence = setInterval(() => {
-      if (Date.now() - this.lastMessageMs <= SILENT_REPORTS * every) return;
-      this.deps.metrics?.streamErrors.inc({ reason: 'silent' });
-      this.finish();
+      // Judged after this turn has read the sockets (setImmediate runs after the poll phase): a process too busy
+      // to read for a while must not take the messages it has not read yet for a client's silence.
+      setImmediate(() => {
+        if (this.ended || Date.now() - this.lastMessageMs <= SILENT_REPORTS * every) return;
+        this.deps.metrics?.streamErrors.inc({ reason: 'silent' });
+        this.finish();
+      });
     }, every);
     this.silence.unref();
     this.call.on('data', (m: unknown) => this.received(m));
@@ -196,26 +204,25 @@ class QuotaStream {
 
   private async answer(usages: readonly WireUsage[]): Promise<void> {
     if (this.ended) return;
+    // With the store known down no bucket can be answered: the report is counted, not read (planning thousands
+    // of buckets for nothing would be the most work a process whose Redis froze does).
+    const down = this.deps.quota.unavailable();
+    if (down) {
+      this.deps.unanswered.report(down, this.instance);
+      return;
+    }
     const startMs = Date.now();
     const read = this.buckets!.read(usages, startMs);
     this.observeRead(read);
-    let strategies: (Strategy | undefined)[];
-    let failure: string | undefined;
-    try {
-      strategies = await this.deps.quota.assign(this.instance, read.usages);
-      this.storeFailureLogged = false;
-    } catch (err) {
-      this.storeFailed(err as Error);
-      failure = (err as Error).constructor.name;
-      strategies = [];
-      read.buckets.length = 0; // no assignment: Envoy keeps what it has until its TTL
-    }
+    // A bucket the store could not answer gets nothing: its Envoy keeps what it has until its TTL.
+    const { strategies, failure } = await this.deps.quota.assign(this.instance, read.usages);
+    if (failure) this.deps.unanswered.report(failure, this.instance);
     if (this.ended) return;
     const sent = this.assigned(read.buckets, strategies);
     this.send(sent, read.abandon, read.overflow);
     this.confirmShrinks();
     this.rewatch();
-    this.deps.onAssigned?.(this.summary(read, sent, failure), startMs);
+    this.deps.onAssigned?.(this.summary(read, sent, failure?.constructor.name), startMs);
   }
 
   /** The buckets that got a strategy, with what they are told (a first token bucket's burst held down). */
@@ -272,8 +279,8 @@ class QuotaStream {
     const buckets = this.buckets!.withShareKey(key);
     if (this.ended || buckets.length === 0) return;
     const usages = buckets.map((b) => ({ plan: b.plan, allowed: 0, demand: b.demand, running: b.sent ? rateOf(b.sent) : 0 }));
-    const strategies = await this.deps.quota.assign(this.instance, usages, true).catch(() => undefined);
-    if (!strategies || this.ended) return;
+    const { strategies } = await this.deps.quota.assign(this.instance, usages, true);
+    if (this.ended) return;
     const changed = buckets.flatMap((b, i) => {
       const s = strategies[i] && firstBucket(strategies[i], b.sent);
       return !s || sameStrategy(b.sent, s) ? [] : [this.told(b, s)];
@@ -340,16 +347,6 @@ class QuotaStream {
         'rlqs stream past its bucket bound: new buckets in use get ALLOW_ALL, idle ones are abandoned (logged once per stream)',
       );
     }
-  }
-
-  private storeFailed(err: Error): void {
-    this.deps.metrics?.streamErrors.inc({ reason: 'store_unavailable' });
-    if (this.storeFailureLogged) return;
-    this.storeFailureLogged = true;
-    this.deps.logger.warn(
-      { err: err.message, instance: this.instance },
-      'rlqs report not assigned: the store did not answer (Envoy keeps its assignments until their TTL)',
-    );
   }
 
   private fail(reason: RlqsStreamError, code: grpc.status, details: string): void {

@@ -23,6 +23,9 @@ export interface StoreOptions {
 export interface StoreStack {
   /** What the limiter calls. */
   store: Store;
+  /** The store itself, measured, without the over-limit cache or the failure policy: what RLQS counts on. The
+   * policies decide RLS requests; a report the store cannot count is left unanswered (docs/rlqs.md). */
+  direct: Store;
   /** Counters in this process: the store itself (memory), or the fallback of the `local` failure policy. */
   local: MemoryStore | undefined;
   /** The Redis store underneath, when there is one. */
@@ -47,7 +50,8 @@ export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
   const measured = (s: Store): Store => deps.measure?.(s) ?? s;
   if (opts.store === 'memory') {
     const m = memory();
-    return { store: measured(m), local: m, redis: undefined, cache: undefined, policy: undefined };
+    const direct = measured(m);
+    return { store: direct, direct, local: m, redis: undefined, cache: undefined, policy: undefined };
   }
   const redis = new RedisStore({
     connection: opts.redis!,
@@ -59,8 +63,9 @@ export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
     clock: deps.clock,
     tracer: deps.tracer,
   });
-  const cache = opts.localCache ? new OverLimitCache(measured(redis), deps.clock) : undefined;
+  const direct = measured(redis);
+  const cache = opts.localCache ? new OverLimitCache(direct, deps.clock) : undefined;
   const fallback = opts.redisFailure === 'local' ? memory() : undefined;
-  const policy = new PolicyStore(cache ?? measured(redis), opts.redisFailure, deps.logger, fallback, deps.clock);
-  return { store: policy, local: fallback, redis, cache, policy };
+  const policy = new PolicyStore(cache ?? direct, opts.redisFailure, deps.logger, fallback, deps.clock);
+  return { store: policy, direct, local: fallback, redis, cache, policy };
 }

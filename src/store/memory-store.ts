@@ -116,7 +116,7 @@ export class MemoryStore implements Store {
       for (let i = 0; i < n; i++) {
         const c = checks[i]!;
         if (c.hits === 0 || groupOver[c.group]) continue;
-        this.add(c, curr[i]!, prev[i]!, nowMs, c.hits);
+        this.add(c, curr[i]!, nowMs, c.hits);
       }
     }
     return { nowMs, admitted, curr, prev, over };
@@ -135,7 +135,7 @@ export class MemoryStore implements Store {
     );
     if (this.fresh.size > 0) this.fresh.clear();
     checks.forEach((c, i) => {
-      if (d.counted[i] !== 0) this.add(c, curr[i]!, prev[i]!, nowMs, d.counted[i]!);
+      if (d.counted[i] !== 0) this.add(c, curr[i]!, nowMs, d.counted[i]!);
       const o = d.reservations[c.group];
       // Once per group: its first window carries the record.
       if (o && checks.findIndex((x) => x.group === c.group) === i) this.reservations.record(c, o, nowMs);
@@ -175,10 +175,11 @@ export class MemoryStore implements Store {
     return (ms - this.baseMs) / 1000;
   }
 
-  /** Counts `hits` in the current window (a settlement's may be negative: a count stays at 0 or more); curr/
-   * prev are what check() read, so the series rolls over here. A bucket takes hits × T: its debt grows by
-   * hits × windowMs ticks. */
-  private add(c: CounterCheck, curr: number, prev: number, nowMs: number, hits: number): void {
+  /** Counts `hits` in the current window (a settlement's may be negative: a count stays at 0 or more); curr is
+   * what check() read, so the series rolls over here, keeping the previous window's count (a fixed window's too:
+   * RLQS reads what RLS admitted there, as in Redis, where a window's counter outlives it). A bucket takes
+   * hits × T: its debt grows by hits × windowMs ticks. */
+  private add(c: CounterCheck, curr: number, nowMs: number, hits: number): void {
     const s = this.seriesFor(c.key, nowMs);
     if (c.burst > 0) {
       s.w = nowMs - this.baseMs;
@@ -197,11 +198,13 @@ export class MemoryStore implements Store {
       return;
     }
     const start = this.seconds(windowStartMs(nowMs, c.windowMs));
+    const windowS = c.windowMs / 1000;
+    s.p = s.w === start ? s.p : s.w === start - windowS ? s.c : 0;
     s.w = start;
     s.c = Math.max(0, curr + hits);
-    s.p = prev;
-    // A sliding window's count is still read as "previous" during the next window.
-    this.expireAt(s, start + (c.windowMs / 1000) * (c.sliding ? 2 : 1));
+    // A sliding window's count is still read as "previous" during the next window; a fixed one's for a second
+    // (as Redis keeps it).
+    this.expireAt(s, start + (c.sliding ? 2 * windowS : windowS + 1));
   }
 
   private seriesFor(key: string, nowMs: number): Series {

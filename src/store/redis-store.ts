@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { Cluster, type Redis } from 'ioredis';
+import { Cluster, type Redis, ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
 import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
@@ -44,6 +44,9 @@ const MAX_BATCH_KEYS = 512;
  * instead of each waiting out the timeout. A burst of timeouts between replies is a hiccup, not an outage. */
 const TIMEOUTS_TO_DEGRADE = 3;
 const SILENCE_TO_DEGRADE = 4;
+/** However busy this process (its timers late, which excuses Redis above), calls with no reply at all for this
+ * long mean Redis is not answering: a busy process still reads what came before a call's verdict (withTimeout). */
+const WAITING_TO_DEGRADE_MS = 1000;
 const PROBE_INTERVAL_MS = 250;
 /** How long an OOM refusal keeps health() degraded, and how often one kind of key refusal is logged. */
 const OOM_REPORT_MS = 10_000;
@@ -58,6 +61,8 @@ export class RedisStore implements Store {
   private degradedReason: string | undefined = 'connecting';
   private timeouts = 0;
   private lastReplyAt = performance.now();
+  /** When the oldest call with no reply since was sent (undefined: none waits). */
+  private waitingSince: number | undefined;
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
   /** Requests waiting for the next flush, by Cluster hash tag ('' outside Cluster). */
@@ -195,10 +200,9 @@ export class RedisStore implements Store {
   private send(batch: Pending[]): void {
     const { keys, args } = encodeBatch(batch, this.opts.keyPrefix, this.opts.clock?.now() ?? 0);
     const span = this.opts.tracer && batchSpan(this.opts.tracer, batch, keys.length);
-    withTimeout(this.evalScript(keys, args), this.opts.timeoutMs, this.opts.timeoutMs).then(
+    withTimeout(this.waiting(this.evalScript(keys, args)), this.opts.timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
-        this.timeouts = 0;
-        this.lastReplyAt = performance.now();
+        this.replied();
         span?.end();
         answerBatch(batch, reply, this.keyRefused);
       },
@@ -206,6 +210,23 @@ export class RedisStore implements Store {
         const failure = this.failed(err as Error);
         span?.end(failure.constructor.name);
         for (const p of batch) p.reject(failure);
+      },
+    );
+  }
+
+  /** A command of another part (the RLQS share table) on this connection, under the store's health: refused at
+   * once while Redis is degraded, as decisions are, so nothing queues up behind a Redis that does not answer;
+   * its reply, or its running out of `timeoutMs`, counts toward that health as a decision's does, so a Redis
+   * only RLQS calls is found frozen too. Failures come back as StoreUnavailableError. */
+  call<T>(run: (client: Redis | Cluster) => Promise<T>, timeoutMs: number): Promise<T> {
+    if (this.degradedReason) return Promise.reject(new StoreDegradedError(`redis unavailable: ${this.degradedReason}`));
+    return withTimeout(this.waiting(run(this.client)), timeoutMs).then(
+      (reply) => {
+        this.replied();
+        return reply;
+      },
+      (err: unknown) => {
+        throw this.failed(err as Error);
       },
     );
   }
@@ -282,19 +303,25 @@ export class RedisStore implements Store {
   private failed(err: Error): StoreUnavailableError {
     // A timer that fired late means this process was overloaded: the call fails, but Redis is not to blame.
     const redisSlow = err instanceof TimeoutError && err.lateMs < this.opts.timeoutMs;
-    const silentMs = performance.now() - this.lastReplyAt;
-    if (redisSlow && ++this.timeouts >= TIMEOUTS_TO_DEGRADE && silentMs >= SILENCE_TO_DEGRADE * this.opts.timeoutMs) {
+    const now = performance.now();
+    const silentMs = now - this.lastReplyAt;
+    const unanswered = err instanceof TimeoutError && this.waitingSince !== undefined && now - this.waitingSince >= WAITING_TO_DEGRADE_MS;
+    if ((redisSlow && ++this.timeouts >= TIMEOUTS_TO_DEGRADE && silentMs >= SILENCE_TO_DEGRADE * this.opts.timeoutMs) || unanswered) {
       this.degrade(`no answer within ${this.opts.timeoutMs} ms`);
       this.startProbe();
     }
     return redisFailure(err);
   }
 
-  /** While Redis is connected but silent, ping it until it answers again. */
+  /** While Redis is connected but silent, ping it until it answers again: one ping at a time, so a Redis frozen
+   * for days holds one waiting PING, not one per interval. */
   private startProbe(): void {
     if (this.probe || this.closed) return;
+    let ping: Promise<unknown> | undefined;
     this.probe = setInterval(() => {
-      withTimeout(this.client.ping(), this.opts.timeoutMs * 4).then(
+      if (ping) return;
+      ping = this.client.ping().finally(() => (ping = undefined));
+      withTimeout(ping, this.opts.timeoutMs * 4).then(
         () => this.recovered(),
         () => undefined,
       );
@@ -308,11 +335,27 @@ export class RedisStore implements Store {
     this.opts.logger.warn({ reason }, 'redis store degraded');
   }
 
+  /** A reply came in time: Redis answers. */
+  private replied(): void {
+    this.timeouts = 0;
+    this.lastReplyAt = performance.now();
+    this.waitingSince = undefined;
+  }
+
+  /** Marks a call as waiting for Redis until it gets any reply, late or not, or an error reply. */
+  private waiting<T>(call: Promise<T>): Promise<T> {
+    this.waitingSince ??= performance.now();
+    const answered = (err?: unknown): void => {
+      if (err === undefined || err instanceof ReplyError) this.waitingSince = undefined;
+    };
+    call.then(() => answered(), answered);
+    return call;
+  }
+
   private recovered(): void {
     clearInterval(this.probe);
     this.probe = undefined;
-    this.timeouts = 0;
-    this.lastReplyAt = performance.now();
+    this.replied();
     if (!this.degradedReason) return;
     const was = this.degradedReason;
     this.degradedReason = undefined;

@@ -1,9 +1,13 @@
 import { reserve, type ShareEntry } from '../counters/fair-share.js';
+import type { StoreUnavailableError } from '../errors.js';
 
 /** What RLQS assignments are made from: per bucket, every Envoy instance's demand and the rate it was last
- * granted, shared by every replica (Redis for a fleet, this process alone with the memory store). One call per
- * bucket of a usage report: write this instance's demand, compute its grant (counters/fair-share.ts reserve)
- * from the live entries, record it, in one atomic step. */
+ * granted, shared by every replica (Redis for a fleet, this process alone with the memory store). Per bucket of
+ * a usage report, in one atomic step: write this instance's demand, compute its grant (counters/fair-share.ts
+ * reserve) from the live entries, record it. A table found lost (missing, or younger than the one last seen while
+ * that one should still live, or without the entry of an instance that runs a grant) is rebuilt for
+ * `rebuildMs`: no grant grows past what its Envoy runs, so the rates in force never sum past what they did before
+ * the loss while the instances' next reports record what each runs again. */
 
 export interface ShareRequest {
   /** The bucket's share key (counters/keys.ts demandKey): fingerprints only, never request text. */
@@ -20,6 +24,9 @@ export interface ShareRequest {
   /** The rate its Envoy may be running now (what it was last sent): recorded as held until a later call says it
    * was told less, so a shrink frees room only once it has been sent, never while it is in flight. */
   running: number;
+  /** How long a table found lost is rebuilt: the assignments' TTL, after which no Envoy runs a grant the table
+   * forgot. */
+  rebuildMs: number;
 }
 
 export interface ShareGrant {
@@ -33,8 +40,14 @@ export interface ShareGrant {
   previous: number | undefined;
 }
 
+/** A bucket's grant, or why the store could not make it (that bucket fails alone; its Envoy keeps what it has). */
+export type ShareOutcome = ShareGrant | StoreUnavailableError;
+
 export interface ShareStore {
-  reserve(requests: readonly ShareRequest[], nowMs: number): Promise<ShareGrant[]>;
+  /** Never rejects for the store's failures: a bucket the store could not answer has its error in its place. */
+  reserve(requests: readonly ShareRequest[], nowMs: number): Promise<ShareOutcome[]>;
+  /** Why a call now would fail at once (the store is known down, or holds all it may wait for); else undefined. */
+  unavailable(): StoreUnavailableError | undefined;
 }
 
 /** Most instances one bucket holds: past it, the entries nearest their end are dropped, so a bucket's table and
@@ -45,10 +58,60 @@ interface Held extends ShareEntry {
   expiresAtMs: number;
 }
 
+/** One bucket's table: its entries in the order they were first written (as a Redis hash keeps them), its birth
+ * stamp and until when it is rebuilt. */
+interface Table {
+  entries: Map<string, Held>;
+  born: number;
+  rebuiltUntilMs: number;
+}
+
+/** What a process last saw of a bucket's table. */
+export interface SeenTable {
+  /** Its birth stamp: different for every table made of a key (Redis's clock in µs; the memory store counts). */
+  born: number;
+  /** Until when it was to live: missing or younger before then, it was lost. */
+  endMs: number;
+  /** How many entries it held (what a call on it costs). */
+  entries: number;
+}
+
+/** Tables this process has seen, so one found missing or younger is known lost. Bounded: past `max` keys the
+ * one seen longest ago is forgotten (a table forgotten is still found lost through its instances' own entries).
+ * About 400 bytes a key (measured). */
+export class SeenTables {
+  private readonly seen = new Map<string, SeenTable>();
+
+  constructor(private readonly max = MAX_SEEN_TABLES) {}
+
+  get(key: string): SeenTable | undefined {
+    return this.seen.get(key);
+  }
+
+  set(key: string, table: SeenTable): void {
+    this.seen.delete(key); // re-inserted last: the map's order is the order of last sight
+    this.seen.set(key, table);
+    if (this.seen.size > this.max) this.seen.delete(this.seen.keys().next().value!);
+  }
+}
+
+/** Tables a process remembers having seen: those its streams report every interval stay, and a replica past it
+ * holds so many buckets that losing the rest's first-write check costs little. */
+export const MAX_SEEN_TABLES = 20_000;
+
+/** Whether a table was lost: younger than the one seen while that one should still live, or without the entry
+ * of an instance whose Envoy runs a grant. quota-share.lua decides the same. */
+export function tableLost(seen: SeenTable | undefined, born: number, nowMs: number, running: number, hasEntry: boolean): boolean {
+  return (seen !== undefined && nowMs < seen.endMs && born !== seen.born) || (running > 0 && !hasEntry);
+}
+
 /** The memory store's share table: this process alone (one replica, or a test). Bounded: at most `maxKeys`
  * buckets (the ones written longest ago go first) and MAX_INSTANCES_PER_BUCKET instances each. */
 export class MemoryShareStore implements ShareStore {
-  private readonly buckets = new Map<string, Map<string, Held>>();
+  private readonly buckets = new Map<string, Table>();
+  private readonly seen = new SeenTables();
+  /** Tables made so far: each one's birth stamp. */
+  private made = 0;
 
   constructor(
     private readonly maxKeys = 100_000,
@@ -59,29 +122,39 @@ export class MemoryShareStore implements ShareStore {
     return this.buckets.size;
   }
 
-  reserve(requests: readonly ShareRequest[], nowMs: number): Promise<ShareGrant[]> {
+  reserve(requests: readonly ShareRequest[], nowMs: number): Promise<ShareOutcome[]> {
     return Promise.resolve(requests.map((r) => this.one(r, nowMs)));
   }
 
+  unavailable(): undefined {
+    return undefined;
+  }
+
   private one(r: ShareRequest, nowMs: number): ShareGrant {
-    const table = this.buckets.get(r.key) ?? new Map<string, Held>();
+    const table = this.buckets.get(r.key) ?? { entries: new Map<string, Held>(), born: ++this.made, rebuiltUntilMs: 0 };
     this.buckets.delete(r.key); // re-inserted last: the map's order is the order of last writes
     this.buckets.set(r.key, table);
-    const previous = table.get(r.instance)?.assigned;
+    const own = table.entries.get(r.instance);
+    if (tableLost(this.seen.get(r.key), table.born, nowMs, r.running, own !== undefined))
+      table.rebuiltUntilMs = Math.max(table.rebuiltUntilMs, nowMs + r.rebuildMs);
     // In the table's order, an entry rewritten keeping its place (as a Redis hash does), so the sums below add in
     // the order quota-share.lua adds them.
     const others: Held[] = [];
-    for (const [instance, held] of table) {
+    for (const [instance, held] of table.entries) {
       if (instance === r.instance) continue;
-      if (held.expiresAtMs <= nowMs) table.delete(instance);
+      if (held.expiresAtMs <= nowMs) table.entries.delete(instance);
       else others.push(held);
     }
-    if (others.length >= this.maxInstances) dropNearestEnd(table, others, others.length - this.maxInstances + 1);
-    const { grant, fair } = reserve(r.capacity, r.demand, others);
+    if (others.length >= this.maxInstances) dropNearestEnd(table.entries, others, others.length - this.maxInstances + 1);
+    const limit = nowMs < table.rebuiltUntilMs ? r.running : Infinity;
+    const { grant, fair } = reserve(r.capacity, r.demand, others, limit);
     const held = Math.max(grant, r.running);
-    table.set(r.instance, { instance: r.instance, demand: r.demand, assigned: held, expiresAtMs: nowMs + r.ttlMs });
+    table.entries.set(r.instance, { instance: r.instance, demand: r.demand, assigned: held, expiresAtMs: nowMs + r.ttlMs });
+    let endMs = nowMs + r.ttlMs;
+    for (const o of others) endMs = Math.max(endMs, o.expiresAtMs);
+    this.seen.set(r.key, { born: table.born, endMs, entries: others.length + 1 });
     while (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
-    return { rate: grant, held, fair, previous };
+    return { rate: grant, held, fair, previous: own?.assigned };
   }
 }
 

@@ -11,6 +11,8 @@ export interface BucketExplanation {
   fixed: 'ALLOW_ALL' | 'DENY_ALL' | undefined;
   /** Windows that bound the fleet's rate directly (their limit over their length). */
   rates: string[];
+  /** Those of them shared with RLS decisions: what RLS admitted on them is left to RLS. */
+  rlsRoom: string[];
   /** Windows given out as a quota over each report interval, counted on RLS's counters; spent, DENY_ALL. */
   quotas: string[];
 }
@@ -22,6 +24,7 @@ export function bucketExplanation(plan: BucketPlan, shown: (e: EntryLike) => Ent
     descriptor: plan.entries.map(shown),
     fixed: plan.fixed && (plan.fixed.kind === 'deny' ? 'DENY_ALL' : 'ALLOW_ALL'),
     rates: plan.rates.map(name),
+    rlsRoom: plan.rlsWindows.map((w) => w.limit.name),
     quotas: plan.quotas.map((q) => name(q.limit)),
   };
 }
@@ -34,6 +37,7 @@ export function formatBucket(b: BucketExplanation): string {
   } else {
     lines.push('  each Envoy instance reporting it gets a token bucket: its max-min fair share of what the fleet may admit,');
     if (b.rates.length > 0) lines.push(`  at most the rate of ${b.rates.join(', ')}`);
+    if (b.rlsRoom.length > 0) lines.push(`  less what RLS decisions admitted on ${b.rlsRoom.join(', ')} over its last window (RLS keeps its room)`);
     if (b.quotas.length > 0) lines.push(`  and what is left of ${b.quotas.join(', ')} over the next report interval; spent: DENY_ALL until it turns`);
   }
   return `${lines.join('\n')}\n\n`;

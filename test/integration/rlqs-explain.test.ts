@@ -10,6 +10,7 @@ describe('tollgate explain --bucket', () => {
     const first = r.stdout.split('\n')[0]!;
     expect(first).toMatch(/^RLQS bucket → descriptor \[category=reports, token=fingerprint:[0-9a-f]{32}\]/);
     expect(r.stdout).toContain('at most the rate of reports-per-second (2/second)');
+    expect(r.stdout).toContain('less what RLS decisions admitted on reports-per-second over its last window');
     expect(r.stdout).toContain('what is left of reports-per-hour (200/hour)');
     expect(r.stdout).toContain('rule category_reports.token');
     expect(r.stdout).not.toContain('secret-token');

@@ -21,10 +21,11 @@ beforeAll(async () => {
     ttlSeconds: 3,
     plan: () => {
       if (failing) throw new RangeError('a bug');
-      return { config: {}, entries: [], rule: undefined, tier: undefined, fixed: { kind: 'allow' }, shareKey: '', rates: [], quotas: [] };
+      return { config: {}, entries: [], rule: undefined, tier: undefined, fixed: { kind: 'allow' }, shareKey: '', rates: [], rlsWindows: [], quotas: [] };
     },
     watch: () => () => undefined,
-    assign: async (_i: string, usages: unknown[]) => usages.map(() => ({ kind: 'allow' })),
+    unavailable: () => undefined,
+    assign: async (_i: string, usages: unknown[]) => ({ strategies: usages.map(() => ({ kind: 'allow' })), failure: undefined }),
   } as unknown as QuotaService;
   const limits = { bounds: { maxEntries: 8, maxValueBytes: 1024 }, maxBuckets: 100, reportIntervalMs: 1000, idleReports: 12 };
   const rlqs = rlqsService({ quota, instances: new InstanceRegistry(), limits, logger: log.logger, domainLabel: () => '(unknown)' });

@@ -117,6 +117,41 @@ describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
     expect(s.rateInForce(id)).toBe(300);
   });
 
+  it('leaves RLS its room on a per-second window they share: RLS and RLQS together admit the limit, not twice it', async () => {
+    const s = sim(12);
+    const id = { tenant: 'both-ways' };
+    // 60 RLS calls a second (under the 100/s limit: all admitted) beside an Envoy offering 100/s through RLQS.
+    let rls = 0;
+    let refused = 0;
+    let counting = false;
+    const rlsLoad = setInterval(() => {
+      t.rls.call({ domain: 'rlqs-test', descriptors: [{ entries: [{ key: 'tenant', value: 'both-ways' }] }] }).then(
+        (res) => {
+          if (counting && res.overall_code === 'OK') rls++;
+          if (res.overall_code !== 'OK') refused++;
+        },
+        () => undefined,
+      );
+    }, 1000 / 60);
+    try {
+      await offer([{ sim: s, id, rate: 100 }], 2500); // RLQS learns what RLS takes at its reports
+      counting = true;
+      const ms = 3000;
+      const [rlqs] = await offer([{ sim: s, id, rate: 100 }], ms);
+      counting = false;
+      const rate = (n: number): number => (n * 1000) / ms;
+      // Before, RLQS granted the whole 100/s beside RLS's calls: 148/s through one 100/s limit (RLS 48, RLQS 100 on
+      // a busy machine). Now RLQS leaves what RLS took over the last second, re-read at each report: 113 measured,
+      // RLS's rate moving between reports.
+      expect(rate(rls) + rate(rlqs!)).toBeLessThanOrEqual(125);
+      expect(refused).toBe(0); // RLS, under the limit, is never refused for room RLQS holds
+      // RLQS's grant leaves RLS room (what RLS took over the last second, however many calls this machine sent).
+      expect(s.rateInForce(id)).toBeLessThan(100 - rate(rls) / 2);
+    } finally {
+      clearInterval(rlsLoad);
+    }
+  });
+
   it('holds one instance to the limit it enforces locally', async () => {
     const s = sim(4);
     const [admitted] = await offer([{ sim: s, id: { tenant: 'solo' }, rate: 300 }], 2000);

@@ -20,8 +20,8 @@ const limit = (perMinute: number): Resource => ({
 });
 /** The limit in force, or undefined while no config has been applied (RLS answers UNAVAILABLE until then). */
 const limitNow = async (t: TestService): Promise<number | undefined> =>
-  (await t.rls.call({ domain: 'xds', descriptors: [{ entries: [{ key: 'client', value: 'probe' }] }], hits_addend: 0 }).catch(() => undefined))
-    ?.statuses[0]?.current_limit?.requests_per_unit;
+  (await t.rls.call({ domain: 'xds', descriptors: [{ entries: [{ key: 'client', value: 'probe' }] }], hits_addend: 0 }).catch(() => undefined))?.statuses[0]
+    ?.current_limit?.requests_per_unit;
 const xdsArgs = (port: number): string[] => [
   '--config-type',
   'GRPC_XDS_SOTW',

@@ -47,14 +47,27 @@ describe('memory store', () => {
     expect((await store.check([check()])).admitted).toBe(true);
   });
 
-  it('reclaims expired windows', async () => {
+  it('reclaims expired windows, a fixed one a second after its end (as Redis keeps it: read as the previous window)', async () => {
     const clock = new ManualClock(T0);
     const store = new MemoryStore({ clock });
     for (let i = 0; i < 100; i++) await store.check([check({ key: `k${i}` })]);
     expect(store.size).toBe(100);
     clock.advance(1000);
+    // RLQS reads what RLS admitted in the window just ended (quota/fleet-capacity.ts): a sliding read of it.
+    expect((await store.check([check({ key: 'k0', hits: 0, sliding: true, limit: 1000 })])).prev).toEqual([1]);
+    clock.advance(1000);
     await store.check([check({ key: 'fresh', hits: 0 })]);
     expect(store.size).toBe(0);
+  });
+
+  it('keeps the count of the window before when a fixed window turns, for a reader that reads it as sliding', async () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryStore({ clock });
+    for (let i = 0; i < 3; i++) await store.check([check({ key: 'k' })]);
+    clock.advance(1000);
+    await store.check([check({ key: 'k' })]); // the window turns: the series now counts the new one
+    const read = await store.check([check({ key: 'k', hits: 0, sliding: true, limit: 1000 })]);
+    expect([read.curr, read.prev]).toEqual([[1], [3]]);
   });
 
   it('keeps a sliding window for one more window, where it counts as the previous one', async () => {
