@@ -1,11 +1,10 @@
 import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
-import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from './config/load.js';
 import type { XdsOptions } from './config/xds/source.js';
 import type { LogFormat } from './logger.js';
 import type { ResponseSettings } from './response/header-policy.js';
 import { DECISION_LOG_MODES, type DecisionLogMode } from './server/decision-log.js';
-import { defaultBounds, type RequestBounds } from './server/request.js';
+import type { RequestBounds } from './server/request.js';
 import type { GrpcTlsFiles } from './server/tls.js';
 import { parseBool, parseGoDuration, parsePairs, redisUrlFrom, runtimeConfigDir, SettingsError, settingNotes } from './settings-compat.js';
 import { outputSettings, type PrometheusListener } from './settings-outputs.js';

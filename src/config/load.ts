@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, type Stats, statSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename } from 'node:path';
 import { compileDomain } from './compile.js';
 import type { CompiledConfig, CompiledDomain, KeyBranch, MatchNode, Rule } from './compiled.js';
-import { ConfigError, type ConfigProblem, fileProblem } from './errors.js';
+import { ConfigError, type ConfigProblem } from './errors.js';
 import { type ConfigLimits, type ConfigSource, configLimits, readConfigSources } from './read-dir.js';
 import type { DescriptorSpec, DomainSpec } from './spec.js';
 import { validateDomainFile } from './validate.js';

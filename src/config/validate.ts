@@ -1,9 +1,8 @@
-import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from 'yaml';
+import { isMap, isScalar, LineCounter, type Node, parseDocument } from 'yaml';
 import type { ConfigProblem } from './errors.js';
 import { MAX_WILDCARDS } from './glob.js';
-import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type LimitSpec, type Metadata } from './spec.js';
-import { bucketIsExact, MAX_UINT32, parseUnit, UNIT_NAMES } from './units.js';
-import { type DescriptorContext, readAlgorithm, readLimitList, readSingleLimit, readTierLimits } from './validate-limits.js';
+import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type Metadata } from './spec.js';
+import { type DescriptorContext, readLimitList, readSingleLimit, readTierLimits } from './validate-limits.js';
 import { Reader } from './yaml-reader.js';
 
 // Exported so the JSON Schema (schema/descriptor-config.schema.json) can be held to the same keys.

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { SERVE_OPTIONS } from '../../src/settings.js';
+import { jsonOf } from '../helpers/json.js';
 import { runCli } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, property, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
@@ -73,7 +74,7 @@ describe('tiers at run time, shared by replicas through Redis', () => {
     expect((await admin(a, '/admin/tiers', {}, 'wrong')).status).toBe(401);
     const unknown = await admin(a, `/admin/tiers/${c.fp}`, { method: 'PUT', body: JSON.stringify({ tier: 'platinum' }) });
     expect(unknown.status).toBe(400);
-    expect((await unknown.json()).error).toBe(`unknown tier (8 characters): known tiers are ${TIER}`);
+    expect((await jsonOf(unknown)).error).toBe(`unknown tier (8 characters): known tiers are ${TIER}`);
     const raw = await admin(a, `/admin/tiers/${encodeURIComponent(c.token)}`, { method: 'PUT', body: JSON.stringify({ tier: TIER }) });
     expect(raw.status).toBe(400);
     expect(await raw.text()).not.toContain('big-customer');
@@ -84,13 +85,13 @@ describe('tiers at run time, shared by replicas through Redis', () => {
     expect(await perSecond(b, 'read', c.token)).toBe(10);
     const put = await admin(a, `/admin/tiers/${c.fp}`, { method: 'PUT', body: JSON.stringify({ tier: TIER }) });
     expect(put.status).toBe(200);
-    expect(await put.json()).toMatchObject({ fingerprint: c.fp, tier: TIER, by: fingerprint(ADMIN) });
+    expect(await jsonOf(put)).toMatchObject({ fingerprint: c.fp, tier: TIER, by: fingerprint(ADMIN) });
     const took = await within(5000, async () => (await perSecond(b, 'read', c.token)) === 30);
     expect(took).toBeLessThan(5000);
     expect(await admitted(b, 'read', c.token, 40)).toBe(30);
     expect(await admitted(b, 'write', c.token, 20)).toBe(15);
     expect(await perSecond(b, 'reports', c.token)).toBe(2);
-    const list = await (await admin(b, '/admin/tiers')).json();
+    const list = await jsonOf(await admin(b, '/admin/tiers'));
     expect(list.assignments).toContainEqual(expect.objectContaining({ fingerprint: c.fp, tier: TIER }));
   });
 
@@ -102,7 +103,7 @@ describe('tiers at run time, shared by replicas through Redis', () => {
     const known = cache.size;
     await b.rls.call(property('reports', c.token));
     expect(cache.size).toBe(known + 1); // b learned that the client's reports second is full
-    const view = await (await admin(b, `/admin/tokens/${c.fp}`)).json();
+    const view = await jsonOf(await admin(b, `/admin/tokens/${c.fp}`));
     expect(view.tier).toBe(TIER);
     const reportsHour = view.counters.find((x: { rule: string; window: string }) => x.rule === 'category_reports.token' && x.window === 'hour');
     expect(reportsHour).toMatchObject({ domain: 'property-api', category: 'reports', limit: 200, used: 2, remaining: 198 });
@@ -112,7 +113,7 @@ describe('tiers at run time, shared by replicas through Redis', () => {
 
     const reset = await admin(a, `/admin/tokens/${c.fp}/counters`, { method: 'DELETE' });
     expect(reset.status).toBe(200);
-    const after = await (await admin(b, `/admin/tokens/${c.fp}`)).json();
+    const after = await jsonOf(await admin(b, `/admin/tokens/${c.fp}`));
     expect(after.counters.every((x: { used: number }) => x.used === 0)).toBe(true);
     // b learns of the reset through pub/sub and drops its cached "full until" time (entries never expire by
     // themselves, and nothing else ran on b meanwhile: the entry gone proves the message arrived).
@@ -192,7 +193,7 @@ describe('admin API switched off', () => {
     try {
       const r = await fetch(`http://127.0.0.1:${t.service.httpPort}/admin/tiers`);
       expect(r.status).toBe(404);
-      expect((await r.json()).error).toMatch(/TOLLGATE_ADMIN_TOKEN/);
+      expect((await jsonOf(r)).error).toMatch(/TOLLGATE_ADMIN_TOKEN/);
     } finally {
       await t.close();
     }

@@ -5,6 +5,7 @@ import { MemoryTierStore, type TierAssignment } from '../../src/control/tier-sto
 import { StoreConnectionError, StoreUnavailableError } from '../../src/errors.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { createClient, parseRedisUrl } from '../../src/store/redis-connection.js';
+import { jsonOf } from '../helpers/json.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, silentLogger, startTestService, type TestService } from '../helpers/service.js';
@@ -97,10 +98,10 @@ describe('the admin API maps errors through the one mapping', () => {
     redis.signal('SIGSTOP');
     const put = await admin(`/admin/tiers/${FP}`, { method: 'PUT', body: JSON.stringify({ tier: 'multi-property-group' }) });
     expect(put.status).toBe(503);
-    expect((await put.json()).error).toMatch(/^redis: Command timed out after \d+ ms$/);
+    expect((await jsonOf(put)).error).toMatch(/^redis: Command timed out after \d+ ms$/);
     const inspect = await admin(`/admin/tokens/${FP}`);
     expect(inspect.status).toBe(503);
-    expect((await inspect.json()).error).toMatch(/^redis/);
+    expect((await jsonOf(inspect)).error).toMatch(/^redis/);
     const lines = log.lines().filter((l) => l.msg === 'admin request failed: store unavailable');
     expect(lines.map((l) => l.method)).toEqual(['PUT', 'GET']);
     expect(JSON.stringify(lines)).not.toContain(FP);
@@ -127,7 +128,7 @@ describe('the admin API maps errors through the one mapping', () => {
     t = await startTestService({ env: { TOLLGATE_ADMIN_TOKEN: ADMIN } });
     const res = await admin('/admin/tiers/not-hex', { method: 'PUT', body: '{}' });
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatch(/^not a fingerprint/);
+    expect((await jsonOf(res)).error).toMatch(/^not a fingerprint/);
   });
 
   it('a counter reset that cannot be announced to the other replicas still answers 200, saying so', async () => {
@@ -139,7 +140,7 @@ describe('the admin API maps errors through the one mapping', () => {
     t = await startTestService({ tiers: new SilentTierStore(), env: { TOLLGATE_ADMIN_TOKEN: ADMIN } });
     const res = await admin(`/admin/tokens/${FP}/counters`, { method: 'DELETE' });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ fingerprint: FP, announced: false });
+    expect(await jsonOf(res)).toMatchObject({ fingerprint: FP, announced: false });
   });
 
   it('admin error answers are counted under endpoint /admin, never under the path sent', async () => {
@@ -197,7 +198,7 @@ describe('HTTP /json and /explain failures are counted apart from gRPC errors', 
       const body = JSON.stringify({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }] }] });
       const res = await post('/json', body);
       expect(res.status).toBe(503);
-      expect((await res.json()).error).toMatch(/^redis/);
+      expect((await jsonOf(res)).error).toMatch(/^redis/);
       const series = await counts();
       expect(metric(series, 'tollgate_http_errors_total', { endpoint: '/json', code: '503' })).toBe(1);
       expect(metric(series, 'tollgate_grpc_errors_total', { code: 'UNAVAILABLE' })).toBeUndefined();

@@ -1,5 +1,6 @@
 import { Agent, request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jsonOf } from '../helpers/json.js';
 import { capturingLogger, startTestService, type TestService } from '../helpers/service.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
@@ -20,7 +21,7 @@ describe('HTTP port', () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     const ready = await fetch(`${base}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready' });
+    expect(await jsonOf(ready)).toEqual({ status: 'ready' });
   });
 
   it('POST /json decides like gRPC: 200, then 429 with the JSON response', async () => {
@@ -37,14 +38,14 @@ describe('HTTP port', () => {
     };
     const first = await post(req);
     expect(first.status).toBe(200);
-    const body = await first.json();
+    const body = await jsonOf(first);
     expect(body.overallCode).toBe('OK');
     expect(body.statuses[0]).toMatchObject({ code: 'OK', currentLimit: { name: 'reports-per-second', requestsPerUnit: 2, unit: 'SECOND' }, limitRemaining: 1 });
     expect(body.responseHeadersToAdd).toContainEqual({ key: 'X-RateLimit-Limit', value: '200' });
     await post(req);
     const third = await post({ ...req, hitsAddend: 1 });
     expect(third.status).toBe(429);
-    const over = await third.json();
+    const over = await jsonOf(third);
     expect(over.overallCode).toBe('OVER_LIMIT');
     expect(JSON.parse(Buffer.from(over.rawBody, 'base64').toString())).toMatchObject({ status: 429 });
   });
@@ -52,10 +53,10 @@ describe('HTTP port', () => {
   it('POST /json with bad input is a 400 naming the problem', async () => {
     const empty = await post({ domain: 'property-api', descriptors: [] });
     expect(empty.status).toBe(400);
-    expect((await empty.json()).error).toMatch(/no descriptors/);
+    expect((await jsonOf(empty)).error).toMatch(/no descriptors/);
     const notJson = await post('{nope');
     expect(notJson.status).toBe(400);
-    expect((await notJson.json()).error).toMatch(/not valid JSON/);
+    expect((await jsonOf(notJson)).error).toMatch(/not valid JSON/);
     expect((await fetch(`${base}/json`)).status).toBe(405);
   });
 
@@ -79,7 +80,7 @@ describe('HTTP port', () => {
   it.each(numbers)('numbers outside uint32 or not plain integers are a 400: %s', async (_name, fields, message) => {
     const res = await post({ domain: 'property-api', descriptors: [{ entries }], ...fields });
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatch(message);
+    expect((await jsonOf(res)).error).toMatch(message);
   });
 
   it('a decimal string is a number, as protobuf JSON allows', async () => {
@@ -125,7 +126,7 @@ describe('HTTP port', () => {
     for (const type of ['application/x-www-form-urlencoded', 'text/plain', 'application/jsonp', 'Application/JSON; charset=utf-8']) {
       const res = await post(req, { 'content-type': type });
       expect(res.status).toBe(200);
-      expect((await res.json()).overallCode).toBe('OK');
+      expect((await jsonOf(res)).overallCode).toBe('OK');
     }
     // Whatever the type, a body that is not JSON is still a 400.
     expect((await post('domain=property-api', { 'content-type': 'application/x-www-form-urlencoded' })).status).toBe(400);
@@ -143,10 +144,10 @@ describe('HTTP port', () => {
     ]);
     const bad = await post(new Blob([new Uint8Array(bytes)]));
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error).toBe('body is not valid UTF-8');
+    expect((await jsonOf(bad)).error).toBe('body is not valid UTF-8');
     const lone = await post('{"domain":"property-api","descriptors":[{"entries":[{"key":"token","value":"s3cr3t\\ud800"}]}]}');
     expect(lone.status).toBe(400);
-    expect((await lone.json()).error).toMatch(/descriptors\[0\]\.entries\[0\]\.value is not valid Unicode/);
+    expect((await jsonOf(lone)).error).toMatch(/descriptors\[0\]\.entries\[0\]\.value is not valid Unicode/);
   });
 
   it('a body over 1 MiB is a 413, answered before the whole body is read', async () => {
@@ -210,7 +211,7 @@ describe('admin API paths', () => {
       headers: { authorization: `Bearer ${ADMIN}` },
     });
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatch(/malformed percent-escape/);
+    expect((await jsonOf(res)).error).toMatch(/malformed percent-escape/);
     expect(JSON.stringify(log.lines())).not.toContain('s3cr3t');
   });
 });

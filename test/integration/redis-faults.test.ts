@@ -1,5 +1,6 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { jsonOf } from '../helpers/json.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { header, property, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { inOneSecond, within } from '../helpers/time.js';
@@ -89,7 +90,7 @@ describe.each(['allow', 'deny', 'local'])('Redis killed under load, policy %s', 
     await within(10_000, () => s.t.service.store.health().degraded);
     const ready = await fetch(`http://127.0.0.1:${s.t.service.httpPort}/readyz`);
     expect(ready.status).toBe(policy === 'deny' ? 503 : 200);
-    expect((await ready.json()).reason).toMatch(new RegExp(`store degraded .*policy ${policy}`));
+    expect((await jsonOf(ready)).reason).toMatch(new RegExp(`store degraded .*policy ${policy}`));
     // A sleep that is the subject: the 12 calls below must fall in one second's window. On a loaded machine
     // they may not: then the sequence is sent again, with a new token, from the next second (at most 3 times).
     const during = await inOneSecond((attempt) => sequence(s.t, `Bearer during-${policy}-${attempt}`, 12));

@@ -1,6 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
+import { jsonOf } from '../helpers/json.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, configDir, property, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
@@ -171,7 +172,7 @@ describe('Redis out of memory (maxmemory reached, noeviction)', () => {
     expect(metric(series, 'tollgate_store_errors_total', { store: 'redis', kind: 'out_of_memory' })).toBe(20);
     expect(metric(series, 'tollgate_store_degraded', { store: 'redis' })).toBe(1);
     const ready = await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`);
-    expect((await ready.json()).reason).toMatch(/out of memory/);
+    expect((await jsonOf(ready)).reason).toMatch(/out of memory/);
     // Room again: the next decisions count.
     await redis.cli('CONFIG', 'SET', 'maxmemory', '0');
     expect(await outcome(t, 'Bearer after-oom')).toBe('OK');

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseServeArgs } from '../../src/settings.js';
+import { jsonOf } from '../helpers/json.js';
 import { freePort, startCli } from '../helpers/process.js';
 import { startTlsRedis, type TlsRedis } from '../helpers/redis.js';
 import { property, RlsClient, startTestService, type TestService } from '../helpers/service.js';
@@ -121,7 +122,7 @@ describe('Redis over TLS with a password', () => {
     const rls = new RlsClient(grpcPort);
     try {
       expect((await rls.call(property('write', 'Bearer wrong-pass'))).overall_code).toBe('OK'); // local policy
-      const ready = await (await fetch(`http://127.0.0.1:${httpPort}/readyz`)).json();
+      const ready = await jsonOf(await fetch(`http://127.0.0.1:${httpPort}/readyz`));
       expect(ready.reason).toMatch(/store degraded/);
     } finally {
       rls.close();

@@ -63,7 +63,7 @@ describe('simulate --report', () => {
         series: [...svg.querySelectorAll('path.series')].map((p) => ({
           cls: p.getAttribute('class'),
           d: (p.getAttribute('d') ?? '').length,
-          width: (p as SVGGraphicsElement).getBBox().width,
+          width: (p as unknown as { getBBox(): { width: number } }).getBBox().width,
         })),
         xLabels: [...svg.querySelectorAll('text.x-label')].map((t) => t.textContent),
         yLabels: [...svg.querySelectorAll('text.y-label')].map((t) => t.textContent),

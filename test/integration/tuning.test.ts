@@ -8,6 +8,7 @@ import { explain } from '../../src/limiter/explain.js';
 import { generateDefaults, generateTraffic } from '../../src/tuning/generate.js';
 import { Simulation, type SimulationReport } from '../../src/tuning/simulate.js';
 import { readTraffic } from '../../src/tuning/traffic.js';
+import { jsonOf } from '../helpers/json.js';
 import { runCli } from '../helpers/process.js';
 import { configDir, property, repeat, startTestService } from '../helpers/service.js';
 
@@ -213,7 +214,7 @@ descriptors:
         body: JSON.stringify({ domain: 'property-api', descriptors: [{ entries: property('reports', 'Bearer live').descriptors[0]!.entries }] }),
       });
       expect(res.status).toBe(200);
-      const body = await res.json();
+      const body = await jsonOf(res);
       expect(body.descriptors[0].rule.id).toBe('category_reports.token');
       expect(body.descriptors[0].limits).toEqual([
         { name: 'reports-per-second', requestsPerUnit: 2, unit: 'second', algorithm: 'fixed_window', used: 2, remaining: 0, wouldReject: true },

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AdsServer, encodeConfig, type Resource, RLC_TYPE } from '../helpers/ads-server.js';
+import { jsonOf } from '../helpers/json.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/process.js';
 import { capturingLogger, healthClient, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
@@ -163,7 +164,7 @@ describe('descriptor configs from an xDS management server (ADS, state of the wo
     expect(await readyz(t)).toBe(200);
     await expect(t.rls.call(req('x'))).rejects.toMatchObject(noConfigYet);
     const json = await fetch(`http://127.0.0.1:${t.service.httpPort}/json`, { method: 'POST', body: JSON.stringify(req('x')) });
-    expect([json.status, (await json.json()).error]).toEqual([503, noConfigYet.details]);
+    expect([json.status, (await jsonOf(json)).error]).toEqual([503, noConfigYet.details]);
     const explained = await fetch(`http://127.0.0.1:${t.service.httpPort}/explain`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
