@@ -1,0 +1,97 @@
+/** A round-based fuzzer of the xDS client (soak-lib.ts: the invariants after each round): a real `tollgate
+ * serve` with CONFIG_TYPE=GRPC_XDS_SOTW against a hostile management server of this test's own (xds-round.ts):
+ * valid, invalid and random RateLimitConfig resources, garbage and oversize frames, huge version_info and nonces,
+ * floods, resets, GOAWAYs, slow trickles, and transports that are not what Tollgate expects (plaintext for TLS,
+ * TLS for plaintext, the wrong CA, the wrong name, a demand for a client certificate, raw garbage, hangs). After
+ * each round Tollgate must come back to a good server, ACK its config and answer by it. In `npm test` a few short
+ * rounds against the TLS client; `npm run fuzz` runs both clients for as long as it is given. */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { makeCertificates } from '../helpers/tls.js';
+import { Rng } from './fuzz-lib.js';
+import type { SoakSpec } from './soak-lib.js';
+import { soakBudget } from './soak-lib.js';
+import { SoakProcess } from './soak-process.js';
+import { soakRun } from './soak-run.js';
+import { CHECK_DOMAIN } from './xds-behaviours.js';
+import type { TlsFiles } from './xds-hostile.js';
+import { NODE_ID, XdsArena } from './xds-round.js';
+
+const budget = soakBudget(2, [1000, 1500]);
+
+/** Certificates for the name Tollgate checks, from its CA and from another, and another name from its CA. */
+function certificates(): { files: TlsFiles; ca: string } {
+  const ours = makeCertificates([
+    { name: 'ads', san: 'DNS:xds.fuzz' },
+    { name: 'other', san: 'DNS:other.fuzz' },
+  ]);
+  const theirs = makeCertificates([{ name: 'ads', san: 'DNS:xds.fuzz' }]);
+  const pair = (c: typeof ours, name: string) => ({ key: readFileSync(c.file(`${name}.key`)), cert: readFileSync(c.file(`${name}.pem`)) });
+  return {
+    files: { good: pair(ours, 'ads'), wrongCa: pair(theirs, 'ads'), wrongName: pair(ours, 'other'), ca: readFileSync(ours.file('ca.pem')) },
+    ca: ours.file('ca.pem'),
+  };
+}
+
+function spec(tls: boolean): SoakSpec {
+  let arena: XdsArena | undefined;
+  return {
+    suite: 'xds',
+    start: async (scanner) => {
+      const certs = tls ? certificates() : undefined;
+      arena = new XdsArena(new Rng([...scanner.marker].reduce((h, c) => Math.imul(h ^ c.charCodeAt(0), 0x01000193), 0x811c9dc5)), certs?.files);
+      const port = await arena.start();
+      const args = ['--config-type', 'GRPC_XDS_SOTW', '--xds-server-url', `127.0.0.1:${port}`, '--xds-node-id', NODE_ID];
+      // Quick to come back, so a round's restore takes a second, not a minute (the defaults are 10 s and 60 s).
+      args.push('--xds-backoff-initial', '100ms', '--xds-backoff-max', '400ms', '--xds-connect-retry-interval', '100ms');
+      const env = certs
+        ? { CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true', CONFIG_GRPC_XDS_SERVER_TLS_CACERT: certs.ca, CONFIG_GRPC_XDS_SERVER_TLS_SAN: 'xds.fuzz' }
+        : {};
+      const target = await SoakProcess.start(tls ? 'TLS client' : 'plaintext client', args, scanner, undefined, env);
+      // The known descriptor is checked before the first round: the canonical config must be in force.
+      const problem = await arena.restore(target.httpPort, -1);
+      if (problem) {
+        await target.close();
+        throw new Error(`before the first round: ${problem}`);
+      }
+      return target;
+    },
+    round: (ctx) => arena!.round(ctx),
+    settle: async (ctx) => {
+      const problem = await arena!.restore(ctx.target.httpPort, ctx.index);
+      arena!.report(ctx);
+      return problem;
+    },
+    known: { domain: CHECK_DOMAIN, key: 'check', limit: 5 },
+    // The rounds' configs may change or drop the probe's domain: its answers are judged as decided, in time.
+    probe: { domain: CHECK_DOMAIN, key: 'probe', limit: 1000, exact: false },
+    close: async () => {
+      await arena?.stop();
+    },
+  };
+}
+
+const timeout = budget.ms + 120_000;
+
+describe.concurrent(`the xDS client under a hostile management server (${budget.soak ? 'soak' : 'smoke'})`, () => {
+  if (budget.soak) {
+    it(
+      'plaintext',
+      async () => {
+        const run = await soakRun(spec(false), budget);
+        expect(run.problems, run.message).toBe(0);
+      },
+      timeout,
+    );
+  }
+
+  it(
+    'TLS',
+    async () => {
+      const run = await soakRun(spec(true), budget);
+      expect(run.problems, run.message).toBe(0);
+      expect(run.summary.rounds).toBeGreaterThan(0);
+    },
+    timeout,
+  );
+});
