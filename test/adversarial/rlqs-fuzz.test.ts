@@ -24,8 +24,7 @@ function spec(store: 'memory' | 'redis', plant?: (problem: string | undefined) =
     start: async (scanner) => {
       const dir = configDir({ 'property-api.yaml': readFileSync('config/property-api.yaml', 'utf8'), 'rlqs-fuzz.yaml': RLQS_FUZZ_YAML });
       const redis = store === 'redis' ? await startRedis() : undefined;
-      // A bound on the memory store's counters (the RLS probe makes one a call): RSS then measures leaks, not state.
-      const args = ['--config', dir, '--config-poll-ms', '0', '--rlqs-report-interval', `${INTERVAL_MS / 1000}s`, '--max-counters', '50000'];
+      const args = ['--config', dir, '--config-poll-ms', '0', '--rlqs-report-interval', `${INTERVAL_MS / 1000}s`];
       if (redis) args.push('--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '2000', '--redis-key-prefix', 'fuzz:');
       try {
         return await SoakProcess.start(`${store} store`, args, scanner, redis);

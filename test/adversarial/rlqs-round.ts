@@ -71,6 +71,7 @@ async function sumInForce(ctx: RoundContext, sims: SimEnvoy[], shared: string[])
     await new Promise((res) => setTimeout(res, 20));
   }
   if (Date.now() - quietSince < 300) return; // never quiet: nothing to read at one instant
+  ctx.count('rlqs contended buckets summed', shared.length);
   for (const bucket of shared) {
     const rates = sims.map((s) => s.rateInForce({ tenant: bucket }));
     const sum = rates.filter(Number.isFinite).reduce((a, b) => a + b, 0);

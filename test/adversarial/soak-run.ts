@@ -1,6 +1,7 @@
 /** The loop of a round-based fuzzer (soak-lib.ts says what each round checks): start the service, take its idle
  * RSS as the baseline, run rounds until the budget is spent, scan /metrics and Redis keys, report one line. A
  * failure names the seed: FUZZ_SEED=<seed> replays the same rounds (the timing of a real process differs). */
+import { parseMetrics } from '../helpers/metrics.js';
 import { RlsClient } from '../helpers/service.js';
 import { bounded } from '../helpers/time.js';
 import { caseRng, Findings, fuzzSeed, LeakScanner, makeMarker, report, type Summary, scanAfterRun } from './fuzz-lib.js';
@@ -65,7 +66,7 @@ export async function soakRun(spec: SoakSpec, budget: SoakBudget): Promise<SoakR
   try {
     const first = await checkKnown(rls, spec.known, `known-start-${scanner.marker}`);
     if (first) t.wrong.add({ index: -1, kind: 'known descriptor before any round', problem: first });
-    prober = await Prober.start(target.grpcPort, spec.probe);
+    prober = await Prober.start(target.grpcPort, spec.probe, budget.light);
     const baseline = target.rssMb();
     t.rss = { start: baseline, peak: baseline, end: baseline };
     for (let index = 0; index < budget.rounds && Date.now() - startedAt < budget.ms && !t.crashed; index++)
@@ -113,6 +114,7 @@ async function oneRound(spec: SoakSpec, budget: SoakBudget, run: Run, t: Tally):
       t.kinds.set(kind, (t.kinds.get(kind) ?? 0) + n);
     },
     label: '',
+    light: budget.light,
   };
   const logBefore = target.logVolume();
   const roundStart = Date.now();
@@ -145,10 +147,24 @@ async function oneRound(spec: SoakSpec, budget: SoakBudget, run: Run, t: Tally):
       problem: `${mb(t.rss.end)} ${RSS_SETTLE_MS} ms after, baseline ${mb(run.baseline)} (bound +${LEAK_GROWTH_MB} MiB)`,
     });
   checkLog(target.logVolume(), logBefore, (Date.now() - roundStart) / 1000, index, t.overBounds);
-  if (progress)
+  if (progress) {
+    const heap = await heapUsed(target.httpPort);
+    const findings = t.wrong.count + t.late.count + t.leaks.count + t.overBounds.count;
+    const took = ((Date.now() - roundStart) / 1000).toFixed(1);
     console.log(
-      `[fuzz] ${spec.suite} ${target.name} round ${index} (${ctx.label}): ${ctx.ms} ms attack, ${((Date.now() - roundStart) / 1000).toFixed(1)} s in all, RSS peak ${mb(peak)}, end ${mb(t.rss.end)}, findings so far ${t.wrong.count + t.late.count + t.leaks.count + t.overBounds.count}`,
+      `[fuzz] ${spec.suite} ${target.name} round ${index} (${ctx.label}): ${ctx.ms} ms attack, ${took} s in all, RSS peak ${mb(peak)}, end ${mb(t.rss.end)} (heap ${heap}), findings so far ${findings}`,
     );
+  }
+}
+
+/** The main thread's V8 heap in use (prom-client's series), to tell a leak of objects from memory the allocator
+ * keeps: a heap back where it was beside a higher RSS is not a leak of Tollgate's. */
+async function heapUsed(httpPort: number): Promise<string> {
+  const series = await fetch(`http://127.0.0.1:${httpPort}/metrics`, { signal: AbortSignal.timeout(5000) })
+    .then(async (res) => parseMetrics(await res.text()))
+    .catch(() => new Map<string, number>());
+  const used = series.get('nodejs_heap_size_used_bytes');
+  return used === undefined ? 'unknown' : mb(used / 1024 / 1024);
 }
 
 /** What a round may take past its attack's time before it counts as hung (clients wait up to 5 s for a status). */

@@ -79,24 +79,25 @@ export class Names {
 }
 
 /** The resources of one response and what the answer must be. */
-function responseBody(r: Rng): { resources: DiscoveryResponse['resources']; expect: Expect } {
+function responseBody(r: Rng, light: boolean): { resources: DiscoveryResponse['resources']; expect: Expect } {
   const roll = r.int(10);
   if (roll < 5) return { resources: validResources(r, r.between(1, 5)), expect: 'ack' };
   if (roll < 7) return { resources: [...validResources(r, r.between(0, 2)), invalidResource(r)], expect: 'nack' };
   if (roll < 8) return { resources: [], expect: 'ack' };
-  if (roll < 9) return { resources: validResources(r, r.pick([200, 1000])), expect: 'ack' };
+  if (roll < 9) return { resources: validResources(r, r.pick(light ? [20, 50] : [200, 1000])), expect: 'ack' };
   return { resources: [{ type_url: RLC_TYPE, value: Uint8Array.from(r.bytes(r.int(200))) }], expect: 'either' };
 }
 
-export type Behaviour = (s: AdsStream, r: Rng, names: Names, ledger: Ledger) => void;
+/** `light`: the smoke test's, with huge strings and messages cut down. */
+export type Behaviour = (s: AdsStream, r: Rng, names: Names, ledger: Ledger, light: boolean) => void;
 
 const later = (ms: number, f: () => void): void => void setTimeout(f, ms).unref();
 
 /** Answers each request with a response (or two) now and then, as a live control plane would. */
-const serve: Behaviour = (s, r, names) => {
+const serve: Behaviour = (s, r, names, _ledger, light) => {
   const next = (): void => {
     if (!r.chance(0.9)) return;
-    const { resources, expect } = responseBody(r);
+    const { resources, expect } = responseBody(r, light);
     later(r.int(50), () => s.send({ version_info: names.version(r), resources, type_url: RLC_TYPE, nonce: names.nonce() }, expect));
   };
   s.onRequest = next;
@@ -109,9 +110,9 @@ const flood: Behaviour = (s, r, names) => {
 };
 
 /** A valid config under a 1 MiB version, or with a 256 KiB nonce: server strings Tollgate logs and sends back. */
-const hugeStrings: Behaviour = (s, r, names) => {
-  const version = r.chance(0.5) ? `${names.version(r)}-${'x'.repeat(1024 * 1024)}` : names.version(r);
-  const nonce = version.length > 1000 ? names.nonce() : `${names.nonce()}-${'n'.repeat(256 * 1024)}`;
+const hugeStrings: Behaviour = (s, r, names, _ledger, light) => {
+  const version = r.chance(0.5) ? `${names.version(r)}-${'x'.repeat(light ? 2000 : 1024 * 1024)}` : names.version(r);
+  const nonce = version.length > 1000 ? names.nonce() : `${names.nonce()}-${'n'.repeat(light ? 2000 : 256 * 1024)}`;
   s.send({ version_info: version, resources: validResources(r, 1), type_url: RLC_TYPE, nonce }, 'ack');
 };
 
@@ -141,16 +142,10 @@ const lyingLength: Behaviour = (s, r) => {
   s.end(0);
 };
 
-const oversize: Behaviour = (s, r, names) => {
-  s.send(
-    {
-      version_info: names.version(r),
-      resources: [{ type_url: RLC_TYPE, value: new Uint8Array(4 * 1024 * 1024 + 10) }],
-      type_url: RLC_TYPE,
-      nonce: names.nonce(),
-    },
-    'none',
-  );
+const oversize: Behaviour = (s, r, names, _ledger, light) => {
+  const bytes = light ? 64 * 1024 : 4 * 1024 * 1024 + 10; // light: large, not over the limit (and not a config)
+  const resources = [{ type_url: RLC_TYPE, value: new Uint8Array(bytes) }];
+  s.send({ version_info: names.version(r), resources, type_url: RLC_TYPE, nonce: names.nonce() }, light ? 'either' : 'none');
 };
 
 /** A valid response, a few bytes every 20 ms. */

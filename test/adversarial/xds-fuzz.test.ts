@@ -5,9 +5,11 @@
  * TLS for plaintext, the wrong CA, the wrong name, a demand for a client certificate, raw garbage, hangs). After
  * each round Tollgate must come back to a good server, ACK its config and answer by it. In `npm test` a few short
  * rounds against the TLS client; `npm run fuzz` runs both clients for as long as it is given. */
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { makeCertificates } from '../helpers/tls.js';
 import { Rng } from './fuzz-lib.js';
 import type { SoakSpec } from './soak-lib.js';
 import { soakBudget } from './soak-lib.js';
@@ -19,17 +21,48 @@ import { NODE_ID, XdsArena } from './xds-round.js';
 
 const budget = soakBudget(2, [1000, 1500]);
 
+/** A CA and certificates it signed, with P-256 keys (an RSA key takes openssl a second or two on a busy machine,
+ * an EC one milliseconds): `<name>.pem` and `<name>.key` per entry, `ca.pem`. */
+function ecCertificates(entries: { name: string; san: string }[]): (file: string) => string {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-fuzz-certs-'));
+  const ssl = (...args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=tollgate-fuzz-ca');
+  for (const { name, san } of entries) {
+    ssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+    writeFileSync(join(dir, `${name}.cnf`), `subjectAltName=${san}\n`);
+    ssl(
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.cnf`,
+    );
+  }
+  return (file) => join(dir, file);
+}
+
 /** Certificates for the name Tollgate checks, from its CA and from another, and another name from its CA. */
 function certificates(): { files: TlsFiles; ca: string } {
-  const ours = makeCertificates([
+  const ours = ecCertificates([
     { name: 'ads', san: 'DNS:xds.fuzz' },
     { name: 'other', san: 'DNS:other.fuzz' },
   ]);
-  const theirs = makeCertificates([{ name: 'ads', san: 'DNS:xds.fuzz' }]);
-  const pair = (c: typeof ours, name: string) => ({ key: readFileSync(c.file(`${name}.key`)), cert: readFileSync(c.file(`${name}.pem`)) });
+  const theirs = ecCertificates([{ name: 'ads', san: 'DNS:xds.fuzz' }]);
+  const pair = (file: (f: string) => string, name: string) => ({ key: readFileSync(file(`${name}.key`)), cert: readFileSync(file(`${name}.pem`)) });
   return {
-    files: { good: pair(ours, 'ads'), wrongCa: pair(theirs, 'ads'), wrongName: pair(ours, 'other'), ca: readFileSync(ours.file('ca.pem')) },
-    ca: ours.file('ca.pem'),
+    files: { good: pair(ours, 'ads'), wrongCa: pair(theirs, 'ads'), wrongName: pair(ours, 'other'), ca: readFileSync(ours('ca.pem')) },
+    ca: ours('ca.pem'),
   };
 }
 

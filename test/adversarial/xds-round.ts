@@ -82,11 +82,12 @@ export class XdsArena {
     const [name, behaviour] = r.pick(mode.behaviours);
     mode.ctx.count(`xds stream: ${name}`);
     // Most behaviours answer the stream's first request, as a server does; some act before it arrives.
-    if (r.chance(0.2)) behaviour(s, r, this.names, this.ledger);
+    const light = mode.ctx.light;
+    if (r.chance(0.2)) behaviour(s, r, this.names, this.ledger, light);
     else
       s.onRequest = () => {
         s.onRequest = undefined;
-        behaviour(s, r, this.names, this.ledger);
+        behaviour(s, r, this.names, this.ledger, light);
       };
   }
 
