@@ -116,7 +116,9 @@ export const silent: Actor = async (env) => {
   env.ctx.count('rlqs silent streams', n);
   const streams = Array.from({ length: n }, (_, i) => conns[i % conns.length]!.open());
   while (Date.now() < env.until) await pause(50);
-  for (const s of streams) judgeStream(env, 'silent stream', s, [status.OK, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED, status.CANCELLED]);
+  // Held open, ended as silent (OK), or refused at open or after a grace, by whichever status a bound chooses.
+  const refusals = [status.OK, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED, status.CANCELLED, status.UNAVAILABLE];
+  for (const s of streams) judgeStream(env, 'silent stream', s, refusals);
 };
 
 /** A flood's reports, encoded once per run: encoding 20,000 usages takes the fuzzer's thread a while, and its

@@ -29,10 +29,14 @@ export const report = (domain: string, usages: Record<string, unknown>[]): Buffe
 export class RlqsConnection {
   readonly session: http2.ClientHttp2Session;
   readonly streams: RlqsStream[] = [];
+  private socket: net.Socket | undefined;
 
   constructor(port: number, address: string) {
     this.session = http2.connect(`http://127.0.0.1:${port}`, {
-      createConnection: () => net.connect({ host: '127.0.0.1', port, localAddress: address }),
+      createConnection: () => {
+        this.socket = net.connect({ host: '127.0.0.1', port, localAddress: address });
+        return this.socket;
+      },
       // Room for the 4 MiB frames some cases send beside others (Node's default would refuse new streams).
       maxSessionMemory: 256,
     });
@@ -47,7 +51,7 @@ export class RlqsConnection {
 
   /** The connection cut under the server: a TCP RST, no GOAWAY. */
   reset(): void {
-    (this.session.socket as unknown as net.Socket | undefined)?.resetAndDestroy?.();
+    if (this.socket && !this.socket.destroyed) this.socket.resetAndDestroy();
     this.session.destroy();
   }
 

@@ -98,6 +98,7 @@ interface Run {
   baseline: number;
 }
 
+/** A round: the attack with the prober beside it and RSS sampled, then the checks once it is over. */
 async function oneRound(spec: SoakSpec, budget: SoakBudget, run: Run, t: Tally): Promise<void> {
   const { index, target, scanner } = run;
   const r = caseRng(run.seed, index);
@@ -134,18 +135,7 @@ async function oneRound(spec: SoakSpec, budget: SoakBudget, run: Run, t: Tally):
   }
   if (peak - run.baseline > PEAK_GROWTH_MB)
     t.overBounds.add({ index, kind: 'RSS during the round', problem: `peak ${mb(peak)}, baseline ${mb(run.baseline)} (bound +${PEAK_GROWTH_MB} MiB)` });
-  const held = await bounded(spec.settle(ctx), ROUND_GRACE_MS, 'settling').catch((err: Error) => err.message);
-  if (held) t.leaks.add({ index, kind: 'held after the round', problem: held });
-  const known = await checkKnown(run.rls, spec.known, `known-${index}-${scanner.marker}`);
-  if (known) (known.includes('DEADLINE_EXCEEDED') ? t.late : t.wrong).add({ index, kind: 'known descriptor after the round', problem: known });
-  t.rss.end = await rssBack(target, run.baseline);
-  t.ends.push(t.rss.end);
-  if (t.rss.end - run.baseline > LEAK_GROWTH_MB)
-    t.leaks.add({
-      index,
-      kind: 'RSS after the round',
-      problem: `${mb(t.rss.end)} ${RSS_SETTLE_MS} ms after, baseline ${mb(run.baseline)} (bound +${LEAK_GROWTH_MB} MiB)`,
-    });
+  await afterRound(spec, ctx, run, t);
   checkLog(target.logVolume(), logBefore, (Date.now() - roundStart) / 1000, index, t.overBounds);
   if (progress) {
     const heap = await heapUsed(target.httpPort);
@@ -154,6 +144,21 @@ async function oneRound(spec: SoakSpec, budget: SoakBudget, run: Run, t: Tally):
     console.log(
       `[fuzz] ${spec.suite} ${target.name} round ${index} (${ctx.label}): ${ctx.ms} ms attack, ${took} s in all, RSS peak ${mb(peak)}, end ${mb(t.rss.end)} (heap ${heap}), findings so far ${findings}`,
     );
+  }
+}
+
+/** Once the attack is over: what it held let go, the known descriptor answered exactly, RSS back. */
+async function afterRound(spec: SoakSpec, ctx: RoundContext, run: Run, t: Tally): Promise<void> {
+  const { index } = ctx;
+  const held = await bounded(spec.settle(ctx), ROUND_GRACE_MS, 'settling').catch((err: Error) => err.message);
+  if (held) t.leaks.add({ index, kind: 'held after the round', problem: held });
+  const known = await checkKnown(run.rls, spec.known, `known-${index}-${run.scanner.marker}`);
+  if (known) (known.includes('DEADLINE_EXCEEDED') ? t.late : t.wrong).add({ index, kind: 'known descriptor after the round', problem: known });
+  t.rss.end = await rssBack(run.target, run.baseline);
+  t.ends.push(t.rss.end);
+  if (t.rss.end - run.baseline > LEAK_GROWTH_MB) {
+    const problem = `${mb(t.rss.end)} ${RSS_SETTLE_MS} ms after, baseline ${mb(run.baseline)} (bound +${LEAK_GROWTH_MB} MiB)`;
+    t.leaks.add({ index, kind: 'RSS after the round', problem });
   }
 }
 
