@@ -35,6 +35,10 @@ export class SoakProcess {
       env: { ...process.env, LOG_LEVEL: 'trace', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // A test that times out never reaches close(): the service must not outlive the test process.
+    const orphan = (): void => void child.kill('SIGKILL');
+    process.once('exit', orphan);
+    child.once('exit', () => process.off('exit', orphan));
     const p = new SoakProcess(name, child, grpcPort, httpPort, redis);
     const scanOut = scanner.stream('log');
     const scanErr = scanner.stream('stderr');

@@ -46,7 +46,10 @@ export interface SoakResult {
 export async function soakRun(spec: SoakSpec, budget: SoakBudget): Promise<SoakResult> {
   const seed = fuzzSeed();
   const scanner = new LeakScanner(makeMarker(seed));
-  const target = await spec.start(scanner);
+  const target = await spec.start(scanner).catch(async (err: Error) => {
+    await spec.close?.();
+    throw err;
+  });
   const rls = new RlsClient(target.grpcPort);
   let prober: Prober | undefined;
   const t: Tally = {

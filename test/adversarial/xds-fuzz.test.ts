@@ -6,7 +6,7 @@
  * each round Tollgate must come back to a good server, ACK its config and answer by it. In `npm test` a few short
  * rounds against the TLS client; `npm run fuzz` runs both clients for as long as it is given. */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -23,8 +23,9 @@ const budget = soakBudget(2, [1000, 1500]);
 
 /** A CA and certificates it signed, with P-256 keys (an RSA key takes openssl a second or two on a busy machine,
  * an EC one milliseconds): `<name>.pem` and `<name>.key` per entry, `ca.pem`. */
-function ecCertificates(entries: { name: string; san: string }[]): (file: string) => string {
+function ecCertificates(entries: { name: string; san: string }[], dirs: string[]): (file: string) => string {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-fuzz-certs-'));
+  dirs.push(dir);
   const ssl = (...args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=tollgate-fuzz-ca');
@@ -53,12 +54,15 @@ function ecCertificates(entries: { name: string; san: string }[]): (file: string
 }
 
 /** Certificates for the name Tollgate checks, from its CA and from another, and another name from its CA. */
-function certificates(): { files: TlsFiles; ca: string } {
-  const ours = ecCertificates([
-    { name: 'ads', san: 'DNS:xds.fuzz' },
-    { name: 'other', san: 'DNS:other.fuzz' },
-  ]);
-  const theirs = ecCertificates([{ name: 'ads', san: 'DNS:xds.fuzz' }]);
+function certificates(dirs: string[]): { files: TlsFiles; ca: string } {
+  const ours = ecCertificates(
+    [
+      { name: 'ads', san: 'DNS:xds.fuzz' },
+      { name: 'other', san: 'DNS:other.fuzz' },
+    ],
+    dirs,
+  );
+  const theirs = ecCertificates([{ name: 'ads', san: 'DNS:xds.fuzz' }], dirs);
   const pair = (file: (f: string) => string, name: string) => ({ key: readFileSync(file(`${name}.key`)), cert: readFileSync(file(`${name}.pem`)) });
   return {
     files: { good: pair(ours, 'ads'), wrongCa: pair(theirs, 'ads'), wrongName: pair(ours, 'other'), ca: readFileSync(ours('ca.pem')) },
@@ -68,10 +72,11 @@ function certificates(): { files: TlsFiles; ca: string } {
 
 function spec(tls: boolean): SoakSpec {
   let arena: XdsArena | undefined;
+  const dirs: string[] = [];
   return {
     suite: 'xds',
     start: async (scanner) => {
-      const certs = tls ? certificates() : undefined;
+      const certs = tls ? certificates(dirs) : undefined;
       arena = new XdsArena(new Rng([...scanner.marker].reduce((h, c) => Math.imul(h ^ c.charCodeAt(0), 0x01000193), 0x811c9dc5)), certs?.files);
       const port = await arena.start();
       const args = ['--config-type', 'GRPC_XDS_SOTW', '--xds-server-url', `127.0.0.1:${port}`, '--xds-node-id', NODE_ID];
@@ -100,6 +105,7 @@ function spec(tls: boolean): SoakSpec {
     probe: { domain: CHECK_DOMAIN, key: 'probe', limit: 1000, exact: false },
     close: async () => {
       await arena?.stop();
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
