@@ -323,7 +323,7 @@ export function problemCount(tally: Tally, scanner: LeakScanner): number {
 }
 
 /** Everything that must not be found after a run: the marker in /metrics and in Redis keys. */
-export async function scanAfterRun(target: Target, scanner: LeakScanner): Promise<void> {
+export async function scanAfterRun(target: Pick<Target, 'httpPort' | 'redis'>, scanner: LeakScanner): Promise<void> {
   const metrics = await fetch(`http://127.0.0.1:${target.httpPort}/metrics`).then((r) => r.text());
   scanner.check(-1, '/metrics', metrics);
   if (target.redis) {
@@ -345,6 +345,12 @@ export interface Summary {
   hangs: number;
   leaks: number;
   kinds: Record<string, number>;
+  /** The round-based fuzzers' (soak-run.ts): rounds run; the service's RSS in MiB at the start, at its peak and
+   * at the end; rounds over the RSS or log bounds; the 99th percentile of RLS calls made during the rounds. */
+  rounds?: number;
+  rss?: { start: number; peak: number; end: number };
+  overBounds?: number;
+  probeP99Ms?: number;
 }
 
 export function summarize(suite: string, target: string, seed: number, startedAt: number, tally: Tally, scanner: LeakScanner): Summary {
