@@ -324,3 +324,17 @@ describe('the Redis share table with a frozen Redis', () => {
     }
   }, 60_000);
 });
+
+it('the memory share table forgets buckets whose every entry has expired, not only past its bound', async () => {
+  const store = new MemoryShareStore();
+  const t0 = 1_000_000;
+  // A stream's worth of invented buckets, reported once and never again (entries live 10 s).
+  for (let i = 0; i < 2000; i++) await store.reserve([ask(`gone-${i}`, 'hostile', 5, 100, 10_000)], t0);
+  await store.reserve([ask('kept', 'envoy', 5, 100, 60_000)], t0);
+  expect(store.size).toBe(2001);
+  // Past their expiry, the reports that keep coming drop them from the front; the live bucket stays.
+  for (let i = 0; i < 300; i++) await store.reserve([ask('kept', 'envoy', 5, 100, 60_000)], t0 + 20_000 + i);
+  expect(store.size).toBe(1);
+  const [kept] = await store.reserve([ask('kept', 'envoy', 5, 100, 60_000)], t0 + 21_000);
+  expect(kept?.previous).toBeGreaterThan(0); // its entry survived the sweep
+});
