@@ -2,12 +2,17 @@ import { ConfigError } from '../config/errors.js';
 import { ListenError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { logSettingNotes, startService } from '../service.js';
-import { parseServeArgs, serveHelp } from '../settings.js';
+import { parseServeArgs, SERVE_OPTIONS, serveHelp } from '../settings.js';
 import { isWorker, runPrimary } from '../workers.js';
 import type { Command } from './command.js';
 
 /** `tollgate serve`: runs the service until SIGTERM or SIGINT, then stops it gracefully. */
-export const serveCommand: Command = { help: serveHelp, run: serve };
+export const serveCommand: Command = {
+  help: serveHelp,
+  // Every setting is a string flag (parseServeArgs): the environment and the default stand behind it.
+  options: Object.fromEntries(Object.keys(SERVE_OPTIONS).map((k) => [k, { type: 'string' }])),
+  run: serve,
+};
 
 async function serve(args: string[]): Promise<number> {
   const settings = parseServeArgs(args);
