@@ -12,7 +12,7 @@
  *   live size before the next full GC (deps/v8/src/heap/heap-controller.cc, MaxGrowingFactor), and garbage
  *   holds external buffers (malloc'd, kept by the allocator) until it is collected. --heap-growing-percent=50
  *   makes it 1.5 times.
- * Measured on Node 24.21 (the bound's flood): RSS +200-250 MB by default, +100-120 MB with the first flag, +50 MB
+ * Measured on Node 24.21 (the bound's flood): RSS +200-250 MB by default, +100-120 MB with the first flag, +50-70 MB
  * with both; CPU time per call the same within this machine's noise. */
 export const HEAP_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=50'] as const;
 
