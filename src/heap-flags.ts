@@ -31,8 +31,8 @@ export function missingHeapFlags(execArgv: readonly string[], nodeOptions = ''):
 /** Replaces this process with itself started with the missing heap flags (process.execve: the same pid, stdio
  * and environment, so a supervisor's signals still reach it). Returns, having done nothing, when none is
  * missing, after one re-execution, or on a runtime without process.execve (Node 22.12-22.14): there the young
- * generation is V8's default, and NODE_OPTIONS=--max-semi-space-size=16 sets it. Call it before anything opens
- * a port or a file. */
+ * generation is V8's default, and NODE_OPTIONS=--max-semi-space-size=16 sets it. cli.ts calls it for `serve`
+ * before loading anything else. */
 export function reexecWithHeapFlags(): void {
   const missing = missingHeapFlags(process.execArgv, process.env.NODE_OPTIONS);
   const execve = (process as unknown as { execve?: Execve }).execve;

@@ -1,6 +1,5 @@
 import { ConfigError } from '../config/errors.js';
 import { ListenError } from '../errors.js';
-import { reexecWithHeapFlags } from '../heap-flags.js';
 import { createLogger } from '../logger.js';
 import { logSettingNotes, startService } from '../service.js';
 import { parseServeArgs, SERVE_OPTIONS, serveHelp } from '../settings.js';
@@ -16,7 +15,6 @@ export const serveCommand: Command = {
 };
 
 async function serve(args: string[]): Promise<number> {
-  reexecWithHeapFlags(); // first: the heap the memory bound is measured with (heap-flags.ts)
   const settings = parseServeArgs(args);
   const logger = createLogger(settings.logLevel, settings.logFormat);
   if (settings.workers > 1 && !isWorker()) {
