@@ -129,7 +129,7 @@ export const SERVE_OPTIONS = {
   'xds-tls-cacert': {
     env: 'CONFIG_GRPC_XDS_SERVER_TLS_CACERT',
     default: '',
-    help: "xDS: CA file (PEM) the server's certificate is checked against (default: the system's)",
+    help: "xDS: CA file (PEM) the server's certificate is checked against (unset: the system's CAs)",
   },
   'xds-tls-san': { env: 'CONFIG_GRPC_XDS_SERVER_TLS_SAN', default: '', help: "xDS: name the server's certificate must hold, instead of the host" },
   'xds-backoff-initial': { env: 'XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', default: '10s', help: 'xDS: wait before reopening a broken stream' },
@@ -159,7 +159,7 @@ export const SERVE_OPTIONS = {
   'tracing-service-instance-id': {
     env: 'TRACING_SERVICE_INSTANCE_ID',
     default: '',
-    help: 'service.instance.id of the spans (default: a random UUID per process)',
+    help: 'service.instance.id of the spans (unset: a random UUID per process)',
   },
   'tracing-sampling-rate': {
     env: 'TRACING_SAMPLING_RATE',
@@ -183,10 +183,13 @@ export type OptionName = keyof typeof SERVE_OPTIONS;
 /** Every environment variable of the table above, for tests that hold settings to envoyproxy/ratelimit's. */
 export const SERVE_ENV_NAMES: readonly string[] = Object.values(SERVE_OPTIONS).map((o) => o.env);
 
+/** A setting's default as help and docs/cli.md say it: an empty default is no value at all, not an empty one. */
+export const defaultText = (value: string): string => (value === '' ? 'unset' : value);
+
 export function serveHelp(): string {
   const width = Math.max(...Object.keys(SERVE_OPTIONS).map((f) => f.length));
   const rows = Object.entries(SERVE_OPTIONS).map(
-    ([flag, o]) => `  --${flag.padEnd(width)} ${o.help}\n  ${''.padEnd(width + 2)} env ${o.env}, default ${o.default}`,
+    ([flag, o]) => `  --${flag.padEnd(width)} ${o.help}\n  ${''.padEnd(width + 2)} env ${o.env}, default ${defaultText(o.default)}`,
   );
   return (
     `Usage: tollgate serve [options]\n\nRuns the rate-limit service.\n\nOptions (flags win over ` +

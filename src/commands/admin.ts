@@ -12,16 +12,22 @@ TOKEN_OR_FINGERPRINT: a token (its "Bearer " scheme ignored) or its fingerprint 
 A hex string of another length from 31 to 63 is refused as a mistyped fingerprint unless --token is given.
 `;
 
+/** The flags of `tiers`; `inspect` also takes --reset. */
+const TIERS_OPTIONS = { url: { type: 'string' }, json: { type: 'boolean' }, token: { type: 'boolean' } } as const;
+const INSPECT_OPTIONS = { ...TIERS_OPTIONS, reset: { type: 'boolean' } } as const;
+
 /** `tollgate tiers …` and `tollgate inspect …`: calls to a running service's admin API. */
 export const tiersCommand: Command = {
   help: () =>
     `Usage: tollgate tiers assign TOKEN_OR_FINGERPRINT TIER\n       tollgate tiers remove TOKEN_OR_FINGERPRINT\n       tollgate tiers ` +
     `list\n\n${ADMIN_HELP}`,
+  options: TIERS_OPTIONS,
   run: (args) => admin('tiers', args),
 };
 
 export const inspectCommand: Command = {
   help: () => `Usage: tollgate inspect TOKEN_OR_FINGERPRINT [--reset]\n\nShows the client's tier and its counters; --reset deletes them.\n${ADMIN_HELP}`,
+  options: INSPECT_OPTIONS,
   run: (args) => admin('inspect', args),
 };
 
@@ -34,12 +40,8 @@ const ADMIN_VERBS: Record<string, { args: number; usage: string }> = {
 };
 
 async function admin(command: string, args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    strict: true,
-    options: { url: { type: 'string' }, json: { type: 'boolean' }, reset: { type: 'boolean' }, token: { type: 'boolean' } },
-  });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: INSPECT_OPTIONS });
+  if (command === 'tiers' && values.reset !== undefined) throw new CliError("'--reset' is inspect's option, not tiers'", 2);
   const [verb, ...rest] = command === 'inspect' ? ['inspect', ...positionals] : positionals;
   const known = verb === undefined ? undefined : ADMIN_VERBS[verb];
   if (verb === undefined || !known || (verb === 'inspect') !== (command === 'inspect')) {

@@ -16,12 +16,13 @@ const HELP =
   `passes with a warning, as serve starts on\nit (a reload that would empty a running config is refused). --max-config-bytes ` +
   `(env\nMAX_CONFIG_BYTES) and --merge-domain-config (env MERGE_DOMAIN_CONFIG) as for serve.\n`;
 
+const OPTIONS = { 'max-config-bytes': { type: 'string' }, 'merge-domain-config': { type: 'boolean' } } as const;
+
 /** `tollgate check-config`: validates a config as serve would load it and lists its rules. */
-export const checkConfigCommand: Command = { help: () => HELP, run: checkConfig };
+export const checkConfigCommand: Command = { help: () => HELP, options: OPTIONS, run: checkConfig };
 
 function checkConfig(args: string[]): number {
-  const options = { 'max-config-bytes': { type: 'string' }, 'merge-domain-config': { type: 'boolean' } } as const;
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: OPTIONS });
   const path = positionals[0];
   if (positionals.length !== 1 || !path) {
     process.stderr.write(HELP);

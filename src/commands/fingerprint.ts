@@ -13,7 +13,7 @@ const HELP =
   `fingerprint - < token.txt\n`;
 
 /** `tollgate fingerprint`: the fingerprint that names a client in keys, logs and the admin API. */
-export const fingerprintCommand: Command = { help: () => HELP, run: printFingerprint };
+export const fingerprintCommand: Command = { help: () => HELP, options: {}, run: printFingerprint };
 
 async function printFingerprint(args: string[]): Promise<number> {
   const { positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: {} });

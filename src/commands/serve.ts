@@ -3,7 +3,7 @@ import { ListenError } from '../errors.js';
 import { LogSink } from '../log-sink.js';
 import { createLogger } from '../logger.js';
 import { logSettingNotes, startService } from '../service.js';
-import { parseServeArgs, serveHelp } from '../settings.js';
+import { parseServeArgs, SERVE_OPTIONS, serveHelp } from '../settings.js';
 import { isWorker, runPrimary } from '../workers.js';
 import type { Command } from './command.js';
 
@@ -11,7 +11,12 @@ import type { Command } from './command.js';
 const START_FAILURE_FLUSH_MS = 1000;
 
 /** `tollgate serve`: runs the service until SIGTERM or SIGINT, then stops it gracefully. */
-export const serveCommand: Command = { help: serveHelp, run: serve };
+export const serveCommand: Command = {
+  help: serveHelp,
+  // Every setting is a string flag (parseServeArgs): the environment and the default stand behind it.
+  options: Object.fromEntries(Object.keys(SERVE_OPTIONS).map((k) => [k, { type: 'string' }])),
+  run: serve,
+};
 
 async function serve(args: string[]): Promise<number> {
   const settings = parseServeArgs(args);

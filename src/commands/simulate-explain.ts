@@ -41,7 +41,11 @@ rule: requests, admitted, rejected, peak per-second use, and the most limited to
   --envoy FILE     routes → descriptors, as Envoy builds them (default envoy/envoy.yaml, else the bundled one)
   --compare DIR2   replay the same traffic under a second config and show the difference rule by rule
   --tiers FILE     tier assignments, as 'tollgate tiers list --json' prints them
+  --top N          how many of the most limited tokens to list (default 10)
+  --json           print the report as JSON
   --generate N     write N lines of realistic property-API traffic (stdout, or --out FILE)
+  --seed S         the generator's seed: the same seed writes the same log (default ${generateDefaults.seed})
+  --rate R         the generated log's average requests a second (default ${generateDefaults.rate})
 `;
 
 export const EXPLAIN_HELP = `Usage: tollgate explain [--config DIR] [--tiers FILE] [--hits N] [--json] DOMAIN key=value [key=value …] [+ key=value …]
@@ -98,7 +102,7 @@ function readableFile(file: string, what: string): string {
   return file;
 }
 
-const SIMULATE_OPTIONS = {
+export const SIMULATE_OPTIONS = {
   traffic: { type: 'string' },
   config: { type: 'string', default: './config' },
   envoy: { type: 'string' },
@@ -195,25 +199,22 @@ function openForWriting(file: string): Promise<ReturnType<typeof createWriteStre
   });
 }
 
+export const EXPLAIN_OPTIONS = {
+  config: { type: 'string' },
+  url: { type: 'string' },
+  tiers: { type: 'string' },
+  hits: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  log: { type: 'string' },
+  client: { type: 'string' },
+  'trace-id': { type: 'string' },
+  over: { type: 'boolean', default: false },
+  last: { type: 'string' },
+  bucket: { type: 'boolean', default: false },
+} as const;
+
 export async function explainCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      config: { type: 'string' },
-      url: { type: 'string' },
-      tiers: { type: 'string' },
-      hits: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      log: { type: 'string' },
-      client: { type: 'string' },
-      'trace-id': { type: 'string' },
-      over: { type: 'boolean', default: false },
-      last: { type: 'string' },
-      bucket: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: EXPLAIN_OPTIONS });
   if (values.log !== undefined) return explainFromLog(values.log, values);
   const where = configOrUrl(values);
   if (values.bucket) return explainBucket(positionals, { ...values, config: where.config ?? DEFAULT_CONFIG });

@@ -29,7 +29,7 @@ import { cachedFingerprint } from '../fingerprint.js';
  *                                                  id fingerprint → state, estimate, time), and
  *                  <counter key>:rsv.exp            their expiries (a sorted set), check-and-incr.lua's
  *   demand key    <counter key>:rlqs               an RLQS bucket's demand table (a Redis hash: instance
- *                                                  fingerprint → demand and expiry; quota-demand.lua). No
+ *                                                  fingerprint → demand and expiry; quota-share.lua). No
  *                                                  unit is named rlqs, so it never meets a window key
  *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
  *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets

@@ -123,6 +123,8 @@ describe('simulate: files that are not there or not files', () => {
 describe('tiers and inspect', () => {
   it('an unknown subcommand is named as unknown', async () => {
     expectOneLine(await runCli(['tiers', 'frob']), 2, /^tollgate: unknown tiers subcommand "frob": use assign, remove or list/);
+    // tiers takes the flags it lists (docs/cli.md): inspect's --reset is refused, not ignored.
+    expectOneLine(await runCli(['tiers', 'list', '--reset']), 2, /^tollgate: '--reset' is inspect's option, not tiers'/);
   });
 
   it.each([31, 33, 40, 63])('a %i-character hex string is refused as a mistyped fingerprint, before any call', async (length) => {

@@ -10,6 +10,7 @@ const PAGES = [
   'README.md',
   'BENCHMARKS.md',
   'CHANGELOG.md',
+  'CONTRIBUTING.md',
   ...readdirSync('docs')
     .filter((f) => f.endsWith('.md'))
     .map((f) => join('docs', f)),

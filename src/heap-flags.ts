@@ -1,0 +1,41 @@
+/** The V8 heap settings `tollgate serve` runs with, however it was started (the image, `npm start`, `node
+ * dist/cli.js serve`, Envoy Gateway's `command: [/bin/ratelimit]`), so the memory bound docs/operations.md
+ * states holds on every Node.js line Tollgate supports.
+ *
+ * Why: the bound's test (test/adversarial/memory-bound.test.ts) grew RSS by ~60 MB on Node 20 and by 200-250 MB
+ * on Node 24, with the same live data: after a full GC the heap held 18-20 MB before and after the flood, on
+ * both. The store keeps nothing more; the runtime sizes its heap differently.
+ * - The young generation: Node 22+'s V8 lets a semi-space grow to 64 MB on a 64-bit build (Node 20's: 16 MB;
+ *   deps/v8/src/heap/heap.cc, Heap::DefaultMaxSemiSpaceSize), so new space alone took 128 MB where it took 32.
+ *   --max-semi-space-size=16 gives back Node 20's.
+ * - The old generation: where the heap limit is the machine's default, V8 lets the heap grow 4 times over its
+ *   live size before the next full GC (deps/v8/src/heap/heap-controller.cc, MaxGrowingFactor), and garbage
+ *   holds external buffers (malloc'd, kept by the allocator) until it is collected. --heap-growing-percent=50
+ *   makes it 1.5 times.
+ * Measured on Node 24.21 (the bound's flood): RSS +200-250 MB by default, +100-120 MB with the first flag, +50-70 MB
+ * with both; CPU time per call the same within this machine's noise. */
+export const HEAP_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=50'] as const;
+
+/** Set in the environment of the re-executed process, so it can never loop. */
+const MARK = 'TOLLGATE_HEAP_FLAGS_SET';
+
+type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
+
+/** The flags of HEAP_FLAGS this process was not started with. An operator's own value of one (on the command
+ * line or in NODE_OPTIONS) is theirs: it is not replaced. */
+export function missingHeapFlags(execArgv: readonly string[], nodeOptions = ''): string[] {
+  const given = [...execArgv, ...nodeOptions.split(/\s+/)].map((a) => a.split('=')[0]!.replaceAll('_', '-'));
+  return HEAP_FLAGS.filter((f) => !given.includes(f.split('=')[0]!));
+}
+
+/** Replaces this process with itself started with the missing heap flags (process.execve: the same pid, stdio
+ * and environment, so a supervisor's signals still reach it). Returns, having done nothing, when none is
+ * missing, after one re-execution, or on a runtime without process.execve (Node 22.12-22.14): there the young
+ * generation is V8's default, and NODE_OPTIONS=--max-semi-space-size=16 sets it. cli.ts calls it for `serve`
+ * before loading anything else. */
+export function reexecWithHeapFlags(): void {
+  const missing = missingHeapFlags(process.execArgv, process.env.NODE_OPTIONS);
+  const execve = (process as unknown as { execve?: Execve }).execve;
+  if (missing.length === 0 || process.env[MARK] || typeof execve !== 'function') return;
+  execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, ...process.argv.slice(1)], { ...process.env, [MARK]: '1' });
+}

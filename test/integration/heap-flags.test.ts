@@ -1,0 +1,41 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { HEAP_FLAGS, missingHeapFlags } from '../../src/heap-flags.js';
+import { freePort, loopback, startCli } from '../helpers/process.js';
+
+/** `serve` runs with the heap settings its memory bound is measured with (src/heap-flags.ts), whoever starts it,
+ * and leaves an operator's own value of one alone. */
+
+const cmdline = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+const canExec = typeof (process as unknown as { execve?: unknown }).execve === 'function';
+
+async function serveArgv(env: NodeJS.ProcessEnv = {}): Promise<string[]> {
+  const daemon = await startCli(['serve', ...loopback(await freePort(), await freePort())], /tollgate serving/, env);
+  try {
+    return cmdline(daemon.child.pid!);
+  } finally {
+    daemon.child.kill('SIGTERM');
+    await daemon.exited;
+  }
+}
+
+describe('the heap flags serve runs with', () => {
+  it('are missing exactly when neither the command line nor NODE_OPTIONS gives them', () => {
+    expect(missingHeapFlags([])).toEqual([...HEAP_FLAGS]);
+    expect(missingHeapFlags([...HEAP_FLAGS])).toEqual([]);
+    expect(missingHeapFlags(['--max-semi-space-size=4'])).toEqual(['--heap-growing-percent=50']);
+    expect(missingHeapFlags([], '--max-old-space-size=512 --max_semi_space_size 8')).toEqual(['--heap-growing-percent=50']);
+  });
+
+  it.skipIf(!canExec)('are added to a plain `node dist/cli.js serve`, in the same process', async () => {
+    const argv = await serveArgv();
+    for (const flag of HEAP_FLAGS) expect(argv).toContain(flag);
+    expect(argv.filter((a) => a.endsWith('cli.js'))).toHaveLength(1);
+  });
+
+  it.skipIf(!canExec)("leave an operator's NODE_OPTIONS value in place", async () => {
+    const argv = await serveArgv({ NODE_OPTIONS: '--max-semi-space-size=8' });
+    expect(argv).not.toContain('--max-semi-space-size=16');
+    expect(argv).toContain('--heap-growing-percent=50');
+  });
+});
