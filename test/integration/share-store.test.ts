@@ -336,5 +336,5 @@ it('the memory share table forgets buckets whose every entry has expired, not on
   for (let i = 0; i < 300; i++) await store.reserve([ask('kept', 'envoy', 5, 100, 60_000)], t0 + 20_000 + i);
   expect(store.size).toBe(1);
   const [kept] = await store.reserve([ask('kept', 'envoy', 5, 100, 60_000)], t0 + 21_000);
-  expect(kept?.previous).toBeGreaterThan(0); // its entry survived the sweep
+  expect((kept as ShareGrant).previous).toBeGreaterThan(0); // its entry survived the sweep
 });
