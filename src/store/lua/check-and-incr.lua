@@ -41,7 +41,8 @@
            the previous window's count after it; a request with a charge window then has per window what it
            counted (a settlement's difference may be negative), per reservation its event (1 made, 2 refused,
            3 settled, 4 late, 5 full) and estimate, and the reservations found expired unsettled }. Counts are
-           whole numbers, so the sign says "no room" without another value. A request whose counters Redis refused (a key of another type: WRONGTYPE; a value that
+           whole numbers, so the sign says "no room" without another value. A request whose counters Redis refused (a
+           key of another type: WRONGTYPE; a value that
            is not a count: WRONGTYPE too; out of memory: OOM) has, in place of all that, the error's first word
            as a string: it fails alone, the others of the batch are decided as usual. A value that is not a
            count (is_count below: only what INCRBY itself reads as an integer, so never "1e1", "0x5", " 5",
