@@ -139,7 +139,10 @@ async function oneRound(spec: SoakSpec, budget: SoakBudget, run: Run, t: Tally):
   if (peak - run.baseline > PEAK_GROWTH_MB)
     t.overBounds.add({ index, kind: 'RSS during the round', problem: `peak ${mb(peak)}, baseline ${mb(run.baseline)} (bound +${PEAK_GROWTH_MB} MiB)` });
   await afterRound(spec, ctx, run, t);
-  checkLog(target.logVolume(), logBefore, (Date.now() - roundStart) / 1000, index, t.overBounds);
+  // The smoke run inside `npm test` does not hold the line rate yet: each refused RLQS stream still writes a line
+  // (issue 36 item 8, not landed). The soak (`npm run fuzz`) keeps the bound and reports it; bytes hold in both.
+  const lineRate = process.env.VITEST ? Number.POSITIVE_INFINITY : LOG_LINES_PER_SECOND;
+  checkLog(target.logVolume(), logBefore, (Date.now() - roundStart) / 1000, index, t.overBounds, lineRate);
   if (progress) {
     const heap = await heapUsed(target.httpPort);
     const findings = t.wrong.count + t.late.count + t.leaks.count + t.overBounds.count;
@@ -212,12 +215,10 @@ export function checkLog(
   seconds: number,
   index: number,
   f: Findings,
+  lineRate = LOG_LINES_PER_SECOND,
 ): void {
   const bytes = after.bytes - before.bytes;
   const lines = after.lines - before.lines;
-  // The smoke run inside `npm test` does not hold the line rate yet: each refused RLQS stream still writes a line
-  // (issue 36 item 8, not landed). The soak (`npm run fuzz`) keeps the bound and reports it; bytes hold in both.
-  const lineRate = process.env.VITEST ? Number.POSITIVE_INFINITY : LOG_LINES_PER_SECOND;
   if (bytes > LOG_BYTES_PER_ROUND || lines > lineRate * Math.max(seconds, 1))
     f.add({
       index,
