@@ -8,7 +8,7 @@ import { shown } from './config/xds/rls-conf.js';
 import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './config/xds/source.js';
 import type { Clock } from './counters/clock.js';
 import type { Metrics } from './metrics/metrics.js';
-import type { Settings } from './settings.js';
+import type { Settings } from './settings/settings.js';
 import type { StoreStack } from './store/create-store.js';
 
 /** Where the service's descriptor configs come from once it serves: the config directory, watched, or an xDS

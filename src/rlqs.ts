@@ -7,7 +7,7 @@ import { QuotaService } from './quota/quota-service.js';
 import type { AssignmentSummary } from './response/assignment-summary.js';
 import { type RlqsServer, rlqsService, UNKNOWN_DOMAIN } from './server/rlqs-handler.js';
 import { InstanceRegistry } from './server/rlqs-identity.js';
-import type { Settings } from './settings.js';
+import type { Settings } from './settings/settings.js';
 import type { StoreStack } from './store/create-store.js';
 import { RedisShareStore } from './store/redis-share-store.js';
 import { LocalShareEvents, RedisShareEvents, type ShareEvents } from './store/share-events.js';

@@ -22,7 +22,7 @@ import type { DecisionObserver } from './server/observer.js';
 import { HEALTH_SERVICE, RLQS_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { type HandlerDeps, rateLimitService } from './server/ratelimit-handler.js';
 import { grpcServerCredentials } from './server/tls.js';
-import { SERVE_OPTIONS, type Settings } from './settings.js';
+import { SERVE_OPTIONS, type Settings } from './settings/settings.js';
 import { quietLibraries } from './startup-notes.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { Settings } from './settings.js';
-import { SETTING_HINTS } from './settings-compat.js';
+import { SETTING_HINTS } from './settings/compat.js';
+import type { Settings } from './settings/settings.js';
 import { isWorker } from './workers.js';
 
 /** What libraries and the settings have to say at start, said once, in the log: never a raw line on stderr. */

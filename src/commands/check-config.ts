@@ -5,8 +5,8 @@ import { ConfigError } from '../config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from '../config/load.js';
 import { DEFAULT_HEADERS } from '../config/spec.js';
 import { CliError } from '../errors.js';
-import { maxConfigBytesOf } from '../settings.js';
-import { parseBool } from '../settings-compat.js';
+import { parseBool } from '../settings/compat.js';
+import { maxConfigBytesOf } from '../settings/settings.js';
 import type { Command } from './command.js';
 
 const HELP =

@@ -3,7 +3,7 @@ import { ListenError } from '../errors.js';
 import { LogSink } from '../log-sink.js';
 import { createLogger } from '../logger.js';
 import { logSettingNotes, startService } from '../service.js';
-import { parseServeArgs, SERVE_OPTIONS, serveHelp } from '../settings.js';
+import { parseServeArgs, SERVE_OPTIONS, serveHelp } from '../settings/settings.js';
 import { isWorker, runPrimary } from '../workers.js';
 import type { Command } from './command.js';
 

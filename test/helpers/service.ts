@@ -8,7 +8,7 @@ import type { TierStore } from '../../src/control/tier-store.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { clientConstructor, HEALTH_SERVICE, RLS_SERVICE } from '../../src/server/proto.js';
 import { type RunningService, startService } from '../../src/service.js';
-import { parseServeArgs } from '../../src/settings.js';
+import { parseServeArgs } from '../../src/settings/settings.js';
 
 /** A time on an hour boundary, so tests know where every window starts. */
 export const HOUR_START = 1_800_000_000_000;

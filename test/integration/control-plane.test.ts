@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
-import { SERVE_OPTIONS } from '../../src/settings.js';
+import { SERVE_OPTIONS } from '../../src/settings/settings.js';
 import { jsonOf } from '../helpers/json.js';
 import { runCli } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';

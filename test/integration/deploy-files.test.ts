@@ -5,7 +5,7 @@ import { parse } from 'yaml';
 import { loadConfigDir } from '../../src/config/load.js';
 import { matchRule } from '../../src/config/match.js';
 import { DEFAULT_PEER, descriptorsFor, loadEnvoyConfig, possibleDescriptors } from '../../src/envoy/routes.js';
-import { SERVE_OPTIONS } from '../../src/settings.js';
+import { SERVE_OPTIONS } from '../../src/settings/settings.js';
 
 // No Envoy, Docker or Kubernetes here: the files are parsed and cross-checked against Tollgate's own config,
 // defaults and code, so they cannot drift apart unnoticed.

@@ -5,7 +5,7 @@ import { ListenError } from '../../src/errors.js';
 import { HealthService } from '../../src/server/health.js';
 import { clientConstructor, HEALTH_SERVICE, RLQS_SERVICE, serviceDefinition } from '../../src/server/proto.js';
 import { grpcServerCredentials } from '../../src/server/tls.js';
-import { parseServeArgs, SettingsError } from '../../src/settings.js';
+import { parseServeArgs, SettingsError } from '../../src/settings/settings.js';
 import { RlsClient, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 import { makeCertificates } from '../helpers/tls.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validate } from 'dockerfile-utils';
 import { describe, expect, it } from 'vitest';
-import { SERVE_OPTIONS } from '../../src/settings.js';
+import { SERVE_OPTIONS } from '../../src/settings/settings.js';
 import { freePort } from '../helpers/process.js';
 import { within } from '../helpers/time.js';
 

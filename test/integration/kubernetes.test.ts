@@ -6,7 +6,7 @@ import { parse, parseAllDocuments } from 'yaml';
 // @ts-expect-error: a plain .mjs script without type declarations
 import { kubectlPath } from '../../scripts/kubectl.mjs';
 import { loadEnvoyConfig, PINNED_ENVOY_VERSION } from '../../src/envoy/routes.js';
-import { parseServeArgs } from '../../src/settings.js';
+import { parseServeArgs } from '../../src/settings/settings.js';
 import { envoyGatewayProblems } from '../helpers/envoy-gateway-schema.js';
 import { validateObject } from '../helpers/kubernetes.js';
 import { makeCertificates } from '../helpers/tls.js';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { parseServeArgs } from '../../src/settings.js';
+import { parseServeArgs } from '../../src/settings/settings.js';
 import { jsonOf } from '../helpers/json.js';
 import { freePort, startCli } from '../helpers/process.js';
 import { startTlsRedis, type TlsRedis } from '../helpers/redis.js';

@@ -18,7 +18,7 @@ import {
   validateSources,
 } from '../../src/config/load.js';
 import { matchRule } from '../../src/config/match.js';
-import { parseServeArgs, SettingsError } from '../../src/settings.js';
+import { parseServeArgs, SettingsError } from '../../src/settings/settings.js';
 
 const FIXTURES = 'test/fixtures/config';
 

@@ -2,8 +2,8 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS } from '../../src/commands/index.js';
-import { SERVE_OPTIONS, serveHelp } from '../../src/settings.js';
-import { defaultText } from '../../src/settings-table.js';
+import { SERVE_OPTIONS, serveHelp } from '../../src/settings/settings.js';
+import { defaultText } from '../../src/settings/table.js';
 import { codeSpans, type Table, tablesOf } from '../helpers/markdown.js';
 
 /** Every flag the code accepts (each command's parseArgs options, serve's settings table) is in its command's

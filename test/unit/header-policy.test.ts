@@ -4,7 +4,7 @@ import { RLS_CONFIG_TYPE_URL, xdsSources } from '../../src/config/xds/rls-conf.j
 import type { Decision } from '../../src/limiter/limiter.js';
 import { DEFAULT_RESPONSES, type ResponseSettings } from '../../src/response/header-policy.js';
 import { toWireResponse } from '../../src/response/response.js';
-import { parseServeArgs } from '../../src/settings.js';
+import { parseServeArgs } from '../../src/settings/settings.js';
 import { encodeConfig } from '../helpers/ads-server.js';
 import { compileYaml, type Harness, harness, T0 } from '../helpers/decide.js';
 import { egConfigs, LISTENER_DOMAIN, userRequest } from '../helpers/envoy-gateway.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseServeArgs, SettingsError } from '../../src/settings.js';
+import { parseServeArgs, SettingsError } from '../../src/settings/settings.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 
 describe('Redis URL', () => {

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { logSettingNotes } from '../../src/service.js';
-import { parseServeArgs, SERVE_ENV_NAMES, serveHelp } from '../../src/settings.js';
-import { READ_BY_COMPAT } from '../../src/settings-compat.js';
+import { READ_BY_COMPAT } from '../../src/settings/compat.js';
+import { parseServeArgs, SERVE_ENV_NAMES, serveHelp } from '../../src/settings/settings.js';
 
 /** Every variable envoyproxy/ratelimit reads (test/fixtures/ratelimit-settings.txt, from its settings.go) is
  * either read by Tollgate with the same meaning, or named in the start-up warning when set to something

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { textLine } from '../../src/logger.js';
 import { logSettingNotes } from '../../src/service.js';
-import { parseServeArgs, type SettingsError } from '../../src/settings.js';
+import { parseServeArgs, type SettingsError } from '../../src/settings/settings.js';
 
 // envoyproxy/ratelimit's settings, read where Tollgate means the same thing.
 const redisOf = (env: NodeJS.ProcessEnv) => parseServeArgs([], { BACKEND_TYPE: 'redis', ...env }).redis!;

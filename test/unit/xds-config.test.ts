@@ -9,7 +9,7 @@ import { ConfigError } from '../../src/config/errors.js';
 import { compileSources, configLimits } from '../../src/config/load.js';
 import { Backoff } from '../../src/config/xds/backoff.js';
 import { RLS_CONFIG_TYPE_URL, xdsSources } from '../../src/config/xds/rls-conf.js';
-import { parseGoDuration, parsePairs } from '../../src/settings-compat.js';
+import { parseGoDuration, parsePairs } from '../../src/settings/compat.js';
 import { encodeConfig } from '../helpers/ads-server.js';
 
 const resource = (config: Record<string, unknown>) => ({ typeUrl: RLS_CONFIG_TYPE_URL, value: encodeConfig(config) });

@@ -1,6 +1,6 @@
-import type { ResponseSettings } from './response/header-policy.js';
-import { parseBool, SettingsError } from './settings-compat.js';
-import type { OptionName, Setting } from './settings-table.js';
+import type { ResponseSettings } from '../response/header-policy.js';
+import { parseBool, SettingsError } from './compat.js';
+import type { OptionName, Setting } from './table.js';
 
 /** What clients and scrapers are given: the headers answers carry (envoyproxy/ratelimit's
  * LIMIT_RESPONSE_HEADERS_ENABLED and its header names beside Tollgate's RESPONSE_HEADERS), and the metrics

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { UserError } from './errors.js';
+import { UserError } from '../errors.js';
 
 /** envoyproxy/ratelimit's settings (the `envconfig` names of its src/settings/settings.go), for users moving
  * from it. Each is either read with the same meaning (settings.ts's table of settings, SERVE_OPTIONS, under

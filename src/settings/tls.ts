@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import type { GrpcTlsFiles } from './server/tls.js';
-import { parseBool, SettingsError } from './settings-compat.js';
-import type { OptionName, Setting } from './settings-table.js';
-import type { RedisTlsFiles } from './store/redis-connection.js';
+import type { GrpcTlsFiles } from '../server/tls.js';
+import type { RedisTlsFiles } from '../store/redis-connection.js';
+import { parseBool, SettingsError } from './compat.js';
+import type { OptionName, Setting } from './table.js';
 
 /** The TLS files of the service's three connections, by envoyproxy/ratelimit's variables (its
  * src/settings/settings.go and src/utils/tls.go): the gRPC port's, the xDS client's and the Redis client's.

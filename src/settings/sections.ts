@@ -1,0 +1,94 @@
+import * as grpc from '@grpc/grpc-js';
+import type { XdsOptions } from '../config/xds/source.js';
+import { parseRedisUrl, type RedisConnection, type RedisType, RedisUrlError } from '../store/redis-connection.js';
+import type { TracingOptions } from '../tracing/tracing.js';
+import { VERSION } from '../version.js';
+import { parseBool, parsePairs, redisUrlFrom, SettingsError } from './compat.js';
+import type { OptionName, Setting } from './table.js';
+import { redisTlsFiles, xdsCredentials } from './tls.js';
+import { choice, durationOf, numberOf } from './values.js';
+
+/** The settings that gather several flags into one part's options: RLQS, tracing, the xDS client, Redis. */
+
+export interface RlqsSettings {
+  /** How often Envoy reports usage: whole seconds, as Envoy counts them (5 s, hard-coded in Envoy today). */
+  reportIntervalMs: number;
+  /** Most buckets one stream holds; new ones past it are abandoned. */
+  maxBuckets: number;
+  /** What a bucket no rule matches gets: ALLOW_ALL or DENY_ALL. */
+  unmatched: 'allow' | 'deny';
+}
+
+export function rlqsSettings(setting: (name: OptionName) => Setting): RlqsSettings {
+  const interval = setting('rlqs-report-interval');
+  const reportIntervalMs = durationOf(interval);
+  if (reportIntervalMs < 1000 || reportIntervalMs % 1000 !== 0)
+    throw new SettingsError(`${interval.from}: a whole number of seconds, at least 1s (Envoy reports and reads durations in seconds)`);
+  return {
+    reportIntervalMs,
+    maxBuckets: numberOf(setting('rlqs-max-buckets'), 'positive'),
+    unmatched: choice(setting('rlqs-unmatched'), ['allow', 'deny'] as const),
+  };
+}
+
+/** envoyproxy/ratelimit's TRACING_* (src/settings/settings.go, src/trace/trace.go), and the batch
+ * processor's standard OTEL_BSP_* variables. Its `http` is OTLP/HTTP with protobuf bodies (otlptracehttp). */
+export function tracingOptions(setting: (name: OptionName) => Setting): Omit<TracingOptions, 'version'> {
+  const protocol = choice(setting('tracing-exporter-protocol'), ['http', 'http/protobuf', 'http/json', 'grpc'] as const);
+  return {
+    protocol: protocol === 'http' ? 'http/protobuf' : protocol,
+    serviceName: setting('tracing-service-name').value,
+    serviceNamespace: setting('tracing-service-namespace').value,
+    serviceInstanceId: setting('tracing-service-instance-id').value,
+    samplingRate: numberOf(setting('tracing-sampling-rate'), 'share'),
+    queue: {
+      maxQueueSize: numberOf(setting('tracing-queue-size'), 'positive'),
+      maxExportBatchSize: numberOf(setting('tracing-batch-size'), 'positive'),
+      scheduledDelayMs: numberOf(setting('tracing-schedule-delay-ms'), 'positive'),
+      exportTimeoutMs: numberOf(setting('tracing-export-timeout-ms'), 'positive'),
+    },
+  };
+}
+
+/** The xDS client's settings, by envoyproxy/ratelimit's names (src/settings/settings.go); its TLS files are
+ * read now, so a missing one stops the start with its variable named. */
+export function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
+  const text = (name: OptionName): string => setting(name).value;
+  const ms = (name: OptionName): number => durationOf(setting(name));
+  const tls = parseBool(text('xds-tls'), setting('xds-tls').from);
+  const factor = numberOf(setting('xds-backoff-factor'), 'above0');
+  const headers = parsePairs(text('xds-headers'), ':');
+  for (const name of Object.keys(headers)) {
+    if (!/^[0-9a-z_.-]+$/i.test(name) || name.toLowerCase().endsWith('-bin'))
+      throw new SettingsError(`${setting('xds-headers').from}: header names are letters, digits, "_", "." and "-" (one is not)`);
+  }
+  return {
+    target: text('xds-server-url'),
+    credentials: tls ? xdsCredentials(setting) : grpc.credentials.createInsecure(),
+    serverName: text('xds-tls-san') || undefined,
+    headers,
+    node: { id: text('xds-node-id'), metadata: parsePairs(text('xds-node-metadata'), '='), userAgentVersion: VERSION },
+    maxMessageBytes: numberOf(setting('xds-max-msg-bytes'), 'positive'),
+    connectRetryMs: Math.max(ms('xds-connect-retry-interval'), 100),
+    backoff: {
+      initialMs: ms('xds-backoff-initial'),
+      maxMs: ms('xds-backoff-max'),
+      factor,
+      jitter: parseBool(text('xds-backoff-jitter'), setting('xds-backoff-jitter').from),
+    },
+  };
+}
+
+/** The URL's errors never echo it: it may hold a password. The client's TLS files come with it (settings-tls.ts). */
+export function redisConnection(setting: (name: OptionName) => Setting, env: NodeJS.ProcessEnv): RedisConnection {
+  const type: RedisType = choice(setting('redis-type'), ['single', 'sentinel', 'cluster'] as const);
+  const url = setting('redis-url');
+  let conn: RedisConnection;
+  try {
+    conn = parseRedisUrl(redisUrlFrom(url, type, env), type);
+  } catch (err) {
+    if (err instanceof RedisUrlError) throw new SettingsError(`${url.from}: ${err.message}`);
+    throw err;
+  }
+  return { ...conn, tlsFiles: redisTlsFiles(setting, conn.tls, `REDIS_TLS=true or a rediss:// URL in ${url.from}`) };
+}

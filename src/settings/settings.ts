@@ -1,0 +1,167 @@
+import { parseArgs } from 'node:util';
+import type { XdsOptions } from '../config/xds/source.js';
+import type { LogFormat } from '../logger.js';
+import type { ResponseSettings } from '../response/header-policy.js';
+import { DECISION_LOG_MODES, type DecisionLogMode } from '../server/decision-log.js';
+import type { RequestBounds } from '../server/request.js';
+import type { GrpcTlsFiles } from '../server/tls.js';
+import { FAILURE_POLICIES, type FailurePolicy } from '../store/failure-policy.js';
+import type { RedisConnection } from '../store/redis-connection.js';
+import type { TracingOptions } from '../tracing/tracing.js';
+import { parseBool, settingNotes } from './compat.js';
+import { outputSettings, type PrometheusListener } from './outputs.js';
+import { settingsReader, storeInferredFrom } from './reader.js';
+import { type RlqsSettings, redisConnection, rlqsSettings, tracingOptions, xdsOptions } from './sections.js';
+import { type LogLevel, type OptionName, SERVE_OPTIONS } from './table.js';
+import { grpcTlsFiles } from './tls.js';
+import { choice, logLevelOf, type NUMBERS, numberOf, workersOf } from './values.js';
+
+/** What the service runs with, read from flags and environment: this file assembles it, reader.ts finds each
+ * setting's text (flag, variable, envoyproxy/ratelimit's variable, default), values.ts and sections.ts parse it. */
+
+export { SettingsError } from './compat.js';
+export type { RlqsSettings } from './sections.js';
+export { type LogLevel, SERVE_ENV_NAMES, SERVE_OPTIONS, serveHelp } from './table.js';
+
+/** The only reader of process.env and command-line flags. Flags win over environment. */
+export interface Settings {
+  configDir: string;
+  grpcHost: string;
+  grpcPort: number;
+  httpHost: string;
+  httpPort: number;
+  /** The admin API's own listener, so the HTTP port can be opened to Prometheus without exposing it. */
+  adminHost: string;
+  adminPort: number;
+  store: 'memory' | 'redis';
+  redisUrl: string;
+  /** Parsed from redisUrl and redisType when the store is redis. */
+  redis: RedisConnection | undefined;
+  redisTimeoutMs: number;
+  redisFailure: FailurePolicy;
+  /** /readyz fails while the store is degraded, whatever the policy absorbs (docs/kubernetes.md: central vs sidecar). */
+  readyRequiresStore: boolean;
+  redisKeyPrefix: string;
+  redisSentinelPassword: string | undefined;
+  /** Answer requests for windows known to be full without a store round trip. */
+  localCache: boolean;
+  shadowMode: boolean;
+  /** envoyproxy/ratelimit's QUOTA_MODE: every descriptor in quota mode. */
+  quotaMode: boolean;
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every hit counted past the limit (every descriptor in
+   * charge_mode), as envoyproxy/ratelimit's default counts it (src/redis/fixed_cache_impl.go getHitsAddend). */
+  countPastLimit: boolean;
+  /** envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA: answers carry dynamic_metadata. */
+  responseDynamicMetadata: boolean;
+  /** envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: files of one domain are merged. */
+  mergeDomainConfig: boolean;
+  bounds: RequestBounds;
+  maxCounters: number;
+  logLevel: LogLevel;
+  /** json (pino's lines) or text (one readable line per event), as envoyproxy/ratelimit's LOG_FORMAT. */
+  logFormat: LogFormat;
+  /** Set when no store was chosen but envoyproxy/ratelimit's Redis variables were (their names): the Redis
+   * store is used, as envoyproxy/ratelimit would, and start-up says so. */
+  storeInferredFrom: string[] | undefined;
+  /** envoyproxy/ratelimit variables set in the environment that Tollgate does not act on: warned about once. */
+  unsupported: string[];
+  /** envoyproxy/ratelimit variables set to what Tollgate does anyway, or that configure nothing with this
+   * CONFIG_TYPE: named in the same start-up line, as not needed. */
+  unneeded: string[];
+  /** Longest wait for in-flight calls on SIGTERM before they are cut. */
+  shutdownTimeoutMs: number;
+  /** How often the config directory is re-read (behind fs.watch); 0 turns reloading off. */
+  configPollMs: number;
+  /** Largest descriptor config file read, in bytes; the directory may hold DIR_BYTES_FACTOR times this. */
+  maxConfigBytes: number;
+  nearLimitRatio: number;
+  /** Bearer token of the admin API; unset: the admin API is off. Environment only: flags show in `ps`. */
+  adminToken: string | undefined;
+  /** How often each replica re-reads tier assignments from Redis, behind pub/sub. */
+  tierRefreshMs: number;
+  /** Processes serving the same ports (node:cluster); more than one needs the Redis store. */
+  workers: number;
+  /** CONFIG_TYPE=GRPC_XDS_SOTW: configs come from this xDS management server instead of configDir. */
+  xds: XdsOptions | undefined;
+  /** FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, ready before the first config arrives. */
+  forceStart: boolean;
+  /** GRPC_SERVER_USE_TLS: the gRPC port's TLS files; undefined for plaintext. */
+  grpcTls: GrpcTlsFiles | undefined;
+  /** Which headers and 429 body answers carry (RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED, …). */
+  responses: ResponseSettings;
+  /** USE_PROMETHEUS: /metrics on a listener of its own too (PROMETHEUS_ADDR, PROMETHEUS_PATH). */
+  prometheus: PrometheusListener | undefined;
+  /** The Rate Limit Quota Service on the gRPC port (docs/rlqs.md). */
+  rlqs: RlqsSettings;
+  /** TRACING_ENABLED: how spans are sampled and sent; undefined when tracing is off. */
+  tracing: Omit<TracingOptions, 'version'> | undefined;
+  decisionLog: { mode: DecisionLogMode; maxPerSecond: number };
+}
+
+/** Every serve flag is a string here; what it means is read by the setting it names. */
+function flagValues(args: string[]): Record<string, string | undefined> {
+  const options = Object.fromEntries(Object.keys(SERVE_OPTIONS).map((k) => [k, { type: 'string' as const }]));
+  return parseArgs({ args, strict: true, allowPositionals: false, options }).values;
+}
+
+export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
+  const values = flagValues(args);
+  const setting = settingsReader(values, env);
+  const get = (name: OptionName): string => setting(name).value;
+  const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(setting(name), kind);
+  const flag = (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from);
+  const store = choice(setting('store'), ['memory', 'redis'] as const, { memcache: 'Tollgate has no memcache store' });
+  const fromXds = choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw';
+  return {
+    configDir: get('config'),
+    grpcHost: get('grpc-host'),
+    grpcPort: num('grpc-port', 'port'),
+    httpHost: get('http-host'),
+    httpPort: num('http-port', 'port'),
+    adminHost: get('admin-host'),
+    adminPort: num('admin-port', 'port'),
+    store,
+    redisUrl: get('redis-url'),
+    redis: store === 'redis' ? redisConnection(setting, env) : undefined,
+    redisTimeoutMs: num('redis-timeout-ms', 'positive'),
+    redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
+    readyRequiresStore: flag('ready-requires-store'),
+    redisKeyPrefix: get('redis-key-prefix'),
+    redisSentinelPassword: get('redis-sentinel-password') || undefined,
+    localCache: flag('local-cache'),
+    shadowMode: flag('shadow-mode'),
+    quotaMode: flag('quota-mode'),
+    countPastLimit: !flag('stop-increment-when-over-limit'),
+    responseDynamicMetadata: flag('response-dynamic-metadata'),
+    mergeDomainConfig: flag('merge-domain-config'),
+    bounds: {
+      maxDescriptors: num('max-descriptors', 'positive'),
+      maxEntries: num('max-entries', 'positive'),
+      maxValueBytes: num('max-value-bytes', 'positive'),
+    },
+    maxCounters: num('max-counters', 'positive'),
+    logLevel: logLevelOf(setting('log-level')),
+    logFormat: choice(setting('log-format'), ['json', 'text'] as const),
+    storeInferredFrom: storeInferredFrom(values.store, env),
+    ...settingNotes(env, fromXds),
+    shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
+    configPollMs: num('config-poll-ms', 'whole'),
+    maxConfigBytes: num('max-config-bytes', 'positive'),
+    nearLimitRatio: num('near-limit-ratio', 'ratio'),
+    adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
+    tierRefreshMs: num('tier-refresh-ms', 'positive'),
+    workers: workersOf(setting('workers'), store),
+    xds: fromXds ? xdsOptions(setting) : undefined,
+    forceStart: flag('force-start-without-initial-config'),
+    grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
+    ...outputSettings(setting, fromXds ? 'xds' : 'file'),
+    tracing: flag('tracing') ? tracingOptions(setting) : undefined,
+    decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
+    rlqs: rlqsSettings(setting),
+  };
+}
+
+/** --max-config-bytes for commands other than serve (check-config), read as serve reads it. */
+export function maxConfigBytesOf(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): number {
+  return numberOf(settingsReader({ 'max-config-bytes': flag }, env)('max-config-bytes'), 'positive');
+}

@@ -1,0 +1,51 @@
+import { parseGoDuration, SettingsError } from './compat.js';
+import { LEVEL_ALIASES, LOG_LEVELS, type LogLevel, type Setting } from './table.js';
+
+/** How one setting's text becomes a value: each error names where the text came from (flag or variable). */
+
+/** The kinds of number a setting can be, and how an error names them. */
+export const NUMBERS = {
+  positive: { ok: (n: number) => Number.isInteger(n) && n > 0, what: 'a positive whole number' },
+  whole: { ok: (n: number) => Number.isInteger(n) && n >= 0, what: 'a whole number' },
+  port: { ok: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, what: 'a port number 0-65535' },
+  ratio: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0 and at most 1' },
+  share: { ok: (n: number) => n >= 0 && n <= 1, what: 'a number from 0 to 1' },
+  above0: { ok: (n: number) => Number.isFinite(n) && n > 0, what: 'a number above 0' },
+} as const;
+
+export function numberOf(s: Setting, kind: keyof typeof NUMBERS): number {
+  const n = s.value.trim() === '' ? NaN : Number(s.value);
+  if (!NUMBERS[kind].ok(n)) throw new SettingsError(`${s.from} must be ${NUMBERS[kind].what} (got "${s.value}")`);
+  return n;
+}
+
+export function durationOf(s: Setting): number {
+  const ms = parseGoDuration(s.value);
+  if (ms === undefined) throw new SettingsError(`${s.from} must be a duration such as 3s, 500ms or 1m30s (got "${s.value}")`);
+  return ms;
+}
+
+/** Several workers share counters only through Redis: with the memory store each would admit the whole limit. */
+export function workersOf(s: Setting, store: 'memory' | 'redis'): number {
+  const n = numberOf(s, 'positive');
+  if (n > 1 && store !== 'redis')
+    throw new SettingsError(
+      `${s.from} ${n} needs --store redis: the memory store's counters are per process, so ${n} workers would each admit the whole limit`,
+    );
+  return n;
+}
+
+/** One of `options`, in any case (envoyproxy/ratelimit writes BACKEND_TYPE=REDIS, REDIS_TYPE=SINGLE). */
+export function choice<T extends string>(s: Setting, options: readonly T[], unsupported: Record<string, string> = {}): T {
+  const lower = s.value.trim().toLowerCase();
+  if ((options as readonly string[]).includes(lower)) return lower as T;
+  const why = unsupported[lower] ? `: ${unsupported[lower]}` : '';
+  throw new SettingsError(`${s.from} must be ${options.slice(0, -1).join(', ')} or ${options.at(-1)} (got "${s.value}")${why}`);
+}
+
+export function logLevelOf(s: Setting): LogLevel {
+  const lower = s.value.trim().toLowerCase();
+  const level = LEVEL_ALIASES[lower] ?? lower;
+  if ((LOG_LEVELS as readonly string[]).includes(level)) return level as LogLevel;
+  throw new SettingsError(`${s.from} must be one of ${LOG_LEVELS.join(', ')} (got "${s.value}")`);
+}
