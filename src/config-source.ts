@@ -3,13 +3,13 @@ import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
 import { type ConfigError, formatProblem } from './config/errors.js';
 import type { ConfigLimits } from './config/load.js';
+import { shown } from './config/rls-conf.js';
 import { type ConfigDiff, ConfigWatcher, type ReloadOutcome } from './config/watcher.js';
-import { shown } from './config/xds/rls-conf.js';
-import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './config/xds/source.js';
 import type { Clock } from './counters/clock.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Settings } from './settings/settings.js';
 import type { StoreStack } from './store/create-store.js';
+import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './xds/source.js';
 
 /** Where the service's descriptor configs come from once it serves: the config directory, watched, or an xDS
  * management server. Either way a new config is swapped in whole, counted and logged, and a rejected one

@@ -3,8 +3,8 @@ import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { ConfigError, type ConfigProblem, fileProblem } from './errors.js';
 import { type ConfigLimits, type ConfigSource, hashSources, readConfigSources, sliceSpecs, validateSources } from './load.js';
+import { type XdsResource, xdsSources } from './rls-conf.js';
 import type { DomainSpec } from './spec.js';
-import { type XdsResource, xdsSources } from './xds/rls-conf.js';
 
 /** Where a config set comes from: the config directory, or the resources of an xDS response. */
 export type ConfigOrigin = { kind: 'dir'; dir: string } | { kind: 'xds'; resources: XdsResource[] };

@@ -1,8 +1,8 @@
 import { type Aggregator, Counter, collectDefaultMetrics, Gauge, type LabelValues, Registry } from 'prom-client';
 import type { Rule } from '../config/compiled.js';
-import { CONNECT_FAILURE_REASONS } from '../config/xds/connect-failure.js';
 import type { Decision } from '../limiter/limiter.js';
 import type { RedisMemory } from '../store/redis-info.js';
+import { CONNECT_FAILURE_REASONS } from '../xds/connect-failure.js';
 import { type CounterSeries, FastCounter, FastHistogram, ScrapedSeries } from './series.js';
 
 /** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule

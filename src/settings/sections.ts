@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
-import type { XdsOptions } from '../config/xds/source.js';
 import { parseRedisUrl, type RedisConnection, type RedisType, RedisUrlError } from '../store/redis-connection.js';
 import type { TracingOptions } from '../tracing/tracing.js';
 import { VERSION } from '../version.js';
+import type { XdsOptions } from '../xds/source.js';
 import { parseBool, parsePairs, redisUrlFrom, SettingsError } from './compat.js';
 import type { OptionName, Setting } from './table.js';
 import { redisTlsFiles, xdsCredentials } from './tls.js';

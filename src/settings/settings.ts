@@ -1,5 +1,4 @@
 import { parseArgs } from 'node:util';
-import type { XdsOptions } from '../config/xds/source.js';
 import type { LogFormat } from '../logger.js';
 import type { ResponseSettings } from '../response/header-policy.js';
 import { DECISION_LOG_MODES, type DecisionLogMode } from '../server/decision-log.js';
@@ -8,6 +7,7 @@ import type { GrpcTlsFiles } from '../server/tls.js';
 import { FAILURE_POLICIES, type FailurePolicy } from '../store/failure-policy.js';
 import type { RedisConnection } from '../store/redis-connection.js';
 import type { TracingOptions } from '../tracing/tracing.js';
+import type { XdsOptions } from '../xds/source.js';
 import { parseBool, settingNotes } from './compat.js';
 import { outputSettings, type PrometheusListener } from './outputs.js';
 import { settingsReader, storeInferredFrom } from './reader.js';

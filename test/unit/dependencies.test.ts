@@ -76,8 +76,13 @@ describe('the import graph of src/', () => {
   });
 
   it('config/ and counters/ sit below the limiter and the stores', () => {
-    const above = ['limiter', 'store', 'server', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'];
+    const above = ['limiter', 'store', 'server', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
     expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
+  });
+
+  it('xds/ (the xDS protocol client) feeds config/ from above: it imports config/, never the reverse', () => {
+    expect(edges.get('xds')?.has('config')).toBe(true);
+    expect(violations(edges, 'xds', ['limiter', 'store', 'server', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'])).toEqual([]);
   });
 
   it('tracing/ sits beside, as metrics/ does: the decision path below the server never imports it', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileSources, configLimits } from '../../src/config/load.js';
-import { RLS_CONFIG_TYPE_URL, xdsSources } from '../../src/config/xds/rls-conf.js';
+import { RLS_CONFIG_TYPE_URL, xdsSources } from '../../src/config/rls-conf.js';
 import type { Decision } from '../../src/limiter/limiter.js';
 import { DEFAULT_RESPONSES, type ResponseSettings } from '../../src/response/header-policy.js';
 import { toWireResponse } from '../../src/response/response.js';

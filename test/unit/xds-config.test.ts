@@ -7,9 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ConfigError } from '../../src/config/errors.js';
 import { compileSources, configLimits } from '../../src/config/load.js';
-import { Backoff } from '../../src/config/xds/backoff.js';
-import { RLS_CONFIG_TYPE_URL, xdsSources } from '../../src/config/xds/rls-conf.js';
+import { RLS_CONFIG_TYPE_URL, xdsSources } from '../../src/config/rls-conf.js';
 import { parseGoDuration, parsePairs } from '../../src/settings/compat.js';
+import { Backoff } from '../../src/xds/backoff.js';
 import { encodeConfig } from '../helpers/ads-server.js';
 
 const resource = (config: Record<string, unknown>) => ({ typeUrl: RLS_CONFIG_TYPE_URL, value: encodeConfig(config) });

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { connectFailure } from '../../src/config/xds/connect-failure.js';
+import { connectFailure } from '../../src/xds/connect-failure.js';
 
 /** grpc-js's words for a call that never had a connection, as it writes them (seen against real servers in
  * test/integration/xds-connect.test.ts), and what Tollgate makes of them. */

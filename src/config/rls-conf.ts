@@ -2,8 +2,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 import { stringify } from 'yaml';
-import { ConfigError, type ConfigProblem, fileProblem } from '../errors.js';
-import type { ConfigLimits, ConfigSource } from '../load.js';
+import { ConfigError, type ConfigProblem, fileProblem } from './errors.js';
+import type { ConfigLimits, ConfigSource } from './load.js';
 
 /** The xDS type of envoyproxy/ratelimit's descriptor config (its api/ratelimit/config/ratelimit/v3/rls_conf.proto),
  * the one Envoy Gateway serves to a rate-limit service started with CONFIG_TYPE=GRPC_XDS_SOTW. */
@@ -22,7 +22,7 @@ const MAX_DEPTH = 64;
 /** Names and type URLs come from the management server; shown bounded and printable. */
 const MAX_SHOWN = 120;
 
-const PROTO_DIR = fileURLToPath(new URL('../../../proto', import.meta.url));
+const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
 let configType: protobuf.Type | undefined;
 
 function rateLimitConfigType(): protobuf.Type {

@@ -1,13 +1,13 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { CompiledConfig } from '../compiled.js';
-import { ConfigError, formatProblem } from '../errors.js';
-import type { ConfigLimits } from '../load.js';
-import { ConfigPipeline } from '../pipeline.js';
-import type { ConfigDiff } from '../rule-diff.js';
+import type { CompiledConfig } from '../config/compiled.js';
+import { ConfigError, formatProblem } from '../config/errors.js';
+import type { ConfigLimits } from '../config/load.js';
+import { ConfigPipeline } from '../config/pipeline.js';
+import { RLS_CONFIG_TYPE_URL, type XdsResource } from '../config/rls-conf.js';
+import type { ConfigDiff } from '../config/rule-diff.js';
 import { AdsClient, type AdsClientOptions, type XdsNode } from './ads-client.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
-import { RLS_CONFIG_TYPE_URL, type XdsResource } from './rls-conf.js';
 
 /** CONFIG_TYPE=GRPC_XDS_SOTW: where the management server is and how to reach it (settings.ts reads them). */
 export interface XdsOptions {

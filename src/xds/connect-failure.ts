@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { shown } from './rls-conf.js';
+import { shown } from '../config/rls-conf.js';
 
 /** Why a connection to the xDS management server failed: the label of tollgate_xds_connect_failures_total. */
 export const CONNECT_FAILURE_REASONS = [

@@ -2,11 +2,11 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { Logger } from 'pino';
+import { shown, type XdsResource } from '../config/rls-conf.js';
 import type { Backoff } from './backoff.js';
 import { CONNECT_FAILURE_TEXT, type ConnectFailure, type ConnectFailureReason, connectFailure } from './connect-failure.js';
-import { shown, type XdsResource } from './rls-conf.js';
 
-const PROTO_DIR = fileURLToPath(new URL('../../../proto', import.meta.url));
+const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
 
 /** What the client sends as its node (envoy.config.core.v3.Node). */
 export interface XdsNode {
