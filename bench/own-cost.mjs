@@ -14,9 +14,9 @@ import { loadConfigDir } from '../dist/config/load.js';
 import { Limiter } from '../dist/limiter/limiter.js';
 import { InstrumentedStore } from '../dist/metrics/instrumented-store.js';
 import { Metrics } from '../dist/metrics/metrics.js';
+import { decideWire } from '../dist/rls/ratelimit-handler.js';
+import { defaultBounds } from '../dist/rls/request.js';
 import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
-import { decideWire } from '../dist/server/ratelimit-handler.js';
-import { defaultBounds } from '../dist/server/request.js';
 import { MemoryStore } from '../dist/store/memory-store.js';
 
 const n = Number(process.argv[2] ?? 300_000);

@@ -1,4 +1,4 @@
-/** Errors that cross folder boundaries. Each has a stable `code`; src/server/status.ts is the one place
+/** Errors that cross folder boundaries. Each has a stable `code`; src/response/error-status.ts is the one place
  * that turns them into gRPC status. Messages never contain a raw descriptor value. */
 
 export class InvalidRequestError extends Error {

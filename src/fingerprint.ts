@@ -10,7 +10,7 @@ const ILL_FORMED = Buffer.from([0xff]);
 
 /** Identifies a token without revealing it: SHA-256 hex of the token with any `Bearer ` scheme stripped,
  * so `Bearer abc` and `abc` share counters and tiers. A string with lone surrogates (the request decoder's
- * form of bytes that are not UTF-8, see rls-codec.ts) is hashed as 0xFF and its UTF-16: hashing it as UTF-8
+ * form of bytes that are not UTF-8, see rls/rls-codec.ts) is hashed as 0xFF and its UTF-16: hashing it as UTF-8
  * would turn every lone surrogate into U+FFFD and let distinct byte strings share one counter. */
 export function fingerprint(token: string): string {
   const bare = token.replace(BEARER, '');

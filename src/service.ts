@@ -9,18 +9,18 @@ import { type AdminHandler, adminApi } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
 import { type Clock, systemClock } from './counters/clock.js';
+import { createAdminServer, createHttpServer, createMetricsServer } from './http/http-server.js';
 import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
+import type { DecisionObserver } from './observe/observer.js';
 import type { AssignmentSummary } from './response/assignment-summary.js';
 import { rlqsServer } from './rlqs.js';
+import { type HandlerDeps, rateLimitService } from './rls/ratelimit-handler.js';
 import { HealthService } from './server/health.js';
-import { createAdminServer, createHttpServer, createMetricsServer } from './server/http-server.js';
 import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
-import type { DecisionObserver } from './server/observer.js';
 import { HEALTH_SERVICE, RLQS_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
-import { type HandlerDeps, rateLimitService } from './server/ratelimit-handler.js';
 import { grpcServerCredentials } from './server/tls.js';
 import { SERVE_OPTIONS, type Settings } from './settings/settings.js';
 import { quietLibraries } from './startup-notes.js';
@@ -177,10 +177,10 @@ async function observability(
   };
   const { Tracing } = await import('./tracing/tracing.js');
   const tracing = settings.tracing && (await Tracing.create({ ...settings.tracing, version: VERSION }, settings.store, outcome));
-  const { DecisionLog } = await import('./server/decision-log.js');
+  const { DecisionLog } = await import('./observe/decision-log.js');
   const { mode, maxPerSecond } = settings.decisionLog;
   const log = mode === 'off' ? undefined : new DecisionLog(logger, { mode, maxPerSecond, onDropped: (n) => counters.decisionLinesDropped.inc(n) });
-  const { DecisionObserver } = await import('./server/observer.js');
+  const { DecisionObserver } = await import('./observe/observer.js');
   if (tracing)
     metrics.gauge(
       'tollgate_tracing_queue_spans',

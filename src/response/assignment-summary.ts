@@ -1,5 +1,5 @@
 /** One answered RLQS report, as its span and its decision-log line both show it (src/tracing/tracing.ts,
- * src/server/decision-log.ts): configured names, counts and fingerprints only. */
+ * src/observe/decision-log.ts): configured names, counts and fingerprints only. */
 export interface AssignmentSummary {
   /** The domain when configured; undefined for one no config names (its text is the client's). */
   domain: string | undefined;

@@ -4,7 +4,7 @@ import { bindingWindow } from './pick.js';
 
 /** A decision in the words a support engineer searches by: which client, which rule and limit, how much was
  * left, what was answered. One summary feeds both the decision's span (tracing/) and the decision log
- * (server/decision-log.ts), so the two always agree. It holds only what the config names (domain, rule ids,
+ * (observe/decision-log.ts), so the two always agree. It holds only what the config names (domain, rule ids,
  * limit names, tiers) and the client's fingerprint: never a value from the request. */
 export interface DecisionSummary {
   /** The configured domain; undefined when the request named one the config does not hold. */

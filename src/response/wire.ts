@@ -29,7 +29,7 @@ export interface WireResponse {
   response_headers_to_add: WireHeader[];
   request_headers_to_add: WireHeader[];
   raw_body?: Buffer;
-  /** RESPONSE_DYNAMIC_METADATA only (response/metadata.ts); encoded by protobufjs, not rls-codec.ts. */
+  /** RESPONSE_DYNAMIC_METADATA only (response/metadata.ts); encoded by protobufjs, not rls/rls-codec.ts. */
   dynamic_metadata?: WireStruct;
 }
 

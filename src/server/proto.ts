@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { WireResponse } from '../response/wire.js';
-import { type DecodeBounds, decodeRateLimitRequest, encodable, encodeRateLimitResponse } from './rls-codec.js';
+import { type DecodeBounds, decodeRateLimitRequest, encodable, encodeRateLimitResponse } from '../rls/rls-codec.js';
 
 /** proto/ sits beside src/ and dist/, so the same relative path works from both. */
 const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
@@ -37,7 +37,7 @@ function packageDefinition(): protoLoader.PackageDefinition {
 }
 
 /** The definition a server registers. For the RLS service, the two messages go through the hand-written
- * codec (rls-codec.ts): the request is decoded in one pass that also refuses what is not a well-formed
+ * codec (rls/rls-codec.ts): the request is decoded in one pass that also refuses what is not a well-formed
  * RateLimitRequest, and never throws (grpc-js answers a throwing deserializer with INTERNAL, uncounted,
  * although undecodable bytes are the client's fault): it returns an UndecodableRequest, which the handler
  * answers with INVALID_ARGUMENT. */

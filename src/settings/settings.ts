@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import type { LogFormat } from '../logger.js';
+import { DECISION_LOG_MODES, type DecisionLogMode } from '../observe/decision-log.js';
 import type { ResponseSettings } from '../response/header-policy.js';
-import { DECISION_LOG_MODES, type DecisionLogMode } from '../server/decision-log.js';
-import type { RequestBounds } from '../server/request.js';
+import type { RequestBounds } from '../rls/request.js';
 import type { GrpcTlsFiles } from '../server/tls.js';
 import { FAILURE_POLICIES, type FailurePolicy } from '../store/failure-policy.js';
 import type { RedisConnection } from '../store/redis-connection.js';

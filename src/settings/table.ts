@@ -1,5 +1,5 @@
 import { DEFAULT_MAX_CONFIG_BYTES, DIR_BYTES_FACTOR } from '../config/load.js';
-import { defaultBounds } from '../server/request.js';
+import { defaultBounds } from '../rls/request.js';
 
 /** The table of `tollgate serve`'s settings: each flag, its environment variable, its default and its help
  * line; settings.ts reads them. */

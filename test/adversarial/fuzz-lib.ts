@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import type { RequestBounds } from '../../src/server/request.js';
+import type { RequestBounds } from '../../src/rls/request.js';
 import { freePort, loopback } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, startTestService, type TestService } from '../helpers/service.js';

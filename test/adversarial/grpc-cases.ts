@@ -5,8 +5,8 @@
 import http2 from 'node:http2';
 import { gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
+import type { RequestBounds } from '../../src/rls/request.js';
 import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
-import type { RequestBounds } from '../../src/server/request.js';
 import { enc, varint } from '../helpers/protowire.js';
 import type { RlsRequest } from '../helpers/service.js';
 import type { LeakScanner, Outcome, Rng } from './fuzz-lib.js';

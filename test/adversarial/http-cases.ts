@@ -3,7 +3,7 @@
  * statuses docs/operations.md allows; the executors check the answer and scan headers and body for the marker. */
 import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
-import type { RequestBounds } from '../../src/server/request.js';
+import type { RequestBounds } from '../../src/rls/request.js';
 import type { RlsRequest } from '../helpers/service.js';
 import { ADMIN_TOKEN, KNOWN_TIERS, type LeakScanner, type Outcome, type Rng } from './fuzz-lib.js';
 import { contractAccepts, invalidRequest, validRequest } from './request-cases.js';

@@ -1,7 +1,7 @@
 /** RateLimitRequests for the fuzzers, valid and invalid, every string field carrying the marker, and an
  * oracle for what the contract says about each: decided (OK or OVER_LIMIT) or INVALID_ARGUMENT. The oracle
- * is written from docs/operations.md's contract, not from src/server/request.ts, so it can disagree with it. */
-import type { RequestBounds } from '../../src/server/request.js';
+ * is written from docs/operations.md's contract, not from src/rls/request.ts, so it can disagree with it. */
+import type { RequestBounds } from '../../src/rls/request.js';
 import type { RlsDescriptor, RlsEntry, RlsRequest } from '../helpers/service.js';
 import type { Rng } from './fuzz-lib.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
+import { DecisionLog } from '../../src/observe/decision-log.js';
 import { summarize } from '../../src/response/summary.js';
-import { DecisionLog } from '../../src/server/decision-log.js';
 import { harness } from '../helpers/decide.js';
 import { capturingLogger } from '../helpers/service.js';
 

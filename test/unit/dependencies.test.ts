@@ -2,9 +2,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-/** Folders depend one way: server → limiter → store, with config and counters (keys, windows, the clock)
- * below them and metrics beside. This reads the import statements of src/ and checks the rules that keep it
- * so. A "unit" is a folder of src/, or a file directly in src/ (service, settings, …), named without .ts. */
+/** Folders depend one way: the serving side (server → rls → observe, http → rls) → limiter → store, with config
+ * and counters (keys, windows, the clock) below them, xds feeding config from above, and metrics beside. This
+ * reads the import statements of src/ and checks the rules that keep it so. A "unit" is a folder of src/, or a
+ * file directly in src/ (service, rlqs, …), named without .ts. */
 
 const SRC = resolve('src');
 
@@ -65,29 +66,49 @@ describe('the import graph of src/', () => {
     expect(violations(edges, 'store', ['limiter', 'metrics', 'settings'])).toEqual([]);
   });
 
-  it('limiter/ imports neither control/ nor server/', () => {
-    expect(violations(edges, 'limiter', ['control', 'server', 'metrics', 'tuning'])).toEqual([]);
+  it('limiter/ imports neither control/ nor the serving side', () => {
+    expect(violations(edges, 'limiter', ['control', 'server', 'rls', 'http', 'observe', 'xds', 'metrics', 'tuning'])).toEqual([]);
+  });
+
+  it('the serving side points down: server (gRPC) → rls (the RLS wire and handler) → observe, http → rls', () => {
+    expect(edges.get('server')?.has('rls')).toBe(true);
+    expect(edges.get('http')?.has('rls')).toBe(true);
+    expect(edges.get('rls')?.has('observe')).toBe(true);
+    const wiring = ['service', 'settings', 'config-source', 'rlqs', 'control', 'tuning'];
+    expect([
+      ...violations(edges, 'server', ['http', 'observe', ...wiring]),
+      ...violations(edges, 'http', ['server', 'observe', ...wiring]),
+      ...violations(edges, 'rls', ['server', 'http', ...wiring]),
+      ...violations(edges, 'observe', ['server', 'rls', 'http', ...wiring]),
+    ]).toEqual([]);
+  });
+
+  it('response/ (answers, and errors → status) sits below everything that answers', () => {
+    expect(violations(edges, 'response', ['server', 'rls', 'http', 'observe', 'control', 'quota', 'service', 'settings'])).toEqual([]);
   });
 
   it('quota/ (RLQS assignments) sits where the limiter does: below the server, beside nothing it observes', () => {
     expect(edges.get('quota')?.has('limiter')).toBe(true);
-    expect(violations(edges, 'quota', ['control', 'server', 'metrics', 'tuning', 'tracing', 'service', 'settings', 'rlqs'])).toEqual([]);
+    const serving = ['server', 'rls', 'http', 'observe'];
+    expect(violations(edges, 'quota', ['control', ...serving, 'metrics', 'tuning', 'tracing', 'service', 'settings', 'rlqs'])).toEqual([]);
     expect(['limiter', 'store', 'config', 'counters', 'response'].flatMap((u) => violations(edges, u, ['quota']))).toEqual([]);
   });
 
   it('config/ and counters/ sit below the limiter and the stores', () => {
-    const above = ['limiter', 'store', 'server', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
+    const above = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'quota', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
     expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
   });
 
   it('xds/ (the xDS protocol client) feeds config/ from above: it imports config/, never the reverse', () => {
     expect(edges.get('xds')?.has('config')).toBe(true);
-    expect(violations(edges, 'xds', ['limiter', 'store', 'server', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'])).toEqual([]);
+    const others = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'quota', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'];
+    expect(violations(edges, 'xds', others)).toEqual([]);
   });
 
   it('tracing/ sits beside, as metrics/ does: the decision path below the server never imports it', () => {
     const below = ['limiter', 'store', 'config', 'counters', 'response', 'metrics'].flatMap((u) => violations(edges, u, ['tracing']));
-    expect([...below, ...violations(edges, 'tracing', ['server', 'service', 'settings', 'control', 'limiter', 'tuning'])]).toEqual([]);
+    const above = ['server', 'rls', 'http', 'observe', 'service', 'settings', 'control', 'limiter', 'tuning'];
+    expect([...below, ...violations(edges, 'tracing', above)]).toEqual([]);
   });
 
   it('the running service does not load the tuning tools', () => {

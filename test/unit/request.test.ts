@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../src/errors.js';
-import { defaultBounds, type RequestBounds, toDecisionInput, type WireDescriptor, type WireRequest } from '../../src/server/request.js';
+import { defaultBounds, type RequestBounds, toDecisionInput, type WireDescriptor, type WireRequest } from '../../src/rls/request.js';
 
 // A marker in every place a client's text can be: no message may repeat it.
 const MARK = 'Bearer MARKER-5ec2e7';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { WireResponse } from '../../src/response/wire.js';
+import { decodeRateLimitRequest, encodeRateLimitResponse, UndecodableRequest } from '../../src/rls/rls-codec.js';
 import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
-import { decodeRateLimitRequest, encodeRateLimitResponse, UndecodableRequest } from '../../src/server/rls-codec.js';
 
 /** protobufjs, through @grpc/proto-loader with Tollgate's options: the reference both directions must match. */
 const reference = clientConstructor(RLS_SERVICE).service.ShouldRateLimit!;

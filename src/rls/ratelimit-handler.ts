@@ -4,15 +4,15 @@ import type { Logger } from 'pino';
 import { InvalidRequestError, NoConfigError } from '../errors.js';
 import type { Decision, DecisionInput, Limiter } from '../limiter/limiter.js';
 import type { Metrics, UncheckedReason } from '../metrics/metrics.js';
+import type { CallInfo, DecisionObserver, ObservedCall } from '../observe/observer.js';
+import { toStatus } from '../response/error-status.js';
 import type { ResponseSettings } from '../response/header-policy.js';
 import { dynamicMetadata } from '../response/metadata.js';
 import { toWireResponse } from '../response/response.js';
 import type { WireResponse } from '../response/wire.js';
 import type { Maybe } from '../store/store.js';
-import type { CallInfo, DecisionObserver, ObservedCall } from './observer.js';
 import { type RequestBounds, toDecisionInput, type WireRequest } from './request.js';
 import { UndecodableRequest } from './rls-codec.js';
-import { toStatus } from './status.js';
 
 export interface HandlerDeps {
   limiter: Limiter;
@@ -72,7 +72,7 @@ function answer(
 }
 
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {
-  // The status comes from the one mapping (status.ts); the count is of gRPC calls only: the HTTP endpoints
+  // The status comes from the one mapping (response/error-status.ts); the count is of gRPC calls only: the HTTP endpoints
   // that share decideWire count their failures apart (tollgate_http_errors_total).
   const fail = (callback: sendUnaryData<WireResponse>, err: unknown): void => {
     const s = toStatus(err, deps.logger);

@@ -2,7 +2,7 @@ import { MAX_UINT32, overrideCodeOf } from '../config/units.js';
 import { InvalidRequestError } from '../errors.js';
 import { structToJson } from '../response/metadata.js';
 import { CODE_NAMES, UNIT_CODE_NAMES, type WireDuration, type WireResponse } from '../response/wire.js';
-import type { WireDescriptor, WireRequest } from './request.js';
+import type { WireDescriptor, WireRequest } from '../rls/request.js';
 
 /** The /json endpoint speaks protobuf's JSON mapping: lowerCamelCase or the .proto's snake_case names in,
  * lowerCamelCase out; enums by name; wrapper values as plain numbers. */

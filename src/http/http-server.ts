@@ -1,11 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { DecisionInput } from '../limiter/limiter.js';
+import { httpStatusOf, toStatus } from '../response/error-status.js';
 import { Code } from '../response/wire.js';
+import { decideWire, type HandlerDeps } from '../rls/ratelimit-handler.js';
+import { toDecisionInput } from '../rls/request.js';
 import { type Refuse, readJsonBody, send } from './http-util.js';
 import { requestFromJson, responseToJson } from './json.js';
-import { decideWire, type HandlerDeps } from './ratelimit-handler.js';
-import { toDecisionInput } from './request.js';
-import { httpStatusOf, toStatus } from './status.js';
 
 export interface HttpDeps {
   handler: HandlerDeps;
@@ -115,7 +115,7 @@ function refuser(deps: HttpDeps, res: ServerResponse, endpoint: Endpoint): Refus
   };
 }
 
-/** A thrown error answered through the one mapping (status.ts), as gRPC answers it. */
+/** A thrown error answered through the one mapping (response/error-status.ts), as gRPC answers it. */
 function refuseError(deps: HttpDeps, refuse: Refuse, err: unknown, during: string): void {
   const s = toStatus(err, deps.handler.logger, during);
   refuse(httpStatusOf(s.code), s.details);

@@ -2,12 +2,12 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { status as GrpcStatus, type Metadata } from '@grpc/grpc-js';
 import { type Context, isSpanContextValid, type Span, trace } from '@opentelemetry/api';
 import type { Decision, DecisionInput } from '../limiter/limiter.js';
+import { httpStatusOf, statusCodeOf } from '../response/error-status.js';
 import { summarize } from '../response/summary.js';
 import type { TraceLink } from '../store/store.js';
 import { callerContext } from '../tracing/propagation.js';
 import type { CallKind, Tracing } from '../tracing/tracing.js';
 import type { DecisionLog } from './decision-log.js';
-import { httpStatusOf, statusCodeOf } from './status.js';
 
 /** Where a decision came from: the protocol, and the headers that may carry the caller's trace. */
 export interface CallInfo {
@@ -24,7 +24,7 @@ export interface ObservedCall {
 }
 
 /** Tracing and the decision log around each decision. Built by the service only when one of them is on, so
- * a decision without either takes none of this path (ratelimit-handler.ts). */
+ * a decision without either takes none of this path (rls/ratelimit-handler.ts). */
 export class DecisionObserver {
   constructor(
     private readonly tracing: Tracing | undefined,
