@@ -1,15 +1,12 @@
-import type { Server as HttpServer } from 'node:http';
-import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING, pendingConfig } from './config/load.js';
 import type { ReloadOutcome } from './config/watcher.js';
 import { type ConfigSource, configSource, logNotes } from './config-source.js';
-import { type AdminHandler, adminApi } from './control/admin-api.js';
+import { adminApi } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
 import { type Clock, systemClock } from './counters/clock.js';
-import { createAdminServer, createHttpServer, createMetricsServer } from './http/http-server.js';
 import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
@@ -17,12 +14,11 @@ import { Metrics } from './metrics/metrics.js';
 import type { DecisionObserver } from './observe/observer.js';
 import type { AssignmentSummary } from './response/assignment-summary.js';
 import { rlqsServer } from './rlqs.js';
-import { type HandlerDeps, rateLimitService } from './rls/ratelimit-handler.js';
+import type { HandlerDeps } from './rls/ratelimit-handler.js';
 import { HealthService } from './server/health.js';
-import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
-import { HEALTH_SERVICE, RLQS_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
-import { grpcServerCredentials } from './server/tls.js';
-import { SERVE_OPTIONS, type Settings } from './settings/settings.js';
+import { RLQS_SERVICE, RLS_SERVICE } from './server/proto.js';
+import { type Readiness, type Servers, startServers, stopAll } from './servers.js';
+import type { Settings } from './settings/settings.js';
 import { quietLibraries } from './startup-notes.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';
@@ -31,7 +27,7 @@ import type { BatchTracer, Store } from './store/store.js';
 import type { SpanOutcome } from './tracing/export.js';
 import type { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
-import { isWorker, workerMetrics } from './workers.js';
+import { isWorker } from './workers.js';
 
 export { logSettingNotes } from './startup-notes.js';
 
@@ -106,22 +102,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   source.start();
   health.set(source.waiting() === undefined);
   if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
+  logServing(logger, settings, { servers, store, config, adminApi: Boolean(admin), sharedTiers: tiers.shared });
   const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
-  logger.info(
-    {
-      version: VERSION,
-      ...(isWorker() && { worker: process.pid }),
-      ...{ grpcPort, httpPort, adminPort, prometheusPort },
-      store: store.kind,
-      configSource: settings.xds ? 'xds' : 'file',
-      configHash: config.hash,
-      domains: [...config.domains.keys()],
-      shadowMode: settings.shadowMode,
-      adminApi: Boolean(admin),
-      sharedTiers: tiers.shared,
-    },
-    'tollgate serving',
-  );
   const stop = async (): Promise<void> => {
     source.stop();
     rlqs.drain();
@@ -130,6 +112,30 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));
   };
   return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
+}
+
+/** The one line that says the service is up: where it listens and what it serves with (names, never values). */
+function logServing(
+  logger: Logger,
+  settings: Settings,
+  p: { servers: Servers; store: Store; config: CompiledConfig; adminApi: boolean; sharedTiers: boolean },
+): void {
+  const { grpcPort, httpPort, adminPort, prometheusPort } = p.servers;
+  logger.info(
+    {
+      version: VERSION,
+      ...(isWorker() && { worker: process.pid }),
+      ...{ grpcPort, httpPort, adminPort, prometheusPort },
+      store: p.store.kind,
+      configSource: settings.xds ? 'xds' : 'file',
+      configHash: p.config.hash,
+      domains: [...p.config.domains.keys()],
+      shadowMode: settings.shadowMode,
+      adminApi: p.adminApi,
+      sharedTiers: p.sharedTiers,
+    },
+    'tollgate serving',
+  );
 }
 
 /** What the RLS handler (and /json) takes from the settings. */
@@ -195,7 +201,6 @@ async function observability(
   return { tracing: tracing || undefined, observer: new DecisionObserver(tracing || undefined, log), onAssigned };
 }
 
-type Readiness = () => { ready: boolean; reason?: string };
 type AssignedObserver = (a: AssignmentSummary, startMs: number) => void;
 
 /** /readyz: a config to decide by (or FORCE_START_WITHOUT_INITIAL_CONFIG), serving, and the store usable or
@@ -212,59 +217,6 @@ function readiness(health: HealthService, stack: StoreStack, settings: Settings,
     const why = settings.readyRequiresStore ? 'READY_REQUIRES_STORE' : `policy ${settings.redisFailure}`;
     return { ready: absorbed, reason: `store degraded (${h.reason}), ${why}` };
   };
-}
-
-interface Servers {
-  grpc: grpc.Server;
-  https: HttpServer[];
-  grpcPort: number;
-  httpPort: number;
-  adminPort: number | undefined;
-  prometheusPort: number | undefined;
-}
-
-/** USE_PROMETHEUS: the metrics on PROMETHEUS_ADDR too, where Envoy Gateway's Service and annotations point. */
-async function listenMetrics(p: NonNullable<Settings['prometheus']>, deps: Parameters<typeof createMetricsServer>[0], https: HttpServer[]): Promise<number> {
-  const server = createMetricsServer(deps, p.path);
-  https.push(server);
-  return listen(server, { host: p.host, port: p.port, what: 'metrics (USE_PROMETHEUS)', setBy: p.setBy });
-}
-
-/** Binds gRPC, HTTP and (when enabled) the admin API. A port that cannot be had is a ListenError naming it
- * and the flag and variable that set it; whatever was bound before is released. */
-async function startServers(
-  settings: Settings,
-  deps: {
-    handler: HandlerDeps;
-    rlqs: grpc.UntypedServiceImplementation;
-    health: HealthService;
-    ready: Readiness;
-    explain: (i: DecisionInput) => Promise<Explanation>;
-    admin: AdminHandler | undefined;
-    logger: Logger;
-  },
-): Promise<Servers> {
-  const grpcServer = new grpc.Server();
-  grpcServer.addService(serviceDefinition(RLS_SERVICE, deps.handler.bounds), rateLimitService(deps.handler));
-  grpcServer.addService(serviceDefinition(RLQS_SERVICE), deps.rlqs);
-  grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
-  const https: HttpServer[] = [];
-  try {
-    const grpcPort = await bindGrpc(grpcServer, address(settings.grpcHost, settings.grpcPort, 'gRPC', 'grpc'), await grpcServerCredentials(settings.grpcTls));
-    const metricsText = isWorker() && deps.handler.metrics ? workerMetrics(deps.handler.metrics.registry) : undefined;
-    const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain, metricsText });
-    https.push(http);
-    const httpPort = await listen(http, address(settings.httpHost, settings.httpPort, 'HTTP', 'http'));
-    const prometheusPort = settings.prometheus && (await listenMetrics(settings.prometheus, { handler: deps.handler, metricsText }, https));
-    const adminServer = deps.admin && createAdminServer(deps.admin, { logger: deps.logger, metrics: deps.handler.metrics });
-    if (adminServer) https.push(adminServer);
-    const adminPort = adminServer ? await listen(adminServer, address(settings.adminHost, settings.adminPort, 'the admin API', 'admin')) : undefined;
-    return { grpc: grpcServer, https, grpcPort, httpPort, adminPort, prometheusPort: prometheusPort || undefined };
-  } catch (err) {
-    grpcServer.forceShutdown();
-    for (const h of https) h.close();
-    throw err;
-  }
 }
 
 async function createTierStore(settings: Settings, stack: StoreStack, logger: Logger): Promise<TierStore> {
@@ -311,36 +263,4 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore, r
     const cache = stack.cache;
     metrics.gauge('tollgate_local_cache_entries', 'Windows known to be full, answered without the store', () => cache.size);
   }
-}
-
-/** A listener's address, and for its error the flags and variables that set it. */
-function address(host: string, port: number, what: string, option: 'grpc' | 'http' | 'admin'): ListenAddress {
-  const set = (o: keyof typeof SERVE_OPTIONS): string => `--${o} or ${SERVE_OPTIONS[o].env}`;
-  return { host, port, what, setBy: `${set(`${option}-port`)}, ${set(`${option}-host`)}` };
-}
-
-async function stopAll(p: {
-  grpcServer: grpc.Server;
-  https: HttpServer[];
-  health: HealthService;
-  store: Store;
-  logger: Logger;
-  timeoutMs: number;
-}): Promise<void> {
-  p.health.set(false);
-  p.health.endWatches();
-  const drained = new Promise<void>((resolve) => p.grpcServer.tryShutdown(() => resolve()));
-  const httpClosed = Promise.all(p.https.map((h) => new Promise<void>((resolve) => h.close(() => resolve()))));
-  for (const h of p.https) h.closeIdleConnections();
-  // The timeout bounds the whole shutdown: calls still open then, gRPC or HTTP (a client trickling a body
-  // in), are cut; closing the store gets as long again.
-  const timer = setTimeout(() => {
-    p.logger.warn({ timeoutMs: p.timeoutMs }, 'in-flight calls did not finish in time: cutting them');
-    p.grpcServer.forceShutdown();
-    for (const h of p.https) h.closeAllConnections();
-  }, p.timeoutMs);
-  await Promise.all([drained, httpClosed]);
-  clearTimeout(timer);
-  await Promise.race([p.store.close(), new Promise((resolve) => setTimeout(resolve, p.timeoutMs).unref())]);
-  p.logger.info('tollgate stopped');
 }
