@@ -1,26 +1,16 @@
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Cluster, type Redis, ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
 import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
-import { StoreDegradedError, StoreKeyError, type StoreUnavailableError } from '../errors.js';
+import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
 import { answerBatch, batchSpan, byHashTag, encodeBatch, merge, type Pending } from './redis-batch.js';
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
+import { KeyRefusals } from './redis-refusals.js';
+import { CHECK_SCRIPT, evalCheckScript } from './redis-script.js';
 import type { BatchTracer, CheckResult, CounterCheck, CounterWindow, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
-
-/** check-and-incr.lua with its parts in place: each `--#include <file>` line is that file of lua/ (the script
- * Redis runs is one text, kept in files of one thing each). */
-function luaScript(file: string): string {
-  const text = readFileSync(new URL(`./lua/${file}`, import.meta.url), 'utf8');
-  return text.replace(/^--#include (\S+)$/gm, (_, part: string) => luaScript(part));
-}
-
-const CHECK_SCRIPT = luaScript('check-and-incr.lua');
-const CHECK_SHA = createHash('sha1').update(CHECK_SCRIPT).digest('hex');
 
 export interface RedisStoreOptions {
   connection: RedisConnection;
@@ -48,9 +38,6 @@ const SILENCE_TO_DEGRADE = 4;
  * long mean Redis is not answering: a busy process still reads what came before a call's verdict (withTimeout). */
 const WAITING_TO_DEGRADE_MS = 1000;
 const PROBE_INTERVAL_MS = 250;
-/** How long an OOM refusal keeps health() degraded, and how often one kind of key refusal is logged. */
-const OOM_REPORT_MS = 10_000;
-const REFUSAL_LOG_MS = 60_000;
 
 /** Counters in Redis, shared by every replica, windows on Redis's clock. Decisions that arrive in the same
  * event-loop turn go to Redis as one script call (per Cluster slot) that decides each of them in turn: under a
@@ -70,8 +57,10 @@ export class RedisStore implements Store {
   private flushing = false;
   /** The script loaded on every master (and, in Cluster, a connection to each), after each 'ready'. */
   private preloaded: Promise<void> = Promise.resolve();
+  private readonly refusals: KeyRefusals;
 
   constructor(private readonly opts: RedisStoreOptions) {
+    this.refusals = new KeyRefusals(opts.logger);
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
     this.client.on('ready', () => {
       this.preloaded = this.preload();
@@ -83,8 +72,7 @@ export class RedisStore implements Store {
   }
 
   health(): StoreHealth {
-    if (this.degradedReason === undefined && performance.now() < this.oomUntil)
-      return { degraded: true, reason: 'redis out of memory: writes refused (maxmemory)' };
+    if (this.degradedReason === undefined && this.refusals.outOfMemory()) return { degraded: true, reason: 'redis out of memory: writes refused (maxmemory)' };
     return { degraded: this.degradedReason !== undefined, reason: this.degradedReason };
   }
 
@@ -200,11 +188,11 @@ export class RedisStore implements Store {
   private send(batch: Pending[]): void {
     const { keys, args } = encodeBatch(batch, this.opts.keyPrefix, this.opts.clock?.now() ?? 0);
     const span = this.opts.tracer && batchSpan(this.opts.tracer, batch, keys.length);
-    withTimeout(this.waiting(this.evalScript(keys, args)), this.opts.timeoutMs, this.opts.timeoutMs).then(
+    withTimeout(this.waiting(evalCheckScript(this.client, keys, args)), this.opts.timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
         this.replied();
         span?.end();
-        answerBatch(batch, reply, this.keyRefused);
+        answerBatch(batch, reply, this.refusals.refused);
       },
       (err: unknown) => {
         const failure = this.failed(err as Error);
@@ -230,40 +218,6 @@ export class RedisStore implements Store {
       },
     );
   }
-
-  /** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). */
-  private async evalScript(keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
-    try {
-      return (await this.client.evalsha(CHECK_SHA, keys.length, ...keys, ...args)) as (number | string)[];
-    } catch (err) {
-      if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
-      return (await this.client.eval(CHECK_SCRIPT, keys.length, ...keys, ...args)) as (number | string)[];
-    }
-  }
-
-  /** When each kind of key refusal was last logged, so a poisoned key hit 500 times a second logs once a
-   * minute; and until when Redis is known to be out of memory (its writes refused). */
-  private readonly refusalLogged = new Map<string, number>();
-  private oomUntil = 0;
-
-  /** A request whose keys Redis refused: counted (by the caller's metrics), logged once a minute per kind,
-   * and, for OOM, reported by health() for the next 10 s: every write is being refused, which /readyz and
-   * tollgate_store_degraded must show although Redis still answers. */
-  private readonly keyRefused = (kind: string): StoreKeyError => {
-    const now = performance.now();
-    if (kind === 'OOM') this.oomUntil = now + OOM_REPORT_MS;
-    if (now - (this.refusalLogged.get(kind) ?? -Infinity) >= REFUSAL_LOG_MS) {
-      this.refusalLogged.set(kind, now);
-      const why =
-        kind === 'OOM'
-          ? 'redis is out of memory (maxmemory reached): it refuses to count'
-          : kind === 'WRONGTYPE'
-            ? 'a counter key holds a value of another type (another program, or another key layout)'
-            : 'redis refused a request';
-      this.opts.logger.error({ kind }, `${why}: those requests fail alone (failure policy), the rest of their batch is decided`);
-    }
-    return new StoreKeyError(kind);
-  };
 
   async reset(windows: readonly CounterWindow[]): Promise<number> {
     if (windows.length === 0) return 0;
