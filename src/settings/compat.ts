@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { UserError } from '../errors.js';
 
 /** envoyproxy/ratelimit's settings (the `envconfig` names of its src/settings/settings.go), for users moving
- * from it. Each is either read with the same meaning (settings.ts's table of settings, SERVE_OPTIONS, under
+ * from it. Each is either read with the same meaning (the table of settings, table.ts's SERVE_OPTIONS, under
  * its name, or READ_BY_COMPAT below) or listed in UNSUPPORTED, so that a deployment that sets it hears once,
  * at start, that it does nothing instead of finding out in production. None is ignored silently:
  * test/unit/settings-compat-complete.test.ts holds every name of settings.go to that. */
@@ -22,11 +22,11 @@ interface Unsupported {
 const FALSE = /^(false|0|no)$/i;
 const TRUE = /^(true|1|yes)$/i;
 
-/** envoyproxy/ratelimit's variables read besides settings.ts's table (where HOST, PORT, GRPC_HOST, GRPC_PORT,
+/** envoyproxy/ratelimit's variables read besides table.ts's SERVE_OPTIONS (where HOST, PORT, GRPC_HOST, GRPC_PORT,
  * LOG_LEVEL, LOG_FORMAT, BACKEND_TYPE, REDIS_URL, REDIS_TYPE, NEAR_LIMIT_RATIO, SHADOW_MODE, QUOTA_MODE,
  * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, RESPONSE_DYNAMIC_METADATA and MERGE_DOMAIN_CONFIG are read under their own names): the config directory
  * (runtimeConfigDir), the Redis URL's parts (redisUrlFrom), and stand-ins for Tollgate's own settings
- * (settings.ts, COMPAT_ENV). */
+ * (reader.ts, COMPAT_ENV). */
 export const READ_BY_COMPAT: readonly string[] = [
   'RUNTIME_ROOT',
   'RUNTIME_SUBDIRECTORY',
@@ -77,7 +77,7 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'REDIS_PERSECOND', same: FALSE },
   { name: 'REDIS_PERSECOND_*' },
   { name: 'MEMCACHE_*' },
-  // TRACING_* are read (settings.ts); the OTEL_* variables by the OTLP exporter itself.
+  // TRACING_* are read (sections.ts); the OTEL_* variables by the OTLP exporter itself.
 ];
 
 /** A few words beside a name in the start-up warning, where Tollgate has a setting of its own for the same. */

@@ -79,7 +79,7 @@ export function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
   };
 }
 
-/** The URL's errors never echo it: it may hold a password. The client's TLS files come with it (settings-tls.ts). */
+/** The URL's errors never echo it: it may hold a password. The client's TLS files come with it (tls.ts). */
 export function redisConnection(setting: (name: OptionName) => Setting, env: NodeJS.ProcessEnv): RedisConnection {
   const type: RedisType = choice(setting('redis-type'), ['single', 'sentinel', 'cluster'] as const);
   const url = setting('redis-url');

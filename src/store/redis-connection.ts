@@ -16,7 +16,7 @@ export interface RedisConnection {
   tls: boolean;
   db: number;
   masterName: string | undefined;
-  /** With TLS: a client certificate, CAs, no hostname check (settings-tls.ts reads them). */
+  /** With TLS: a client certificate, CAs, no hostname check (settings/tls.ts reads them). */
   tlsFiles?: RedisTlsFiles | undefined;
 }
 

@@ -9,7 +9,7 @@ import type { ConfigDiff } from '../config/rule-diff.js';
 import { AdsClient, type AdsClientOptions, type XdsNode } from './ads-client.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
 
-/** CONFIG_TYPE=GRPC_XDS_SOTW: where the management server is and how to reach it (settings.ts reads them). */
+/** CONFIG_TYPE=GRPC_XDS_SOTW: where the management server is and how to reach it (settings/sections.ts reads them). */
 export interface XdsOptions {
   target: string;
   credentials: grpc.ChannelCredentials;
