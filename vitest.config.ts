@@ -8,6 +8,7 @@ const ALONE = [
   'test/adversarial/memory-bound.test.ts',
   'test/integration/reload.test.ts',
   'test/adversarial/rlqs-frozen-redis.test.ts',
+  'test/adversarial/rlqs-bounds.test.ts',
 ];
 
 /** Two files at a time: most files spend their time waiting on timers, sockets and child processes, so on a

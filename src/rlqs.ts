@@ -42,6 +42,7 @@ export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
     quota,
     instances: new InstanceRegistry(),
     limits: { bounds: settings.bounds, maxBuckets: settings.rlqs.maxBuckets, reportIntervalMs: settings.rlqs.reportIntervalMs, idleReports: IDLE_REPORTS },
+    process: settings.rlqs.process,
     logger: w.logger,
     metrics: new RlqsMetrics(w.registry),
     domainLabel: (d) => (w.config().domains.has(d) ? d : UNKNOWN_DOMAIN),

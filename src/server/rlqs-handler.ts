@@ -1,12 +1,17 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import type { StoreUnavailableError } from '../errors.js';
 import type { RlqsMetrics, RlqsStreamError } from '../metrics/rlqs-metrics.js';
 import type { QuotaService } from '../quota/quota-service.js';
 import { ALLOW, firstBucket, rateOf, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
 import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { tooLong } from '../rls/request.js';
-import { UNDECODABLE } from './proto.js';
+import { type BucketBudget, type RlqsBoundSettings, RlqsBounds } from './rlqs-bounds.js';
+import { CpuShare } from './rlqs-cpu.js';
+import { decodeUsageReports } from './rlqs-decode.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
+import { RareLines } from './rlqs-log.js';
+import { addRead, emptyRead, SLICE, sliceByShareKey, slicesOf } from './rlqs-slices.js';
 import { type ReadReport, type StreamBucket, StreamBuckets, type StreamLimits, type WireBucketId, type WireUsage } from './rlqs-stream.js';
 import { UnansweredReports } from './rlqs-unanswered.js';
 
@@ -21,6 +26,8 @@ export interface RlqsDeps {
   quota: QuotaService;
   instances: InstanceRegistry;
   limits: StreamLimits;
+  /** What all streams together may hold and spend (rlqs-bounds.ts, rlqs-cpu.ts); defaults when left out. */
+  process?: RlqsProcessLimits;
   logger: Logger;
   metrics?: RlqsMetrics;
   /** The domain's name as a metric label: configured domains only. */
@@ -47,12 +54,27 @@ function tally(assigned: readonly Assigned[], overflow: number, abandon: number)
 export const UNKNOWN_DOMAIN = '(unknown)';
 const STRATEGY_LABEL = { bucket: 'token_bucket', allow: 'allow_all', deny: 'deny_all' } as const;
 
-/** Reports waiting for the one being assigned: past this, the stream is ended (Envoy sends one every 5 s). */
-const MAX_QUEUED_REPORTS = 16;
+export interface RlqsProcessLimits extends RlqsBoundSettings {
+  /** The share of the process's time RLQS work may take (RLQS_CPU_SHARE). */
+  cpuShare: number;
+}
+
+const DEFAULT_PROCESS_LIMITS: RlqsProcessLimits = { maxStreams: 10_000, maxBuckets: 50_000, cpuShare: 0.25 };
+
+/** Bytes of reports one stream may have read and not yet answered: past it, the stream is not read until its
+ * next answer (HTTP/2 flow control holds its client back; `too_many_reports` counts each time). Envoy sends one
+ * every 5 s, and a new bucket's first at once; reports that come faster wait for the stream's next answer and
+ * are answered together (coalesced). */
+const MAX_PENDING_BYTES = 1024 * 1024;
+/** Bytes of reports waiting in the whole process: past it, a stream that receives one is not read further until
+ * its next answer. */
+const MAX_PENDING_BYTES_IN_ALL = 64 * 1024 * 1024;
+/** A stream's answers begin at least this share of the report interval apart (1 s at Envoy's 5 s). */
+const MIN_GAP_SHARE = 0.2;
 /** Answer messages the client has not read when the next answer is due: past this, it is not reading, and the
  * stream is ended. One answer is at most a report's buckets over ACTIONS_PER_MESSAGE messages (a report is
  * bounded by the 4 MiB message limit), so what a stream holds unsent stays bounded too. */
-const MAX_UNREAD_MESSAGES = 32;
+const MAX_UNREAD_MESSAGES = 8;
 /** Report intervals with no message after which a stream is ended. */
 const SILENT_REPORTS = 3;
 /** Actions in one response message, so one answer never nears a 4 MiB message limit. */
@@ -69,10 +91,28 @@ export interface RlqsServer {
 
 export function rlqsService(rlqs: RlqsDeps): RlqsServer {
   const open = new Set<QuotaStream>();
-  const deps: StreamDeps = { ...rlqs, unanswered: new UnansweredReports(rlqs.logger, rlqs.metrics) };
+  const limits = rlqs.process ?? DEFAULT_PROCESS_LIMITS;
+  const lines = new RareLines(rlqs.logger);
+  const deps: StreamDeps = {
+    ...rlqs,
+    unanswered: new UnansweredReports(lines, rlqs.metrics),
+    lines,
+    bounds: new RlqsBounds(limits),
+    cpu: new CpuShare(limits.cpuShare),
+    pending: { bytes: 0 },
+  };
   const implementation = {
     StreamRateLimitQuotas: (call: Call) => {
-      const stream = new QuotaStream(call, deps, () => open.delete(stream));
+      // Counted as it opens, before anything is read: a stream that never sends a message holds a place too.
+      const admitted = deps.bounds.openStream(call.getPeer());
+      if ('refused' in admitted) {
+        refuse(call, deps, admitted.refused);
+        return;
+      }
+      const stream = new QuotaStream(call, deps, deps.bounds.bucketBudget(call.getPeer()), () => {
+        open.delete(stream);
+        admitted.release();
+      });
       open.add(stream);
       stream.start();
     },
@@ -88,8 +128,26 @@ export function rlqsService(rlqs: RlqsDeps): RlqsServer {
   return { implementation, drain };
 }
 
-/** What every stream shares: the deps, and the count of reports the store left unanswered. */
-type StreamDeps = RlqsDeps & { unanswered: UnansweredReports };
+/** Messages a paused stream may still have read ahead: one, not Node's 16 for object streams, so a stream held
+ * back (see received()) holds at most one message it has not taken, whatever the size of its messages. */
+function readAhead(call: Call, messages: number): void {
+  const state = (call as unknown as { _readableState?: { highWaterMark: number } })._readableState;
+  if (state && typeof state.highWaterMark === 'number') state.highWaterMark = messages;
+}
+
+/** What every stream shares: the deps, the count of reports the store left unanswered, the log lines a client
+ * can cause (one a minute each), the bounds, RLQS's share of the process, and the bytes of reports waiting. */
+type StreamDeps = RlqsDeps & { unanswered: UnansweredReports; lines: RareLines; bounds: RlqsBounds; cpu: CpuShare; pending: { bytes: number } };
+
+/** A stream past the stream bounds, ended at once with RESOURCE_EXHAUSTED: nothing of it is read or kept. */
+function refuse(call: Call, deps: StreamDeps, why: 'address' | 'connection' | 'total'): void {
+  deps.metrics?.streamErrors.inc({ reason: 'too_many_streams' });
+  deps.lines.note('info', 'too_many_streams', { reason: 'too_many_streams', bound: why }, 'rlqs stream refused: too many streams open');
+  call.on('error', () => undefined);
+  call.pause();
+  const details = `too many RLQS streams open from this ${why === 'total' ? 'replica' : why}`;
+  call.emit('error', Object.assign(new Error(details), { code: grpc.status.RESOURCE_EXHAUSTED, details }));
+}
 
 class QuotaStream {
   private domain: string | undefined;
@@ -97,7 +155,13 @@ class QuotaStream {
   private release: (() => void) | undefined;
   private buckets: StreamBuckets | undefined;
   private queue: Promise<void> = Promise.resolve();
-  private queued = 0;
+  /** Reports read and not yet answered (raw: decoded when their turn comes), and when the last answer began. */
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private lastAnswerMs = -Infinity;
+  /** Not read (paused) until the reports waiting are answered. */
+  private held = false;
+  private answering = false;
   private ended = false;
   private boundLogged = false;
   /** Share keys this stream watches for moves (QuotaService.watch), and the re-assignments waiting. */
@@ -111,6 +175,7 @@ class QuotaStream {
   constructor(
     private readonly call: Call,
     private readonly deps: StreamDeps,
+    private readonly budget: BucketBudget,
     private readonly onClosed: () => void,
   ) {}
 
@@ -124,6 +189,7 @@ class QuotaStream {
   }
 
   start(): void {
+    readAhead(this.call, 1);
     // Envoy reports every interval, idle or not: a stream silent for three is a connection that died without a
     // close (no FIN), or a client that stopped. Ended, it releases its instance, whose entries then expire.
     const every = this.deps.limits.reportIntervalMs;
@@ -131,7 +197,8 @@ class QuotaStream {
       // Judged after this turn has read the sockets (setImmediate runs after the poll phase): a process too busy
       // to read for a while must not take the messages it has not read yet for a client's silence.
       setImmediate(() => {
-        if (this.ended || Date.now() - this.lastMessageMs <= SILENT_REPORTS * every) return;
+        // A stream with reports waiting or being answered is not silent: its client is waiting for us.
+        if (this.ended || this.answering || this.pending.length > 0 || Date.now() - this.lastMessageMs <= SILENT_REPORTS * every) return;
         this.deps.metrics?.streamErrors.inc({ reason: 'silent' });
         this.finish();
       });
@@ -143,21 +210,64 @@ class QuotaStream {
     this.call.on('close', () => this.close());
   }
 
+  /** A report as it came (proto.ts leaves RLQS messages undecoded), kept until its turn. Past the bytes a stream
+   * or the process may hold waiting, the stream is not read until its next answer: its client is held back by
+   * HTTP/2 flow control, so reports sent faster than they are answered cost neither memory nor time here. */
   private received(m: unknown): void {
     if (this.ended) return;
     this.lastMessageMs = Date.now();
-    if (m === UNDECODABLE) {
-      this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
-      return;
+    const raw = m as Buffer;
+    this.pending.push(raw);
+    this.pendingBytes += raw.length;
+    this.deps.pending.bytes += raw.length;
+    if (this.pending.length === 1) this.enqueue(() => this.answerPending());
+    if (!this.held && (this.pendingBytes >= MAX_PENDING_BYTES || this.deps.pending.bytes >= MAX_PENDING_BYTES_IN_ALL)) {
+      this.held = true;
+      this.call.pause();
+      this.deps.metrics?.streamErrors.inc({ reason: 'too_many_reports' });
+      this.deps.lines.note('info', 'too_many_reports', { reason: 'too_many_reports' }, 'rlqs stream held back: reports come faster than they are answered');
     }
-    const msg = m as { domain?: string; bucket_quota_usages?: WireUsage[] };
-    if (!this.opened(msg.domain ?? '')) return;
-    if (++this.queued > MAX_QUEUED_REPORTS) {
-      this.fail('too_many_reports', grpc.status.RESOURCE_EXHAUSTED, `more than ${MAX_QUEUED_REPORTS} reports wait for an answer`);
-      return;
+  }
+
+  /** Answers what is waiting, in one answer: no sooner than the stream's gap after its last one, and when RLQS's
+   * share of the process allows (rlqs-cpu.ts). Reports that came meanwhile are answered together. */
+  private async answerPending(): Promise<void> {
+    this.answering = true;
+    try {
+      await this.answerWaiting();
+    } finally {
+      this.answering = false;
+      this.lastMessageMs = Math.max(this.lastMessageMs, Date.now()); // silence is counted from the last answer
     }
-    const usages = msg.bucket_quota_usages ?? [];
-    this.enqueue(() => this.answer(usages).finally(() => this.queued--));
+  }
+
+  private async answerWaiting(): Promise<void> {
+    const gapMs = MIN_GAP_SHARE * this.deps.limits.reportIntervalMs;
+    const wait = this.lastAnswerMs + gapMs - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait).unref());
+    await this.deps.cpu.turn();
+    const raws = this.pending;
+    this.pending = [];
+    this.deps.pending.bytes -= this.pendingBytes;
+    this.pendingBytes = 0;
+    if (this.ended) return;
+    if (this.held) {
+      this.held = false;
+      this.call.resume();
+    }
+    const usages: WireUsage[] = [];
+    for (const [n, raw] of raws.entries()) {
+      if (n > 0 && !(await this.nextSlice())) return;
+      const msg = this.deps.cpu.timed(() => decodeUsageReports(raw));
+      if (!msg) {
+        this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
+        return;
+      }
+      if (!this.opened(msg.domain)) return;
+      for (const u of msg.bucket_quota_usages) usages.push(u);
+    }
+    this.lastAnswerMs = Date.now();
+    await this.answer(usages);
   }
 
   /** Reports and re-assignments run one at a time, in order. Whatever one throws that it did not expect (a
@@ -181,14 +291,10 @@ class QuotaStream {
         return false;
       }
       const claim = this.deps.instances.claim(domain, this.call.getPeer());
-      if (!claim) {
-        this.fail('too_many_streams', grpc.status.RESOURCE_EXHAUSTED, 'too many RLQS streams from this address, or in all');
-        return false;
-      }
       this.domain = domain;
       this.instance = claim.instance;
       this.release = claim.release;
-      this.buckets = new StreamBuckets(this.deps.limits, (id) => this.deps.quota.plan(domain, id));
+      this.buckets = new StreamBuckets(this.deps.limits, (id) => this.deps.quota.plan(domain, id), this.budget);
       return true;
     }
     if (domain !== '' && domain !== this.domain) {
@@ -202,6 +308,8 @@ class QuotaStream {
     return true;
   }
 
+  /** Answers a report in slices (rlqs-slices.ts): its buckets read, then assigned and sent a slice at a time, each
+   * in its turn of RLQS's share of the process, so RLS decisions are served between them. */
   private async answer(usages: readonly WireUsage[]): Promise<void> {
     if (this.ended) return;
     // With the store known down no bucket can be answered: the report is counted, not read (planning thousands
@@ -211,18 +319,63 @@ class QuotaStream {
       this.deps.unanswered.report(down, this.instance);
       return;
     }
+    // Messages of earlier answers still unsent: Envoy reads its answers long before its next report.
+    if (this.call.writableLength >= MAX_UNREAD_MESSAGES) {
+      this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${this.call.writableLength} answer messages unread`);
+      return;
+    }
     const startMs = Date.now();
-    const read = this.buckets!.read(usages, startMs);
-    this.observeRead(read);
-    // A bucket the store could not answer gets nothing: its Envoy keeps what it has until its TTL.
-    const { strategies, failure } = await this.deps.quota.assign(this.instance, read.usages);
+    const read = emptyRead();
+    // At most twice the bucket bound of usages are read from one answer (Envoy sends one per bucket it holds).
+    const most = 2 * this.deps.limits.maxBuckets;
+    if (usages.length > most) this.deps.metrics?.refused.inc({ reason: 'too_many_buckets' }, usages.length - most);
+    for (const [n, part] of slicesOf(usages.slice(0, most)).entries()) {
+      if (n > 0 && !(await this.nextSlice())) return;
+      const r = this.deps.cpu.timed(() => this.buckets!.read(part, startMs));
+      this.observeRead(r);
+      addRead(read, r);
+    }
+    const { sent, failure } = await this.assignSlices(read, usages.length > SLICE);
     if (failure) this.deps.unanswered.report(failure, this.instance);
     if (this.ended) return;
-    const sent = this.assigned(read.buckets, strategies);
-    this.send(sent, read.abandon, read.overflow);
+    for (const [n, ids] of slicesOf(read.overflow).entries()) if (n === 0 || (await this.nextSlice())) this.send([], [], ids);
+    for (const [n, ids] of slicesOf(read.abandon).entries()) if (n === 0 || (await this.nextSlice())) this.send([], ids, []);
     this.confirmShrinks();
     this.rewatch();
     this.deps.onAssigned?.(this.summary(read, sent, failure?.constructor.name), startMs);
+  }
+
+  /** Assigns and sends the buckets read, a slice at a time. A bucket the store could not answer gets nothing:
+   * its Envoy keeps what it has until its TTL. */
+  private async assignSlices(read: ReadReport, yieldFirst: boolean): Promise<{ sent: Assigned[]; failure?: StoreUnavailableError }> {
+    const sent: Assigned[] = [];
+    let failure: StoreUnavailableError | undefined;
+    const { cpu } = this.deps;
+    for (const [n, idx] of sliceByShareKey(read.buckets.map((b) => b.plan.shareKey)).entries()) {
+      if ((n > 0 || yieldFirst) && !(await this.nextSlice())) break;
+      const assigned = await cpu.timed(() =>
+        this.deps.quota.assign(
+          this.instance,
+          idx.map((i) => read.usages[i]!),
+        ),
+      );
+      failure ??= assigned.failure;
+      if (this.ended) break;
+      const part = this.assigned(
+        idx.map((i) => read.buckets[i]!),
+        assigned.strategies,
+      );
+      cpu.timed(() => this.send(part, [], []));
+      sent.push(...part);
+    }
+    return { sent, failure };
+  }
+
+  /** Lets the event loop go, then waits for RLQS's next turn; false if the stream ended meanwhile. */
+  private async nextSlice(): Promise<boolean> {
+    await new Promise((r) => setImmediate(r));
+    await this.deps.cpu.turn();
+    return !this.ended;
   }
 
   /** The buckets that got a strategy, with what they are told (a first token bucket's burst held down). */
@@ -290,11 +443,7 @@ class QuotaStream {
   }
 
   private send(assigned: readonly Assigned[], abandon: readonly WireBucketId[], overflow: readonly WireBucketId[]): void {
-    // Messages of earlier answers still unsent: Envoy reads its answers long before its next report.
-    if (this.call.writableLength >= MAX_UNREAD_MESSAGES) {
-      this.fail('not_reading', grpc.status.RESOURCE_EXHAUSTED, `the client left ${this.call.writableLength} answers unread`);
-      return;
-    }
+    if (this.ended) return;
     const ttl = { seconds: this.deps.quota.ttlSeconds };
     const assign = (id: WireBucketId, s: Strategy) => ({
       bucket_id: { bucket: id },
@@ -352,7 +501,7 @@ class QuotaStream {
   private fail(reason: RlqsStreamError, code: grpc.status, details: string): void {
     if (this.ended) return;
     this.deps.metrics?.streamErrors.inc({ reason });
-    this.deps.logger.info({ reason, instance: this.instance || undefined }, `rlqs stream ended: ${details}`);
+    this.deps.lines.note('info', reason, { reason, instance: this.instance || undefined }, `rlqs stream ended: ${details}`);
     this.close();
     // grpc-js turns an 'error' into the call's status, sent after the answers already written; reading stops,
     // so a client past a bound is held back by HTTP/2 flow control instead of filling this process.
@@ -375,5 +524,9 @@ class QuotaStream {
     for (const stop of this.watching.values()) stop();
     this.watching.clear();
     this.release?.();
+    this.buckets?.release();
+    this.deps.pending.bytes -= this.pendingBytes;
+    this.pending = [];
+    this.pendingBytes = 0;
   }
 }

@@ -9,30 +9,16 @@ import { fingerprint } from '../fingerprint.js';
  * Several streams at once from one address for one domain (two Envoys behind one address, or an Envoy that
  * opens one per worker, as releases before 2024 did) are told apart by the order they opened in. Only the
  * fingerprint leaves this file. */
-/** Streams open at once from one address (an Envoy keeps one per domain), and in all. */
-export const MAX_STREAMS_PER_HOST = 64;
-export const MAX_STREAMS = 10_000;
-
 export class InstanceRegistry {
   private readonly open = new Map<string, Set<number>>();
-  private readonly perHost = new Map<string, number>();
-  private total = 0;
 
-  constructor(
-    private readonly replicaName = hostname(),
-    private readonly maxStreams = MAX_STREAMS,
-  ) {}
+  constructor(private readonly replicaName = hostname()) {}
 
-  /** The instance of a new stream for `domain` from `peer` (grpc-js's getPeer(): host:port); release() it at
-   * the stream's end. Undefined past the bounds: MAX_STREAMS_PER_HOST from one address (each would be an
-   * instance with a share of its own), `maxStreams` in all. */
-  claim(domain: string, peer: string): { instance: string; release: () => void } | undefined {
+  /** The instance of a stream for `domain` from `peer` (grpc-js's getPeer(): host:port), named at its first
+   * message; release() it at the stream's end. How many streams may open is rlqs-bounds.ts's to say, at open. */
+  claim(domain: string, peer: string): { instance: string; release: () => void } {
     const host = peerHost(peer);
     const who = host === '127.0.0.1' || host === '::1' ? `local:${this.replicaName}` : host;
-    const fromHost = this.perHost.get(who) ?? 0;
-    if (fromHost >= MAX_STREAMS_PER_HOST || this.total >= this.maxStreams) return undefined;
-    this.perHost.set(who, fromHost + 1);
-    this.total++;
     const slot = `${domain}\n${who}`;
     const taken = this.open.get(slot) ?? new Set<number>();
     this.open.set(slot, taken);
@@ -42,10 +28,6 @@ export class InstanceRegistry {
     const release = (): void => {
       taken.delete(n);
       if (taken.size === 0 && this.open.get(slot) === taken) this.open.delete(slot);
-      const left = (this.perHost.get(who) ?? 1) - 1;
-      if (left > 0) this.perHost.set(who, left);
-      else this.perHost.delete(who);
-      this.total--;
     };
     return { instance: fingerprint(`${who}#${n}`), release };
   }

@@ -3,6 +3,7 @@ import type { BucketPlan } from '../quota/bucket-plan.js';
 import type { BucketUsage } from '../quota/quota-service.js';
 import { rateOf, type Strategy } from '../quota/strategy.js';
 import { type RequestBounds, tooLong } from '../rls/request.js';
+import type { BucketBudget } from './rlqs-bounds.js';
 
 /** One RLQS stream's view of its buckets: what Envoy reported, turned into the usages the quota service
  * assigns from, and the bounds that keep a stream's memory finite. Envoy's behaviour it is built on
@@ -81,7 +82,16 @@ export class StreamBuckets {
   constructor(
     private readonly limits: StreamLimits,
     private readonly plan: (bucket: Record<string, string>) => BucketPlan,
+    /** The address's and the process's buckets, drawn on for each new bucket (rlqs-bounds.ts). */
+    private readonly budget: BucketBudget,
   ) {}
+
+  /** Gives every bucket held back to the budget (the stream ended). */
+  release(): void {
+    this.budget.give(this.buckets.size);
+    this.buckets.clear();
+    this.bytes = 0;
+  }
 
   get size(): number {
     return this.buckets.size;
@@ -96,7 +106,7 @@ export class StreamBuckets {
       out.denied += m.denied;
       const known = this.buckets.get(key);
       if (known) this.report(key, known, m, nowMs, out);
-      else if (this.buckets.size >= this.limits.maxBuckets || this.bytes + m.bytes > MAX_STREAM_BYTES) {
+      else if (this.buckets.size >= this.limits.maxBuckets || this.bytes + m.bytes > MAX_STREAM_BYTES || !this.budget.take()) {
         out.refused.too_many_buckets++;
         (m.allowed + m.denied > 0 ? out.overflow : out.abandon).push(m.id);
       } else {
@@ -114,6 +124,7 @@ export class StreamBuckets {
     b.idleReports = m.allowed + m.denied > 0 || first ? 0 : b.idleReports + 1;
     if (b.idleReports >= this.limits.idleReports) {
       this.buckets.delete(key);
+      this.budget.give(1);
       this.bytes -= b.bytes;
       out.abandon.push(b.id);
       out.idle++;

@@ -17,6 +17,8 @@ export interface RlqsSettings {
   maxBuckets: number;
   /** What a bucket no rule matches gets: ALLOW_ALL or DENY_ALL. */
   unmatched: 'allow' | 'deny';
+  /** What all streams together may hold and spend (docs/rlqs.md "Bounds"). */
+  process: { maxStreams: number; maxBuckets: number; cpuShare: number };
 }
 
 export function rlqsSettings(setting: (name: OptionName) => Setting): RlqsSettings {
@@ -28,6 +30,11 @@ export function rlqsSettings(setting: (name: OptionName) => Setting): RlqsSettin
     reportIntervalMs,
     maxBuckets: numberOf(setting('rlqs-max-buckets'), 'positive'),
     unmatched: choice(setting('rlqs-unmatched'), ['allow', 'deny'] as const),
+    process: {
+      maxStreams: numberOf(setting('rlqs-max-streams'), 'positive'),
+      maxBuckets: numberOf(setting('rlqs-max-buckets-total'), 'positive'),
+      cpuShare: numberOf(setting('rlqs-cpu-share'), 'portion'),
+    },
   };
 }
 

@@ -143,6 +143,13 @@ export const SERVE_OPTIONS = {
     help: "RLQS: how often Envoy's rate_limit_quota filter reports (5s in Envoy today); assignments live 3 of them",
   },
   'rlqs-max-buckets': { env: 'RLQS_MAX_BUCKETS', default: '10000', help: 'RLQS: most buckets one stream holds; new ones past it are abandoned' },
+  'rlqs-max-streams': { env: 'RLQS_MAX_STREAMS', default: '10000', help: 'RLQS: most streams open at once in all (64 per address, 32 per connection)' },
+  'rlqs-max-buckets-total': {
+    env: 'RLQS_MAX_BUCKETS_TOTAL',
+    default: '50000',
+    help: 'RLQS: most buckets held at once by all streams (20000 per address); ~5 KB each',
+  },
+  'rlqs-cpu-share': { env: 'RLQS_CPU_SHARE', default: '0.25', help: "RLQS: the share of the process's time RLQS work may take, 0-1" },
   'rlqs-unmatched': { env: 'RLQS_UNMATCHED', default: 'allow', help: 'RLQS: what a bucket no rule matches gets: allow (ALLOW_ALL) | deny (DENY_ALL)' },
   tracing: {
     env: 'TRACING_ENABLED',

@@ -10,6 +10,7 @@ export const NUMBERS = {
   port: { ok: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, what: 'a port number 0-65535' },
   ratio: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0 and at most 1' },
   share: { ok: (n: number) => n >= 0 && n <= 1, what: 'a number from 0 to 1' },
+  portion: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0, at most 1' },
   above0: { ok: (n: number) => Number.isFinite(n) && n > 0, what: 'a number above 0' },
 } as const;
 

@@ -5,6 +5,7 @@ import { noTiers } from '../../src/limiter/plan.js';
 import { bucketEntries } from '../../src/quota/bucket-descriptor.js';
 import { planBucket } from '../../src/quota/bucket-plan.js';
 import { bucketFor, rateOf, sameStrategy, wireStrategy } from '../../src/quota/strategy.js';
+import { UNBOUNDED_BUDGET } from '../../src/server/rlqs-bounds.js';
 import { peerHost } from '../../src/server/rlqs-identity.js';
 import { StreamBuckets } from '../../src/server/rlqs-stream.js';
 
@@ -114,14 +115,14 @@ describe('the stream of one Envoy', () => {
   const ids = (list: Record<string, Buffer>[]) => list.map((id) => Object.fromEntries(Object.entries(id).map(([k, v]) => [k, v.toString()])));
 
   it("reads demand from this replica's clock: unknown for a new bucket, then requests a second over the interval", () => {
-    const s = new StreamBuckets(limits, plan);
+    const s = new StreamBuckets(limits, plan, UNBOUNDED_BUDGET);
     expect(s.read([u({ category: 'read' }, 1)], 0).usages[0]!.demand).toBe(Infinity);
     expect(s.read([u({ category: 'read' }, 30, 20)], 5000).usages[0]!.demand).toBe(10);
     expect(s.read([u({ category: 'read' }, 3)], 5200).usages[0]!.demand).toBe(3); // under a second counts as one
   });
 
   it('abandons a bucket idle for its reports; past its bound, gives ALLOW_ALL to new ones in use and abandons idle ones', () => {
-    const s = new StreamBuckets(limits, plan);
+    const s = new StreamBuckets(limits, plan, UNBOUNDED_BUDGET);
     s.read([u({ category: 'read' }, 1)], 0);
     expect(s.read([u({ category: 'read' })], 1000).abandon).toEqual([]);
     const idle = s.read([u({ category: 'read' })], 2000);
@@ -134,14 +135,14 @@ describe('the stream of one Envoy', () => {
   });
 
   it('counts a bucket named twice in one report once, with both counts, whatever the order of its pairs', () => {
-    const s = new StreamBuckets({ ...limits, bounds: { maxEntries: 4, maxValueBytes: 64 } }, plan);
+    const s = new StreamBuckets({ ...limits, bounds: { maxEntries: 4, maxValueBytes: 64 } }, plan, UNBOUNDED_BUDGET);
     const read = s.read([u({ category: 'read', token: 't' }, 2, 1), u({ token: 't', category: 'read' }, 3, 0)], 0);
     expect(read.usages).toHaveLength(1);
     expect([read.allowed, read.denied, read.usages[0]!.allowed]).toEqual([5, 1, 5]);
   });
 
   it('echoes a value that is not UTF-8 byte for byte, and tells it apart from its replacement', () => {
-    const s = new StreamBuckets(limits, plan);
+    const s = new StreamBuckets(limits, plan, UNBOUNDED_BUDGET);
     const raw = { category: Buffer.from([0x61, 0xe9, 0x62]) };
     const read = s.read([{ bucket_id: { bucket: raw }, num_requests_allowed: 1 }, u({ category: 'a\ufffdb' }, 1)], 0);
     expect(read.buckets).toHaveLength(2);
@@ -149,7 +150,7 @@ describe('the stream of one Envoy', () => {
   });
 
   it('refuses empty ids, empty keys or values, too many pairs and too many bytes', () => {
-    const s = new StreamBuckets(limits, plan);
+    const s = new StreamBuckets(limits, plan, UNBOUNDED_BUDGET);
     const read = s.read(
       [u({}), u({ a: '' }), u({ '': 'a' }), u({ a: '1', b: '2', c: '3', d: '4', e: '5' }), u({ a: 'x'.repeat(17) }), u({ a: 'x'.repeat(9), b: 'y'.repeat(8) })],
       0,

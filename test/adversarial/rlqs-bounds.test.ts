@@ -1,0 +1,281 @@
+import { readFileSync } from 'node:fs';
+import http2 from 'node:http2';
+import net from 'node:net';
+import { Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeReport } from '../helpers/envoy-rlqs.js';
+import { metric, scrape } from '../helpers/metrics.js';
+import { type Daemon, freePort, loopback, startCli } from '../helpers/process.js';
+import { bounded, sleep, within } from '../helpers/time.js';
+
+// Issue 36's attacks on the RLQS port, each against a served process, each measured by the process's RSS and by
+// RLS calls made meanwhile from a thread of their own (rls-prober.mjs): silent streams from one address and from
+// 100; 64 streams × 10,000 buckets from one address, reported every second; one stream re-sending its
+// 10,000-bucket report back to back. Each must leave RSS growth under 300 MiB and RLS calls answered within
+// 50 ms at p99 (or, on a machine already slower than that with nothing of ours running, twice its idle p99).
+
+const GROWTH_BOUND_MB = 300;
+const RLQS_PATH = '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas';
+
+function rssMb(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
+  return Number(kb) / 1024;
+}
+
+/** A gRPC message frame around an encoded report, made once and sent many times. */
+function frameOf(domain: string, ids: Record<string, string>[]): Buffer {
+  const body = encodeReport(
+    domain,
+    ids.map((bucket) => ({ bucket_id: { bucket }, time_elapsed: { seconds: 1 }, num_requests_allowed: 1 })),
+  );
+  const frame = Buffer.alloc(5 + body.length);
+  frame.writeUInt32BE(body.length, 1);
+  body.copy(frame, 5);
+  return frame;
+}
+
+/** Counts whole gRPC messages in a stream's bytes (a 5-byte header, then its length) without keeping them. */
+class MessageCounter {
+  messages = 0;
+  private header = Buffer.alloc(0);
+  private left = 0;
+
+  add(d: Buffer): void {
+    let i = 0;
+    while (i < d.length) {
+      if (this.left > 0) {
+        const take = Math.min(this.left, d.length - i);
+        this.left -= take;
+        i += take;
+        if (this.left === 0) this.messages++;
+        continue;
+      }
+      const take = Math.min(5 - this.header.length, d.length - i);
+      this.header = Buffer.concat([this.header, d.subarray(i, i + take)]);
+      i += take;
+      if (this.header.length < 5) continue;
+      this.left = this.header.readUInt32BE(1);
+      this.header = Buffer.alloc(0);
+      if (this.left === 0) this.messages++;
+    }
+  }
+}
+
+/** An HTTP/2 connection from its own loopback address, whose streams count the answers they get. */
+class Attacker {
+  readonly session: http2.ClientHttp2Session;
+  readonly answers: MessageCounter[] = [];
+  ended = 0;
+
+  constructor(port: number, localAddress: string) {
+    this.session = http2.connect(`http://127.0.0.1:${port}`, {
+      createConnection: () => net.connect({ host: '127.0.0.1', port, localAddress }),
+      settings: { initialWindowSize: 1 << 24 },
+    });
+    this.session.on('error', () => undefined);
+  }
+
+  open(): http2.ClientHttp2Stream {
+    const s = this.session.request({ ':method': 'POST', ':path': RLQS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+    s.on('error', () => undefined);
+    const counter = new MessageCounter();
+    this.answers.push(counter);
+    s.on('data', (d: Buffer) => counter.add(d));
+    // Ended by the server: a status in the headers (trailers-only) or in trailers. The stream itself stays
+    // half open (this side never ends it), so 'close' would not say so.
+    s.on('response', (h) => h['grpc-status'] !== undefined && this.ended++);
+    s.on('trailers', () => this.ended++);
+    return s;
+  }
+
+  close(): void {
+    this.session.destroy();
+  }
+}
+
+/** RLS calls, one after another 20 ms apart, in a worker thread (this thread is busy attacking). */
+class Probe {
+  private readonly worker: Worker;
+  private readonly inbox: { type: string; latencies?: number[]; wrong?: { count: number; first: string[] }; error?: string }[] = [];
+  private wake: (() => void) | undefined;
+
+  constructor(port: number) {
+    const workerData = { port, domain: 'rlqs-test', key: 'tenant', limit: 100, exact: true, deadlineMs: 2000, gapMs: 20 };
+    this.worker = new Worker(new URL('./rls-prober.mjs', import.meta.url), { workerData });
+    this.worker.on('message', (m) => {
+      this.inbox.push(m);
+      this.wake?.();
+    });
+  }
+
+  private async next(): Promise<(typeof this.inbox)[number]> {
+    while (this.inbox.length === 0) await new Promise<void>((r) => (this.wake = r));
+    return this.inbox.shift()!;
+  }
+
+  async ready(): Promise<void> {
+    const m = await bounded(this.next(), 20_000, 'the RLS prober connected');
+    if (m.error) throw new Error(`the RLS prober did not connect: ${m.error}`);
+  }
+
+  /** The p99 of RLS calls made while `during` runs; every call must be answered with its decision. */
+  async p99(tag: string, during: () => Promise<void>): Promise<number> {
+    this.worker.postMessage({ type: 'begin', tag });
+    await during();
+    this.worker.postMessage({ type: 'end' });
+    const r = await bounded(this.next(), 10_000, 'the RLS prober stopped');
+    expect(r.wrong?.first ?? [], 'RLS answers during the attack').toEqual([]);
+    const l = [...(r.latencies ?? [])].sort((a, b) => a - b);
+    expect(l.length).toBeGreaterThan(10);
+    return l[Math.floor(l.length * 0.99)]!;
+  }
+
+  async close(): Promise<void> {
+    this.worker.postMessage({ type: 'close' });
+    await this.worker.terminate();
+  }
+}
+
+describe('RLQS attacks on the gRPC port (issue 36)', () => {
+  let daemon: Daemon;
+  let grpcPort: number;
+  let httpPort: number;
+  let probe: Probe;
+  let idleP99 = 0;
+  const attackers: Attacker[] = [];
+  const gauge = async (name: string) => metric((await scrape(httpPort)).series, name) ?? 0;
+  const counter = async (name: string, labels: Record<string, string>) => metric((await scrape(httpPort)).series, name, labels) ?? 0;
+
+  beforeAll(async () => {
+    grpcPort = await freePort();
+    httpPort = await freePort();
+    // Envoy's 5 s report interval: a stream's answers begin at least 1 s apart.
+    const args = ['serve', '--config', 'test/fixtures/rlqs', ...loopback(grpcPort, httpPort)];
+    daemon = await startCli(args, /tollgate serving/);
+    probe = new Probe(grpcPort);
+    await probe.ready();
+    idleP99 = await probe.p99('idle', () => sleep(2000));
+  });
+  afterAll(async () => {
+    for (const a of attackers) a.close();
+    await probe?.close();
+    if (daemon && daemon.child.exitCode === null) {
+      daemon.child.kill('SIGTERM');
+      await bounded(daemon.exited, 15_000, 'serve stopped');
+    }
+  });
+
+  /** Runs `setup` then `attack`, RSS sampled throughout and RLS probed during `attack`; checks both bounds; ends
+   * every attacker made. */
+  async function measured(tag: string, setup: () => Promise<void>, attack: () => Promise<void>): Promise<{ growthMb: number; p99: number }> {
+    const pid = daemon.child.pid!;
+    const before = rssMb(pid);
+    let peak = before;
+    const sample = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 50);
+    const p99 = await setup()
+      .then(() => probe.p99(tag, attack))
+      .finally(() => clearInterval(sample));
+    for (const a of attackers.splice(0)) a.close();
+    console.log(`${tag}: RSS ${before.toFixed(0)} → peak ${peak.toFixed(0)} MB; RLS p99 ${p99.toFixed(1)} ms (idle ${idleP99.toFixed(1)} ms)`);
+    expect(peak - before).toBeLessThan(GROWTH_BOUND_MB);
+    expect(p99).toBeLessThan(Math.max(50, 2 * idleP99));
+    await within(15_000, async () => (await gauge('tollgate_rlqs_streams')) === 0, 'the attack streams gone');
+    return { growthMb: peak - before, p99 };
+  }
+
+  it('silent streams from one address over 8 connections: at most 64 held, the rest refused as they open', { timeout: 60_000 }, async () => {
+    let held = 0;
+    await measured(
+      'silent streams, one address',
+      async () => {
+        for (let c = 0; c < 8; c++) attackers.push(new Attacker(grpcPort, '127.0.0.90'));
+        for (let i = 0; i < 16_000; i++) attackers[i % 8]!.open();
+        await within(30_000, () => attackers.reduce((n, a) => n + a.ended, 0) >= 16_000 - 64, 'the streams past the bound refused');
+      },
+      async () => {
+        held = await gauge('tollgate_rlqs_streams');
+        await sleep(3000); // held silent, as long as a stream may be before it is ended (3 report intervals at 1 s)
+      },
+    );
+    expect(held).toBeLessThanOrEqual(64);
+    expect(held).toBeGreaterThan(0);
+  });
+
+  it('silent streams from 100 addresses: 64 each at most', { timeout: 60_000 }, async () => {
+    let held = 0;
+    await measured(
+      'silent streams, 100 addresses',
+      async () => {
+        for (let a = 1; a <= 100; a++) attackers.push(new Attacker(grpcPort, `127.0.1.${a}`));
+        for (const a of attackers) for (let i = 0; i < 100; i++) a.open();
+        await within(30_000, () => attackers.reduce((n, a) => n + a.ended, 0) >= 100 * (100 - 32), 'the streams past the bounds refused');
+      },
+      async () => {
+        held = await gauge('tollgate_rlqs_streams');
+        await sleep(3000);
+      },
+    );
+    expect(held).toBeLessThanOrEqual(100 * 32);
+    expect(held).toBeGreaterThan(0);
+  });
+
+  it('64 streams × 10,000 buckets from one address, every second: 20,000 buckets held at most', { timeout: 90_000 }, async () => {
+    let buckets = 0;
+    const refusedBefore = await counter('tollgate_rlqs_buckets_refused_total', { reason: 'too_many_buckets' });
+    await measured(
+      '64 streams × 10,000 buckets',
+      async () => undefined,
+      async () => {
+        attackers.push(new Attacker(grpcPort, '127.0.0.91'), new Attacker(grpcPort, '127.0.0.91'));
+        const frames = Array.from({ length: 64 }, (_, s) =>
+          frameOf(
+            'rlqs-test',
+            Array.from({ length: 10_000 }, (_, i) => ({ tenant: `b${s}-${i}` })),
+          ),
+        );
+        const streams = frames.map((_, s) => attackers[s % 2]!.open());
+        const until = Date.now() + 8000;
+        while (Date.now() < until) {
+          for (const [i, s] of streams.entries()) s.write(frames[i]);
+          await new Promise((r) => setTimeout(r, 1000));
+          buckets = Math.max(buckets, await gauge('tollgate_rlqs_buckets'));
+        }
+      },
+    );
+    expect(buckets).toBeLessThanOrEqual(20_000);
+    expect(buckets).toBeGreaterThan(0);
+    expect(await counter('tollgate_rlqs_buckets_refused_total', { reason: 'too_many_buckets' })).toBeGreaterThan(refusedBefore);
+  });
+
+  it('one stream re-sending its 10,000-bucket report back to back: answered at most once a second', { timeout: 60_000 }, async () => {
+    const frame = frameOf(
+      'rlqs-test',
+      Array.from({ length: 10_000 }, (_, i) => ({ tenant: `r-${i}` })),
+    );
+    let answered = 0;
+    const ms = 6000;
+    const refusedBefore = await counter('tollgate_rlqs_stream_errors_total', { reason: 'too_many_reports' });
+    await measured(
+      'back-to-back reports',
+      async () => undefined,
+      async () => {
+        const a = new Attacker(grpcPort, '127.0.0.92');
+        attackers.push(a);
+        const s = a.open();
+        const until = Date.now() + ms;
+        let sent = 0;
+        while (Date.now() < until) {
+          if (s.write(frame)) sent++;
+          else await new Promise((r) => s.once('drain', r));
+          if (sent % 4 === 0) await new Promise((r) => setImmediate(r));
+        }
+        await within(10_000, () => a.answers[0]!.messages > 0, 'an answer');
+        answered = a.answers[0]!.messages;
+      },
+    );
+    // 6 s at one answer a second (a fifth of the 5 s interval), and what waited when the sending stopped.
+    expect(answered).toBeGreaterThan(0);
+    expect(answered).toBeLessThanOrEqual(9);
+    expect(await counter('tollgate_rlqs_stream_errors_total', { reason: 'too_many_reports' })).toBeGreaterThan(refusedBefore);
+  });
+});
