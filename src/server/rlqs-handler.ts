@@ -7,7 +7,7 @@ import { ALLOW, firstBucket, rateOf, type Strategy, sameStrategy, wireStrategy }
 import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { tooLong } from '../rls/request.js';
 import { type BucketBudget, type RlqsBoundSettings, RlqsBounds } from './rlqs-bounds.js';
-import { CpuShare } from './rlqs-cpu.js';
+import { AnswerSlots, CpuShare, Meter } from './rlqs-cpu.js';
 import { decodeUsageReports } from './rlqs-decode.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
 import { RareLines } from './rlqs-log.js';
@@ -99,6 +99,7 @@ export function rlqsService(rlqs: RlqsDeps): RlqsServer {
     lines,
     bounds: new RlqsBounds(limits),
     cpu: new CpuShare(limits.cpuShare),
+    slots: new AnswerSlots(),
     pending: { bytes: 0 },
   };
   const implementation = {
@@ -137,7 +138,14 @@ function readAhead(call: Call, messages: number): void {
 
 /** What every stream shares: the deps, the count of reports the store left unanswered, the log lines a client
  * can cause (one a minute each), the bounds, RLQS's share of the process, and the bytes of reports waiting. */
-type StreamDeps = RlqsDeps & { unanswered: UnansweredReports; lines: RareLines; bounds: RlqsBounds; cpu: CpuShare; pending: { bytes: number } };
+type StreamDeps = RlqsDeps & {
+  unanswered: UnansweredReports;
+  lines: RareLines;
+  bounds: RlqsBounds;
+  cpu: CpuShare;
+  slots: AnswerSlots;
+  pending: { bytes: number };
+};
 
 /** A stream past the stream bounds, ended at once with RESOURCE_EXHAUSTED: nothing of it is read or kept. */
 function refuse(call: Call, deps: StreamDeps, why: 'address' | 'connection' | 'total'): void {
@@ -162,6 +170,8 @@ class QuotaStream {
   /** Not read (paused) until the reports waiting are answered. */
   private held = false;
   private answering = false;
+  /** What the work under way has spent of RLQS's share (metered()). */
+  private meter: Meter;
   private ended = false;
   private boundLogged = false;
   /** Share keys this stream watches for moves (QuotaService.watch), and the re-assignments waiting. */
@@ -177,7 +187,9 @@ class QuotaStream {
     private readonly deps: StreamDeps,
     private readonly budget: BucketBudget,
     private readonly onClosed: () => void,
-  ) {}
+  ) {
+    this.meter = new Meter(deps.cpu);
+  }
 
   /** Buckets this stream holds. */
   get size(): number {
@@ -233,19 +245,23 @@ class QuotaStream {
    * share of the process allows (rlqs-cpu.ts). Reports that came meanwhile are answered together. */
   private async answerPending(): Promise<void> {
     this.answering = true;
+    const gapMs = MIN_GAP_SHARE * this.deps.limits.reportIntervalMs;
+    const wait = this.lastAnswerMs + gapMs - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait).unref());
+    const release = await this.deps.slots.take();
     try {
-      await this.answerWaiting();
+      await this.metered(() => this.answerWaiting());
     } finally {
+      release();
       this.answering = false;
       this.lastMessageMs = Math.max(this.lastMessageMs, Date.now()); // silence is counted from the last answer
     }
   }
 
+  /** Decodes what waits (one message a turn) and answers it; past twice the bucket bound of usages, the rest of
+   * the messages are not decoded (`too_many_reports`). */
   private async answerWaiting(): Promise<void> {
-    const gapMs = MIN_GAP_SHARE * this.deps.limits.reportIntervalMs;
-    const wait = this.lastAnswerMs + gapMs - Date.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait).unref());
-    await this.deps.cpu.turn();
+    await this.nextSlice(false);
     const raws = this.pending;
     this.pending = [];
     this.deps.pending.bytes -= this.pendingBytes;
@@ -256,9 +272,14 @@ class QuotaStream {
       this.call.resume();
     }
     const usages: WireUsage[] = [];
+    const most = 2 * this.deps.limits.maxBuckets;
     for (const [n, raw] of raws.entries()) {
+      if (usages.length >= most) {
+        this.deps.metrics?.streamErrors.inc({ reason: 'too_many_reports' }, raws.length - n);
+        break;
+      }
       if (n > 0 && !(await this.nextSlice())) return;
-      const msg = this.deps.cpu.timed(() => decodeUsageReports(raw));
+      const msg = decodeUsageReports(raw);
       if (!msg) {
         this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
         return;
@@ -331,7 +352,7 @@ class QuotaStream {
     if (usages.length > most) this.deps.metrics?.refused.inc({ reason: 'too_many_buckets' }, usages.length - most);
     for (const [n, part] of slicesOf(usages.slice(0, most)).entries()) {
       if (n > 0 && !(await this.nextSlice())) return;
-      const r = this.deps.cpu.timed(() => this.buckets!.read(part, startMs));
+      const r = this.buckets!.read(part, startMs);
       this.observeRead(r);
       addRead(read, r);
     }
@@ -350,14 +371,11 @@ class QuotaStream {
   private async assignSlices(read: ReadReport, yieldFirst: boolean): Promise<{ sent: Assigned[]; failure?: StoreUnavailableError }> {
     const sent: Assigned[] = [];
     let failure: StoreUnavailableError | undefined;
-    const { cpu } = this.deps;
     for (const [n, idx] of sliceByShareKey(read.buckets.map((b) => b.plan.shareKey)).entries()) {
       if ((n > 0 || yieldFirst) && !(await this.nextSlice())) break;
-      const assigned = await cpu.timed(() =>
-        this.deps.quota.assign(
-          this.instance,
-          idx.map((i) => read.usages[i]!),
-        ),
+      const assigned = await this.deps.quota.assign(
+        this.instance,
+        idx.map((i) => read.usages[i]!),
       );
       failure ??= assigned.failure;
       if (this.ended) break;
@@ -365,17 +383,28 @@ class QuotaStream {
         idx.map((i) => read.buckets[i]!),
         assigned.strategies,
       );
-      cpu.timed(() => this.send(part, [], []));
+      this.send(part, [], []);
       sent.push(...part);
     }
     return { sent, failure };
   }
 
-  /** Lets the event loop go, then waits for RLQS's next turn; false if the stream ended meanwhile. */
-  private async nextSlice(): Promise<boolean> {
-    await new Promise((r) => setImmediate(r));
-    await this.deps.cpu.turn();
+  /** Lets the event loop go, then waits for RLQS's next turn (the work since the last charged to RLQS's share);
+   * false if the stream ended meanwhile. */
+  private async nextSlice(letGo = true): Promise<boolean> {
+    if (letGo) await new Promise((r) => setImmediate(r));
+    await this.meter.turn();
     return !this.ended;
+  }
+
+  /** Runs one piece of this stream's work, charged to RLQS's share of the process. */
+  private async metered(work: () => Promise<void>): Promise<void> {
+    this.meter = new Meter(this.deps.cpu);
+    try {
+      await work();
+    } finally {
+      this.meter.settle();
+    }
   }
 
   /** The buckets that got a strategy, with what they are told (a first token bucket's burst held down). */
@@ -417,19 +446,27 @@ class QuotaStream {
         );
   }
 
-  /** Another instance's grant of a bucket this stream holds moved: re-assign it now, in turn with the reports. */
+  /** A grant of a bucket this stream holds moved (another instance's, or this stream's own lowered rate once
+   * sent): re-assigned in turn with the reports, every key moved meanwhile together, a slice at a time. */
   private pushed(key: string): void {
-    if (this.ended || this.pushing.has(key)) return;
+    if (this.ended) return;
     this.pushing.add(key);
-    this.enqueue(() => {
-      this.pushing.delete(key); // a move while this one runs is another re-assignment after it
-      return this.reassign(key);
-    });
+    if (this.pushing.size === 1) this.enqueue(() => this.metered(() => this.reassignPushed()));
   }
 
-  /** Sends the buckets of `key` whose strategy changed; a store failure leaves them as they are. */
-  private async reassign(key: string): Promise<void> {
-    const buckets = this.buckets!.withShareKey(key);
+  private async reassignPushed(): Promise<void> {
+    const keys = [...this.pushing];
+    this.pushing.clear(); // a move while this runs is another re-assignment after it
+    const buckets = keys.flatMap((k) => this.buckets!.withShareKey(k));
+    for (const idx of sliceByShareKey(buckets.map((b) => b.plan.shareKey))) {
+      if (!(await this.nextSlice())) return;
+      await this.reassign(idx.map((i) => buckets[i]!));
+    }
+    this.confirmShrinks();
+  }
+
+  /** Sends the buckets whose strategy changed; a store failure leaves them as they are. */
+  private async reassign(buckets: readonly StreamBucket[]): Promise<void> {
     if (this.ended || buckets.length === 0) return;
     const usages = buckets.map((b) => ({ plan: b.plan, allowed: 0, demand: b.demand, running: b.sent ? rateOf(b.sent) : 0 }));
     const { strategies } = await this.deps.quota.assign(this.instance, usages, true);
@@ -439,7 +476,6 @@ class QuotaStream {
       return !s || sameStrategy(b.sent, s) ? [] : [this.told(b, s)];
     });
     if (changed.length > 0) this.send(changed, [], []);
-    this.confirmShrinks();
   }
 
   private send(assigned: readonly Assigned[], abandon: readonly WireBucketId[], overflow: readonly WireBucketId[]): void {

@@ -77,6 +77,8 @@ interface Merged {
 
 export class StreamBuckets {
   private readonly buckets = new Map<string, StreamBucket>();
+  /** The buckets held by share key (none for ''), so a moved grant finds its buckets without a scan. */
+  private readonly byShare = new Map<string, Set<StreamBucket>>();
   private bytes = 0;
 
   constructor(
@@ -90,6 +92,7 @@ export class StreamBuckets {
   release(): void {
     this.budget.give(this.buckets.size);
     this.buckets.clear();
+    this.byShare.clear();
     this.bytes = 0;
   }
 
@@ -112,6 +115,7 @@ export class StreamBuckets {
       } else {
         const b: StreamBucket = { id: m.id, plan: this.plan(m.text), lastReportMs: nowMs, idleReports: 0, demand: Infinity, sent: undefined, bytes: m.bytes };
         this.buckets.set(key, b);
+        this.index(b);
         this.bytes += b.bytes;
         this.report(key, b, m, nowMs, out, true);
       }
@@ -120,10 +124,15 @@ export class StreamBuckets {
   }
 
   private report(key: string, b: StreamBucket, m: Merged, nowMs: number, out: ReadReport, first = false): void {
-    if (!first) b.plan = this.plan(m.text);
+    if (!first) {
+      this.unindex(b);
+      b.plan = this.plan(m.text); // the config may have changed since
+      this.index(b);
+    }
     b.idleReports = m.allowed + m.denied > 0 || first ? 0 : b.idleReports + 1;
     if (b.idleReports >= this.limits.idleReports) {
       this.buckets.delete(key);
+      this.unindex(b);
       this.budget.give(1);
       this.bytes -= b.bytes;
       out.abandon.push(b.id);
@@ -160,15 +169,28 @@ export class StreamBuckets {
   }
 
   /** The share keys of the buckets held that are shares of a limit. */
-  shareKeys(): Set<string> {
-    const keys = new Set<string>();
-    for (const b of this.buckets.values()) if (b.plan.shareKey !== '') keys.add(b.plan.shareKey);
-    return keys;
+  shareKeys(): ReadonlySet<string> {
+    return new Set(this.byShare.keys());
   }
 
   /** The buckets held whose shares are those of `key`. */
   withShareKey(key: string): StreamBucket[] {
-    return [...this.buckets.values()].filter((b) => b.plan.shareKey === key);
+    return [...(this.byShare.get(key) ?? [])];
+  }
+
+  private index(b: StreamBucket): void {
+    const key = b.plan.shareKey;
+    if (key === '') return;
+    const set = this.byShare.get(key);
+    if (set) set.add(b);
+    else this.byShare.set(key, new Set([b]));
+  }
+
+  private unindex(b: StreamBucket): void {
+    const set = this.byShare.get(b.plan.shareKey);
+    if (!set) return;
+    set.delete(b);
+    if (set.size === 0) this.byShare.delete(b.plan.shareKey);
   }
 }
 

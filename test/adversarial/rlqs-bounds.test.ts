@@ -17,6 +17,12 @@ import { bounded, sleep, within } from '../helpers/time.js';
 const GROWTH_BOUND_MB = 300;
 const RLQS_PATH = '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas';
 
+/** CPU seconds the process has used (user and system: /proc/PID/stat fields 14 and 15, in ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 function rssMb(pid: number): number {
   const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
   return Number(kb) / 1024;
@@ -247,12 +253,14 @@ describe('RLQS attacks on the gRPC port (issue 36)', () => {
     expect(await counter('tollgate_rlqs_buckets_refused_total', { reason: 'too_many_buckets' })).toBeGreaterThan(refusedBefore);
   });
 
-  it('one stream re-sending its 10,000-bucket report back to back: answered at most once a second', { timeout: 60_000 }, async () => {
+  it('one stream re-sending its 10,000-bucket report back to back: held back, within its share of the process', { timeout: 60_000 }, async () => {
     const frame = frameOf(
       'rlqs-test',
       Array.from({ length: 10_000 }, (_, i) => ({ tenant: `r-${i}` })),
     );
+    const pid = daemon.child.pid!;
     let answered = 0;
+    let cpu = 0;
     const ms = 6000;
     const refusedBefore = await counter('tollgate_rlqs_stream_errors_total', { reason: 'too_many_reports' });
     await measured(
@@ -262,6 +270,7 @@ describe('RLQS attacks on the gRPC port (issue 36)', () => {
         const a = new Attacker(grpcPort, '127.0.0.92');
         attackers.push(a);
         const s = a.open();
+        const cpuBefore = cpuSeconds(pid);
         const until = Date.now() + ms;
         let sent = 0;
         while (Date.now() < until) {
@@ -269,13 +278,16 @@ describe('RLQS attacks on the gRPC port (issue 36)', () => {
           else await new Promise((r) => s.once('drain', r));
           if (sent % 4 === 0) await new Promise((r) => setImmediate(r));
         }
+        cpu = (cpuSeconds(pid) - cpuBefore) / (ms / 1000);
         await within(10_000, () => a.answers[0]!.messages > 0, 'an answer');
         answered = a.answers[0]!.messages;
       },
     );
-    // 6 s at one answer a second (a fifth of the 5 s interval), and what waited when the sending stopped.
+    console.log(`back-to-back reports: the process used ${(cpu * 100).toFixed(0)}% of a core; ${answered} answer messages`);
     expect(answered).toBeGreaterThan(0);
-    expect(answered).toBeLessThanOrEqual(9);
+    // RLQS_CPU_SHARE (25%), with the probe's RLS calls and the frames read beside it: not the 113% of a core one
+    // such stream took before.
+    expect(cpu).toBeLessThan(0.6);
     expect(await counter('tollgate_rlqs_stream_errors_total', { reason: 'too_many_reports' })).toBeGreaterThan(refusedBefore);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_BUCKETS_PER_ADDRESS, MAX_STREAMS_PER_ADDRESS, MAX_STREAMS_PER_CONNECTION, RlqsBounds } from '../../src/server/rlqs-bounds.js';
-import { CpuShare } from '../../src/server/rlqs-cpu.js';
+import { CpuShare, Meter } from '../../src/server/rlqs-cpu.js';
 import { RareLines } from '../../src/server/rlqs-log.js';
 
 describe('RLQS stream and bucket bounds', () => {
@@ -42,7 +42,11 @@ describe('RLQS stream and bucket bounds', () => {
 describe("RLQS's share of the process", () => {
   it('lets work run while it is within its share, then holds the next turn until the share has paid for it', async () => {
     let now = 0;
-    const cpu = new CpuShare(0.25, () => now);
+    const cpu = new CpuShare(
+      0.25,
+      () => now,
+      () => now,
+    );
     await cpu.turn(); // idle: at once
     cpu.charge(100); // 100 ms of work at a 25% share: 400 ms of time to pay for it, less the 40 ms burst
     let turned = false;
@@ -56,19 +60,29 @@ describe("RLQS's share of the process", () => {
     expect(turned).toBe(true);
   });
 
-  it('charges what timed work took, even when it throws', () => {
+  it('charges a piece of work the CPU time spent between its turns', async () => {
     let now = 0;
-    const cpu = new CpuShare(0.5, () => now);
-    expect(() =>
-      cpu.timed(() => {
-        now += 200;
-        throw new Error('boom');
-      }),
-    ).toThrow('boom');
-    let resolved = false;
-    void cpu.turn().then(() => (resolved = true));
-    expect(cpu.held).toBe(1);
-    expect(resolved).toBe(false);
+    let spent = 0;
+    const cpu = new CpuShare(
+      0.5,
+      () => now,
+      () => spent,
+    );
+    const meter = new Meter(cpu);
+    spent += 200; // the work's first slice
+    let turned = false;
+    const next = meter.turn().then(() => (turned = true));
+    await new Promise((r) => setTimeout(r, 5));
+    expect([turned, cpu.held]).toEqual([false, 1]);
+    now = 400; // 40 + 400 × 0.5 − 200 > 0
+    await next;
+    spent += 1000; // the work's second slice, charged when it ends
+    meter.settle();
+    expect(cpu.held).toBe(0);
+    let again = false;
+    void cpu.turn().then(() => (again = true));
+    await new Promise((r) => setTimeout(r, 5));
+    expect(again).toBe(false); // the 1,000 ms after the turn were charged at settle()
   });
 });
 
