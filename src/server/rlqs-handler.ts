@@ -74,7 +74,7 @@ const MIN_GAP_SHARE = 0.2;
 /** Answer messages the client has not read when the next answer is due: past this, it is not reading, and the
  * stream is ended. One answer is at most a report's buckets over ACTIONS_PER_MESSAGE messages (a report is
  * bounded by the 4 MiB message limit), so what a stream holds unsent stays bounded too. */
-const MAX_UNREAD_MESSAGES = 8;
+const MAX_UNREAD_MESSAGES = 32;
 /** Report intervals with no message after which a stream is ended. */
 const SILENT_REPORTS = 3;
 /** Actions in one response message, so one answer never nears a 4 MiB message limit. */
