@@ -82,3 +82,17 @@ function utf8(r: Reader): string {
   if (!isUtf8(bytes)) r.fail('a string field is not UTF-8');
   return bytes.toString('utf8');
 }
+
+/** A report's domain, read as it arrives without decoding its usages (each is skipped by its length), or
+ * undefined if the message is not well formed at its top level: a stream that changes its domain, names none or
+ * sends bytes that are not a report is told at once, not when its report's turn comes. */
+export function peekDomain(buf: Buffer): string | undefined {
+  const r = new Reader(buf);
+  let domain = '';
+  for (let tag = r.tag(); tag !== 0; tag = r.tag()) {
+    if (Math.floor(tag / 8) === 1 && r.is(tag, LEN)) domain = utf8(r);
+    else if (Math.floor(tag / 8) === 2 && r.is(tag, LEN)) r.pos = r.length();
+    else if (Math.floor(tag / 8) > 2) r.skip(tag % 8);
+  }
+  return r.problem === undefined ? domain : undefined;
+}

@@ -8,7 +8,7 @@ import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summar
 import { tooLong } from '../rls/request.js';
 import { type BucketBudget, type RlqsBoundSettings, RlqsBounds } from './rlqs-bounds.js';
 import { AnswerSlots, CpuShare, Meter } from './rlqs-cpu.js';
-import { decodeUsageReports } from './rlqs-decode.js';
+import { decodeUsageReports, peekDomain } from './rlqs-decode.js';
 import type { InstanceRegistry } from './rlqs-identity.js';
 import { RareLines } from './rlqs-log.js';
 import { addRead, emptyRead, SLICE, sliceByShareKey, slicesOf } from './rlqs-slices.js';
@@ -69,6 +69,11 @@ const MAX_PENDING_BYTES = 1024 * 1024;
 /** Bytes of reports waiting in the whole process: past it, a stream that receives one is not read further until
  * its next answer. */
 const MAX_PENDING_BYTES_IN_ALL = 64 * 1024 * 1024;
+/** Answers in a row that may find a stream held back before it is ended with RESOURCE_EXHAUSTED: a burst is
+ * coalesced, a sustained flood is not served (its every answer would be the most work a stream can ask for). */
+const MAX_HELD_IN_A_ROW = 3;
+/** How long an ending stream's answers may take before it ends with what is left unanswered. */
+const END_GRACE_MS = 2000;
 /** A stream's answers begin at least this share of the report interval apart (1 s at Envoy's 5 s). */
 const MIN_GAP_SHARE = 0.2;
 /** Answer messages the client has not read when the next answer is due: past this, it is not reading, and the
@@ -170,6 +175,10 @@ class QuotaStream {
   /** Not read (paused) until the reports waiting are answered. */
   private held = false;
   private answering = false;
+  /** Answers in a row that found the stream held back (over MAX_PENDING_BYTES waiting). */
+  private heldInARow = 0;
+  /** Ending (finish()): what waits is answered without waiting out the gap. */
+  private closing = false;
   /** What the work under way has spent of RLQS's share (metered()). */
   private meter: Meter;
   private ended = false;
@@ -229,6 +238,12 @@ class QuotaStream {
     if (this.ended) return;
     this.lastMessageMs = Date.now();
     const raw = m as Buffer;
+    const domain = peekDomain(raw);
+    if (domain === undefined) {
+      this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
+      return;
+    }
+    if (!this.opened(domain)) return;
     this.pending.push(raw);
     this.pendingBytes += raw.length;
     this.deps.pending.bytes += raw.length;
@@ -246,7 +261,7 @@ class QuotaStream {
   private async answerPending(): Promise<void> {
     this.answering = true;
     const gapMs = MIN_GAP_SHARE * this.deps.limits.reportIntervalMs;
-    const wait = this.lastAnswerMs + gapMs - Date.now();
+    const wait = this.closing ? 0 : this.lastAnswerMs + gapMs - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait).unref());
     const release = await this.deps.slots.take();
     try {
@@ -267,6 +282,12 @@ class QuotaStream {
     this.deps.pending.bytes -= this.pendingBytes;
     this.pendingBytes = 0;
     if (this.ended) return;
+    this.heldInARow = this.held ? this.heldInARow + 1 : 0;
+    if (this.heldInARow >= MAX_HELD_IN_A_ROW) {
+      // Past what any Envoy sends (a report every interval, a small one per new bucket): a flood, ended as such.
+      this.fail('too_many_reports', grpc.status.RESOURCE_EXHAUSTED, `reports came faster than answered ${MAX_HELD_IN_A_ROW} answers in a row`);
+      return;
+    }
     if (this.held) {
       this.held = false;
       this.call.resume();
@@ -284,8 +305,7 @@ class QuotaStream {
         this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
         return;
       }
-      if (!this.opened(msg.domain)) return;
-      for (const u of msg.bucket_quota_usages) usages.push(u);
+      for (const u of msg.bucket_quota_usages) usages.push(u); // its domain was checked as it came (received())
     }
     this.lastAnswerMs = Date.now();
     await this.answer(usages);
@@ -545,11 +565,28 @@ class QuotaStream {
     this.call.emit('error', Object.assign(new Error(details), { code, details }));
   }
 
+  /** The client is done (or the replica drains): the stream ends with OK once what waits is answered, or after
+   * END_GRACE_MS with the rest dropped, so an end never waits on RLQS's backlog (a report that is not one still
+   * ends it with INVALID_ARGUMENT). */
   private finish(): void {
+    if (this.closing) return;
+    this.closing = true;
+    const grace = setTimeout(() => this.endNow(), END_GRACE_MS).unref();
     this.queue.then(() => {
+      clearTimeout(grace);
       if (!this.ended) this.call.end();
       this.close();
     });
+  }
+
+  private endNow(): void {
+    if (this.ended) return;
+    if (this.pending.some((raw) => decodeUsageReports(raw) === undefined)) {
+      this.fail('undecodable', grpc.status.INVALID_ARGUMENT, 'a message is not a RateLimitQuotaUsageReports');
+      return;
+    }
+    this.call.end();
+    this.close();
   }
 
   private close(): void {

@@ -253,7 +253,7 @@ describe('RLQS attacks on the gRPC port (issue 36)', () => {
     expect(await counter('tollgate_rlqs_buckets_refused_total', { reason: 'too_many_buckets' })).toBeGreaterThan(refusedBefore);
   });
 
-  it('one stream re-sending its 10,000-bucket report back to back: held back, within its share of the process', { timeout: 60_000 }, async () => {
+  it('one stream re-sending its 10,000-bucket report back to back: held back, then ended, within its share', { timeout: 60_000 }, async () => {
     const frame = frameOf(
       'rlqs-test',
       Array.from({ length: 10_000 }, (_, i) => ({ tenant: `r-${i}` })),
@@ -273,14 +273,20 @@ describe('RLQS attacks on the gRPC port (issue 36)', () => {
         const cpuBefore = cpuSeconds(pid);
         const until = Date.now() + ms;
         let sent = 0;
+        let ended = 0;
+        // As a flooder does: a stream the server ends is opened again at once.
+        let stream = s;
         while (Date.now() < until) {
-          if (s.write(frame)) sent++;
-          else await new Promise((r) => s.once('drain', r));
+          if (stream.closed || stream.destroyed || a.ended > ended) {
+            ended = a.ended;
+            stream = a.open();
+          }
+          if (stream.write(frame)) sent++;
+          else await Promise.race([new Promise((r) => stream.once('drain', r)), new Promise((r) => stream.once('close', r)), sleep(200)]);
           if (sent % 4 === 0) await new Promise((r) => setImmediate(r));
         }
         cpu = (cpuSeconds(pid) - cpuBefore) / (ms / 1000);
-        await within(10_000, () => a.answers[0]!.messages > 0, 'an answer');
-        answered = a.answers[0]!.messages;
+        answered = a.answers.reduce((n, c) => n + c.messages, 0);
       },
     );
     console.log(`back-to-back reports: the process used ${(cpu * 100).toFixed(0)}% of a core; ${answered} answer messages`);

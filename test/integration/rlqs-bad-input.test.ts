@@ -1,5 +1,5 @@
 import http2 from 'node:http2';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { encodeReport, SimEnvoy } from '../helpers/envoy-rlqs.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { capturingLogger, startTestService, type TestService } from '../helpers/service.js';
@@ -25,6 +25,11 @@ const INVALID_ARGUMENT = '3';
 beforeAll(async () => {
   t = await startTestService({ args: ['--config', 'test/fixtures/rlqs', '--rlqs-report-interval', '1s'], realClock: true, logger: log.logger });
 });
+// Each test's streams end with it: an open stream's reports would share RLQS's part of the process with the next test's.
+afterEach(() => {
+  for (const s of sims.splice(0)) s.close();
+});
+
 afterAll(async () => {
   for (const s of sims) s.close();
   await t.close();
@@ -202,11 +207,24 @@ describe('RLQS: bad input', () => {
     const refused = async () => metric((await scrape(t.service.httpPort)).series, 'tollgate_rlqs_stream_errors_total', { reason: 'too_many_reports' })!;
     const before = await refused();
     const big = Array.from({ length: 2000 }, (_, i) => usage({ tenant: `paced-${i % 50}-${'x'.repeat(280)}` })); // ~600 KB, 50 buckets
-    for (let i = 0; i < 10; i++) s.send(big);
+    for (let i = 0; i < 3; i++) s.send(big);
     await within(10_000, async () => (await refused()) > before, 'the stream held back');
     s.send([usage({ tenant: 'after-paced' })]);
     await within(10_000, () => actions(s).some((a) => a.bucket_id?.bucket?.tenant === 'after-paced'), 'answered after being held back');
     expect(s.statuses).toEqual([]);
+  });
+
+  it('a stream that keeps more than 1 MiB of reports waiting, answer after answer, is ended with RESOURCE_EXHAUSTED', async () => {
+    const s = sim(44);
+    s.request({ tenant: 'flood' });
+    await within(5000, () => actions(s).length > 0, 'the first assignment');
+    const big = Array.from({ length: 2000 }, (_, i) => usage({ tenant: `flood-${i % 50}-${'x'.repeat(280)}` })); // ~600 KB, 50 buckets
+    for (let i = 0; i < 40 && s.statuses.length === 0; i++) {
+      s.send(big);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await within(20_000, () => s.statuses.length > 0, 'the flood ended');
+    expect(s.statuses).toEqual(['8']);
   });
 
   it('a report over the 4 MiB message limit ends the stream with RESOURCE_EXHAUSTED, and the process goes on', async () => {

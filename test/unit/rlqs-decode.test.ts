@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeUsageReports } from '../../src/server/rlqs-decode.js';
+import { decodeUsageReports, peekDomain } from '../../src/server/rlqs-decode.js';
 import { Reports } from '../helpers/envoy-rlqs.js';
 
 /** The hand decoder against protobufjs's encoding of the same reports (rlqs-decode.ts). */
@@ -64,5 +64,16 @@ describe('decodeUsageReports on a string that is not UTF-8', () => {
     expect(() => Reports.decode(msg)).toThrow();
     expect(decodeUsageReports(msg)).toBeUndefined();
     expect(decodeUsageReports(Buffer.from([0x0a, 0x01, 0xff]))).toBeUndefined(); // the domain
+  });
+});
+
+describe('peekDomain', () => {
+  it('reads the domain without the usages, and refuses a message malformed at its top level', () => {
+    const usages = Array.from({ length: 1000 }, (_, i) => ({ bucket_id: { bucket: { t: Buffer.from(`v${i}`) } }, num_requests_allowed: 1 }));
+    const msg = encode({ domain: 'property-api', bucket_quota_usages: usages });
+    expect(peekDomain(msg)).toBe('property-api');
+    expect(peekDomain(encode({ bucket_quota_usages: usages }))).toBe('');
+    expect(peekDomain(msg.subarray(0, msg.length - 1))).toBeUndefined(); // the last usage's length runs past the end
+    expect(peekDomain(Buffer.from([0x0a, 0x01, 0xff]))).toBeUndefined();
   });
 });
