@@ -83,44 +83,39 @@ describe('serve --workers 2 (Redis store)', () => {
 });
 
 describe('--workers in a crash loop', () => {
-  it(
-    'stops after too many exits in a minute and exits 1, so a supervisor sees the failure',
-    { timeout: 70_000 },
-    async () => {
-      const redis = await startRedis();
-      const busy = await freePort();
-      const { createServer } = await import('node:net');
-      const holder = createServer().listen(busy, '127.0.0.1');
-      try {
-        // Every worker fails to bind the port the holder keeps, and exits.
-        const run = await runCli(
-          [
-            'serve',
-            '--workers',
-            '2',
-            '--store',
-            'redis',
-            '--redis-url',
-            redis.url,
-            '--grpc-host',
-            '127.0.0.1',
-            '--grpc-port',
-            String(busy),
-            '--http-port',
-            String(await freePort()),
-          ],
-          {},
-          60_000,
-        ); // a crash loop's restarts back off: on a busy machine they take longer than the default 15 s
-        expect(run.code).toBe(1);
-        expect(run.stdout + run.stderr).toContain('workers keep exiting');
-      } finally {
-        holder.close();
-        await redis.stop();
-      }
-    },
-    60_000,
-  );
+  it('stops after too many exits in a minute and exits 1, so a supervisor sees the failure', async () => {
+    const redis = await startRedis();
+    const busy = await freePort();
+    const { createServer } = await import('node:net');
+    const holder = createServer().listen(busy, '127.0.0.1');
+    try {
+      // Every worker fails to bind the port the holder keeps, and exits.
+      const run = await runCli(
+        [
+          'serve',
+          '--workers',
+          '2',
+          '--store',
+          'redis',
+          '--redis-url',
+          redis.url,
+          '--grpc-host',
+          '127.0.0.1',
+          '--grpc-port',
+          String(busy),
+          '--http-port',
+          String(await freePort()),
+        ],
+        {},
+        60_000,
+      ); // a crash loop's restarts back off: on a busy machine they take longer than the default 15 s
+      expect(run.code).toBe(1);
+      expect(run.stdout + run.stderr).toContain('workers keep exiting');
+    } finally {
+      holder.close();
+      await redis.stop();
+    }
+  }, 70_000);
 });
 
 describe('--workers with the memory store', () => {
