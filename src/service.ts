@@ -13,7 +13,7 @@ import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
 import type { DecisionObserver } from './observe/observer.js';
 import type { AssignmentSummary } from './response/assignment-summary.js';
-import { rlqsServer } from './rlqs.js';
+import { rlqsServer } from './rlqs/wiring.js';
 import type { HandlerDeps } from './rls/ratelimit-handler.js';
 import { HealthService } from './server/health.js';
 import { RLQS_SERVICE, RLS_SERVICE } from './server/proto.js';

@@ -1,6 +1,6 @@
 import type { CompiledLimit } from '../config/compiled.js';
 import type { EntryLike } from '../config/match.js';
-import type { BucketPlan } from '../quota/bucket-plan.js';
+import type { BucketPlan } from '../rlqs/quota/bucket-plan.js';
 
 /** `tollgate explain --bucket`: how an RLQS BucketId becomes a descriptor, and what its assignments are made
  * from. The explanation of the descriptor itself follows (report.ts formatExplanation). */

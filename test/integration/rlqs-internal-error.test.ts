@@ -1,9 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { QuotaService } from '../../src/quota/quota-service.js';
+import { InstanceRegistry } from '../../src/rlqs/identity.js';
+import type { QuotaService } from '../../src/rlqs/quota/quota-service.js';
+import { rlqsService } from '../../src/rlqs/session.js';
 import { RLQS_SERVICE, serviceDefinition } from '../../src/server/proto.js';
-import { rlqsService } from '../../src/server/rlqs-handler.js';
-import { InstanceRegistry } from '../../src/server/rlqs-identity.js';
 import { SimEnvoy } from '../helpers/envoy-rlqs.js';
 import { capturingLogger } from '../helpers/service.js';
 import { within } from '../helpers/time.js';

@@ -3,9 +3,10 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /** Folders depend one way: the serving side (server → rls → observe, http → rls) → limiter → store, with config
- * and counters (keys, windows, the clock) below them, xds feeding config from above, and metrics beside. This
- * reads the import statements of src/ and checks the rules that keep it so. A "unit" is a folder of src/, or a
- * file directly in src/ (service, rlqs, …), named without .ts. */
+ * and counters (keys, windows, the clock) below them, xds feeding config from above, metrics beside, and rlqs/
+ * (the whole Rate Limit Quota Service) beside the serving side, wired from the top. This reads the import
+ * statements of src/ and checks the rules that keep it so. A "unit" is a folder of src/, or a file directly in
+ * src/ (service, servers, …), named without .ts. */
 
 const SRC = resolve('src');
 
@@ -84,24 +85,44 @@ describe('the import graph of src/', () => {
   });
 
   it('response/ (answers, and errors → status) sits below everything that answers', () => {
-    expect(violations(edges, 'response', ['server', 'rls', 'http', 'observe', 'control', 'quota', 'service', 'settings'])).toEqual([]);
+    expect(violations(edges, 'response', ['server', 'rls', 'http', 'observe', 'control', 'rlqs', 'service', 'settings'])).toEqual([]);
   });
 
-  it('quota/ (RLQS assignments) sits where the limiter does: below the server, beside nothing it observes', () => {
-    expect(edges.get('quota')?.has('limiter')).toBe(true);
-    const serving = ['server', 'rls', 'http', 'observe'];
-    expect(violations(edges, 'quota', ['control', ...serving, 'metrics', 'tuning', 'tracing', 'service', 'settings', 'rlqs'])).toEqual([]);
-    expect(['limiter', 'store', 'config', 'counters', 'response'].flatMap((u) => violations(edges, u, ['quota']))).toEqual([]);
+  it('rlqs/ (RLQS: its stream, assignments and share table) stands on the limiter and the store, beside the serving side', () => {
+    expect(edges.get('rlqs')?.has('limiter')).toBe(true);
+    expect(edges.get('rlqs')?.has('store')).toBe(true);
+    const serving = ['server', 'http', 'observe', 'control', 'xds', 'config-source', 'tuning', 'tracing', 'workers'];
+    expect(violations(edges, 'rlqs', [...serving, 'service', 'servers', 'commands', 'cli'])).toEqual([]);
+  });
+
+  it('nothing below the wiring imports rlqs/: only service, servers and the commands at the top may', () => {
+    const below = [
+      'limiter',
+      'store',
+      'config',
+      'counters',
+      'response',
+      'metrics',
+      'rls',
+      'server',
+      'http',
+      'observe',
+      'settings',
+      'xds',
+      'tracing',
+      'control',
+    ];
+    expect(below.flatMap((u) => violations(edges, u, ['rlqs']))).toEqual([]);
   });
 
   it('config/ and counters/ sit below the limiter and the stores', () => {
-    const above = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'quota', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
+    const above = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'rlqs', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
     expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
   });
 
   it('xds/ (the xDS protocol client) feeds config/ from above: it imports config/, never the reverse', () => {
     expect(edges.get('xds')?.has('config')).toBe(true);
-    const others = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'quota', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'];
+    const others = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'rlqs', 'control', 'metrics', 'tuning', 'response', 'service', 'settings'];
     expect(violations(edges, 'xds', others)).toEqual([]);
   });
 

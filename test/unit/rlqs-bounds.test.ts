@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_BUCKETS_PER_ADDRESS, MAX_STREAMS_PER_ADDRESS, MAX_STREAMS_PER_CONNECTION, RlqsBounds } from '../../src/server/rlqs-bounds.js';
-import { CpuShare, Meter } from '../../src/server/rlqs-cpu.js';
-import { RareLines } from '../../src/server/rlqs-log.js';
+import { MAX_BUCKETS_PER_ADDRESS, MAX_STREAMS_PER_ADDRESS, MAX_STREAMS_PER_CONNECTION, RlqsBounds } from '../../src/rlqs/bounds.js';
+import { CpuShare, Meter } from '../../src/rlqs/cpu.js';
+import { RareLines } from '../../src/rlqs/log.js';
 
 describe('RLQS stream and bucket bounds', () => {
   it('counts a stream when it opens: per connection, per address, in all; a release frees its place once', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeUsageReports, peekDomain } from '../../src/server/rlqs-decode.js';
+import { decodeUsageReports, peekDomain } from '../../src/rlqs/decode.js';
 import { Reports } from '../helpers/envoy-rlqs.js';
 
 /** The hand decoder against protobufjs's encoding of the same reports (rlqs-decode.ts). */

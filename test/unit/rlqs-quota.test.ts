@@ -2,12 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { loadConfigDir } from '../../src/config/load.js';
 import { fairShares, reserve } from '../../src/counters/fair-share.js';
 import { noTiers } from '../../src/limiter/plan.js';
-import { bucketEntries } from '../../src/quota/bucket-descriptor.js';
-import { planBucket } from '../../src/quota/bucket-plan.js';
-import { bucketFor, rateOf, sameStrategy, wireStrategy } from '../../src/quota/strategy.js';
-import { UNBOUNDED_BUDGET } from '../../src/server/rlqs-bounds.js';
-import { peerHost } from '../../src/server/rlqs-identity.js';
-import { StreamBuckets } from '../../src/server/rlqs-stream.js';
+import { UNBOUNDED_BUDGET } from '../../src/rlqs/bounds.js';
+import { peerHost } from '../../src/rlqs/identity.js';
+import { bucketEntries } from '../../src/rlqs/quota/bucket-descriptor.js';
+import { planBucket } from '../../src/rlqs/quota/bucket-plan.js';
+import { bucketFor, rateOf, sameStrategy, wireStrategy } from '../../src/rlqs/quota/strategy.js';
+import { StreamBuckets } from '../../src/rlqs/stream-buckets.js';
 
 const property = loadConfigDir('config');
 const domain = property.domains.get('property-api')!;

@@ -1,17 +1,17 @@
 import type { Logger } from 'pino';
-import type { CompiledConfig } from './config/compiled.js';
-import { sharesChannel, storeKey } from './counters/keys.js';
-import type { TierSource } from './limiter/plan.js';
-import { RlqsMetrics } from './metrics/rlqs-metrics.js';
+import type { CompiledConfig } from '../config/compiled.js';
+import { sharesChannel, storeKey } from '../counters/keys.js';
+import type { TierSource } from '../limiter/plan.js';
+import { RlqsMetrics } from '../metrics/rlqs-metrics.js';
+import type { AssignmentSummary } from '../response/assignment-summary.js';
+import type { Settings } from '../settings/settings.js';
+import type { StoreStack } from '../store/create-store.js';
+import { InstanceRegistry } from './identity.js';
 import { QuotaService } from './quota/quota-service.js';
-import type { AssignmentSummary } from './response/assignment-summary.js';
-import { type RlqsServer, rlqsService, UNKNOWN_DOMAIN } from './server/rlqs-handler.js';
-import { InstanceRegistry } from './server/rlqs-identity.js';
-import type { Settings } from './settings/settings.js';
-import type { StoreStack } from './store/create-store.js';
-import { RedisShareStore } from './store/redis-share-store.js';
-import { LocalShareEvents, RedisShareEvents, type ShareEvents } from './store/share-events.js';
-import { MemoryShareStore, type ShareStore } from './store/share-store.js';
+import { type RlqsServer, rlqsService, UNKNOWN_DOMAIN } from './session.js';
+import { RedisShareStore } from './shares/redis-share-store.js';
+import { LocalShareEvents, RedisShareEvents, type ShareEvents } from './shares/share-events.js';
+import { MemoryShareStore, type ShareStore } from './shares/share-store.js';
 
 /** Wires the Rate Limit Quota Service (docs/rlqs.md): the demand table in the counter store's place (Redis for
  * a fleet, this process with the memory store), the quota service over the same config, tiers and counters as

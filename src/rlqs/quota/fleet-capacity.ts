@@ -1,5 +1,5 @@
-import { slidingUsed } from '../counters/window.js';
-import type { CheckResult } from '../store/store.js';
+import { slidingUsed } from '../../counters/window.js';
+import type { CheckResult } from '../../store/store.js';
 import type { BucketPlan } from './bucket-plan.js';
 
 /** The rate, in requests a second, the whole fleet may admit for a bucket until the next assignment, from its

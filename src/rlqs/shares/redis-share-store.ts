@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Cluster, type Redis } from 'ioredis';
-import { hashTag } from '../counters/keys.js';
-import { StoreDegradedError, StoreKeyError, StoreUnavailableError } from '../errors.js';
+import { hashTag } from '../../counters/keys.js';
+import { StoreDegradedError, StoreKeyError, StoreUnavailableError } from '../../errors.js';
+import type { StoreHealth } from '../../store/store.js';
 import { MAX_INSTANCES_PER_BUCKET, type SeenTable, SeenTables, type ShareOutcome, type ShareRequest, type ShareStore } from './share-store.js';
-import type { StoreHealth } from './store.js';
 
-const SHARE_SCRIPT = readFileSync(new URL('./lua/quota-share.lua', import.meta.url), 'utf8');
+const SHARE_SCRIPT = readFileSync(new URL('./quota-share.lua', import.meta.url), 'utf8');
 const SHARE_SHA = createHash('sha1').update(SHARE_SCRIPT).digest('hex');
 
 /** How the share table reaches Redis: the counter store's connection, under its health (RedisStore.call), so a

@@ -1,6 +1,6 @@
 import type { StoreUnavailableError } from '../errors.js';
 import type { RlqsMetrics } from '../metrics/rlqs-metrics.js';
-import type { RareLines } from './rlqs-log.js';
+import type { RareLines } from './log.js';
 
 /** RLQS reports left unanswered, in whole or in part, because the store could not answer: each one counted
  * (`tollgate_rlqs_stream_errors_total{reason="store_unavailable"}`, which TollgateRlqsReportsUnanswered watches),

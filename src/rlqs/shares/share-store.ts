@@ -1,5 +1,5 @@
-import { reserve, type ShareEntry } from '../counters/fair-share.js';
-import type { StoreUnavailableError } from '../errors.js';
+import { reserve, type ShareEntry } from '../../counters/fair-share.js';
+import type { StoreUnavailableError } from '../../errors.js';
 
 /** What RLQS assignments are made from: per bucket, every Envoy instance's demand and the rate it was last
  * granted, shared by every replica (Redis for a fleet, this process alone with the memory store). Per bucket of

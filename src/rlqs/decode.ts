@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { LEN, Reader, VARINT } from '../rls/rls-decode.js';
-import type { WireUsage } from './rlqs-stream.js';
+import type { WireUsage } from './stream-buckets.js';
 
 /** RateLimitQuotaUsageReports (envoy/service/rate_limit_quota/v3/rlqs.proto), decoded by hand on the
  * RLS decoder's reader: about a microsecond a usage and one object each, where protobufjs's decode-then-

@@ -1,9 +1,9 @@
 import { MAX_UINT32 } from '../config/units.js';
-import type { BucketPlan } from '../quota/bucket-plan.js';
-import type { BucketUsage } from '../quota/quota-service.js';
-import { rateOf, type Strategy } from '../quota/strategy.js';
 import { type RequestBounds, tooLong } from '../rls/request.js';
-import type { BucketBudget } from './rlqs-bounds.js';
+import type { BucketBudget } from './bounds.js';
+import type { BucketPlan } from './quota/bucket-plan.js';
+import type { BucketUsage } from './quota/quota-service.js';
+import { rateOf, type Strategy } from './quota/strategy.js';
 
 /** One RLQS stream's view of its buckets: what Envoy reported, turned into the usages the quota service
  * assigns from, and the bounds that keep a stream's memory finite. Envoy's behaviour it is built on

@@ -1,4 +1,4 @@
-import type { ReadReport } from './rlqs-stream.js';
+import type { ReadReport } from './stream-buckets.js';
 
 /** A report is answered in slices of about this many buckets, each in its own turn of RLQS's share of the
  * process (rlqs-cpu.ts) with the event loop let go between them, so a 10,000-bucket report never holds RLS

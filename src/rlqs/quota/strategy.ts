@@ -1,4 +1,4 @@
-import { MAX_UINT32 } from '../config/units.js';
+import { MAX_UINT32 } from '../../config/units.js';
 
 /** What Envoy's rate_limit_quota filter is told to do with one bucket (a RateLimitStrategy), and how a share
  * of a rate becomes one. Facts from Envoy's source (docs/design/rlqs-envoy.md §3): the filter refills a token

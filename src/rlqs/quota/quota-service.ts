@@ -1,10 +1,10 @@
-import type { CompiledConfig } from '../config/compiled.js';
-import { fairShares, plannedDemand } from '../counters/fair-share.js';
-import { StoreUnavailableError } from '../errors.js';
-import type { TierSource } from '../limiter/plan.js';
-import type { ShareEvents } from '../store/share-events.js';
-import type { ShareGrant, ShareStore } from '../store/share-store.js';
-import type { CheckResult, CounterCheck, Store } from '../store/store.js';
+import type { CompiledConfig } from '../../config/compiled.js';
+import { fairShares, plannedDemand } from '../../counters/fair-share.js';
+import { StoreUnavailableError } from '../../errors.js';
+import type { TierSource } from '../../limiter/plan.js';
+import type { CheckResult, CounterCheck, Store } from '../../store/store.js';
+import type { ShareEvents } from '../shares/share-events.js';
+import type { ShareGrant, ShareStore } from '../shares/share-store.js';
 import { type BucketPlan, planBucket } from './bucket-plan.js';
 import { type FleetCapacity, fleetCapacity } from './fleet-capacity.js';
 import { bucketFor, DENY, type Strategy } from './strategy.js';

@@ -2,18 +2,18 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { StoreUnavailableError } from '../errors.js';
 import type { RlqsMetrics, RlqsStreamError } from '../metrics/rlqs-metrics.js';
-import type { QuotaService } from '../quota/quota-service.js';
-import { ALLOW, firstBucket, rateOf, type Strategy, sameStrategy, wireStrategy } from '../quota/strategy.js';
 import { type AssignmentSummary, MAX_RULES } from '../response/assignment-summary.js';
 import { tooLong } from '../rls/request.js';
-import { type BucketBudget, type RlqsBoundSettings, RlqsBounds } from './rlqs-bounds.js';
-import { AnswerSlots, CpuShare, Meter } from './rlqs-cpu.js';
-import { decodeUsageReports, peekDomain } from './rlqs-decode.js';
-import type { InstanceRegistry } from './rlqs-identity.js';
-import { RareLines } from './rlqs-log.js';
-import { addRead, emptyRead, SLICE, sliceByShareKey, slicesOf } from './rlqs-slices.js';
-import { type ReadReport, type StreamBucket, StreamBuckets, type StreamLimits, type WireBucketId, type WireUsage } from './rlqs-stream.js';
-import { UnansweredReports } from './rlqs-unanswered.js';
+import { type BucketBudget, type RlqsBoundSettings, RlqsBounds } from './bounds.js';
+import { AnswerSlots, CpuShare, Meter } from './cpu.js';
+import { decodeUsageReports, peekDomain } from './decode.js';
+import type { InstanceRegistry } from './identity.js';
+import { RareLines } from './log.js';
+import type { QuotaService } from './quota/quota-service.js';
+import { ALLOW, firstBucket, rateOf, type Strategy, sameStrategy, wireStrategy } from './quota/strategy.js';
+import { addRead, emptyRead, SLICE, sliceByShareKey, slicesOf } from './slices.js';
+import { type ReadReport, type StreamBucket, StreamBuckets, type StreamLimits, type WireBucketId, type WireUsage } from './stream-buckets.js';
+import { UnansweredReports } from './unanswered.js';
 
 /** envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: one stream per Envoy instance
  * and domain. Each usage report is answered with an action for every bucket it named: the bucket's token bucket

@@ -1,4 +1,4 @@
-import { peerHost } from './rlqs-identity.js';
+import { peerHost } from './identity.js';
 
 /** What one RLQS client may hold of a replica, counted before it is spent (docs/rlqs.md "Bounds"): streams when
  * they open (not at their first message, so silent streams count), and buckets when a stream takes a new one.

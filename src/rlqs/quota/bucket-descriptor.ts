@@ -1,5 +1,5 @@
-import type { CompiledDomain, KeyBranch } from '../config/compiled.js';
-import { type EntryLike, step } from '../config/match.js';
+import type { CompiledDomain, KeyBranch } from '../../config/compiled.js';
+import { type EntryLike, step } from '../../config/match.js';
 
 /** How an RLQS BucketId (an unordered map of strings, built by Envoy's bucket_id_builder) becomes the ordered
  * descriptor a descriptor config matches. A map has no order and a descriptor path does, so the config gives
