@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { LEN, Reader, VARINT } from '../rls/rls-decode.js';
-import type { WireUsage } from './stream-buckets.js';
+import type { WireBucketId, WireReport, WireUsage } from './messages.js';
 
 /** RateLimitQuotaUsageReports (envoy/service/rate_limit_quota/v3/rlqs.proto), decoded by hand on the
  * RLS decoder's reader: about a microsecond a usage and one object each, where protobufjs's decode-then-
@@ -9,11 +9,6 @@ import type { WireUsage } from './stream-buckets.js';
  * bytes> bucket = 1 }, time_elapsed = 2 (not read: Tollgate measures time on its own clock),
  * num_requests_allowed = 3, num_requests_denied = 4 }. Unknown fields are skipped; a map key given twice keeps
  * its last value, as protobuf says. */
-
-export interface WireReport {
-  domain: string;
-  bucket_quota_usages: WireUsage[];
-}
 
 /** The report, or undefined if the bytes are not one. */
 export function decodeUsageReports(buf: Buffer): WireReport | undefined {
@@ -42,8 +37,8 @@ function usage(r: Reader): WireUsage {
   return u;
 }
 
-function bucketId(r: Reader): Record<string, Buffer> {
-  const pairs: Record<string, Buffer> = {};
+function bucketId(r: Reader): WireBucketId {
+  const pairs: WireBucketId = {};
   for (let tag = r.tag(); tag !== 0; tag = r.tag()) {
     if (Math.floor(tag / 8) === 1 && r.is(tag, LEN)) {
       const [k, v] = r.nested(pair);

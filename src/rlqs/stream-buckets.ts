@@ -1,6 +1,7 @@
 import { MAX_UINT32 } from '../config/units.js';
 import { type RequestBounds, tooLong } from '../rls/request.js';
 import type { BucketBudget } from './bounds.js';
+import type { WireBucketId, WireUsage } from './messages.js';
 import type { BucketPlan } from './quota/bucket-plan.js';
 import type { BucketUsage } from './quota/quota-service.js';
 import { rateOf, type Strategy } from './quota/strategy.js';
@@ -10,16 +11,6 @@ import { rateOf, type Strategy } from './quota/strategy.js';
  * (docs/design/rlqs-envoy.md): the domain is on every message; a new bucket is reported at once with
  * time_elapsed 0; every 5 s every bucket is reported, idle or not; counts are deltas; Envoy never drops a
  * bucket by itself (the server abandons idle ones); a BucketId may be empty, and is then not assignable. */
-
-/** A BucketId's values as they came (bytes: echoed back exactly, see proto/…/rlqs.proto). */
-export type WireBucketId = Record<string, Buffer>;
-
-/** A BucketQuotaUsage as proto-loader gives it (keepCase, longs as numbers, bytes as Buffers). */
-export interface WireUsage {
-  bucket_id?: { bucket?: WireBucketId } | null;
-  num_requests_allowed?: number;
-  num_requests_denied?: number;
-}
 
 export interface StreamBucket {
   /** As Envoy sent it, to echo. */

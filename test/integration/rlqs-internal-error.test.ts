@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InstanceRegistry } from '../../src/rlqs/identity.js';
 import type { QuotaService } from '../../src/rlqs/quota/quota-service.js';
-import { rlqsService } from '../../src/rlqs/session.js';
+import { rlqsService } from '../../src/rlqs/service.js';
 import { RLQS_SERVICE, serviceDefinition } from '../../src/server/proto.js';
 import { SimEnvoy } from '../helpers/envoy-rlqs.js';
 import { capturingLogger } from '../helpers/service.js';

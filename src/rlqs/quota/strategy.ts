@@ -1,4 +1,5 @@
 import { MAX_UINT32 } from '../../config/units.js';
+import type { WireStrategy } from '../messages.js';
 
 /** What Envoy's rate_limit_quota filter is told to do with one bucket (a RateLimitStrategy), and how a share
  * of a rate becomes one. Facts from Envoy's source (docs/design/rlqs-envoy.md §3): the filter refills a token
@@ -57,10 +58,10 @@ export function sameStrategy(a: Strategy | undefined, b: Strategy): boolean {
   return a.maxTokens === b.maxTokens && a.tokensPerFill === b.tokensPerFill && a.fillSeconds === b.fillSeconds;
 }
 
-/** The wire form (envoy.type.v3.RateLimitStrategy, as proto-loader's object). The fill interval's nanos carry
+/** The wire form (envoy.type.v3.RateLimitStrategy, as proto-loader's object: messages.ts). The fill interval's nanos carry
  * its seconds again (a few nanoseconds, which Envoy's whole-second rate ignores): Envoy's equality check
  * reads only nanos, so without them a change of interval alone would keep the old bucket at the old rate. */
-export function wireStrategy(s: Strategy): Record<string, unknown> {
+export function wireStrategy(s: Strategy): WireStrategy {
   // ALLOW_ALL is the enum's 0: set as a name so the oneof case is on the wire (unset, Envoy discards the action).
   if (s.kind !== 'bucket') return { blanket_rule: s.kind === 'allow' ? 'ALLOW_ALL' : 'DENY_ALL' };
   return {
