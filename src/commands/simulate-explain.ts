@@ -263,7 +263,7 @@ function explainInputs(o: { config: string; tiers?: string }): { config: Compile
   return { config: loadConfigDir(o.config), tiers: { tierOf: (fp: string) => byFingerprint.get(fp) } };
 }
 
-/** `explain --bucket`: an RLQS BucketId, as the quota service plans it (src/quota/bucket-plan.ts), then the
+/** `explain --bucket`: an RLQS BucketId, as the quota service plans it (src/rlqs/quota/bucket-plan.ts), then the
  * explanation of the descriptor it becomes. */
 async function explainBucket(positionals: string[], o: { config: string; tiers?: string; json: boolean }): Promise<number> {
   const [domain, ...pairs] = positionals;

@@ -13,7 +13,7 @@ function processCpuMs(): number {
   return (user + system) / 1000;
 }
 
-/** Time RLQS may spend at once after being idle: two slices' work, about (rlqs-slices.ts). */
+/** Time RLQS may spend at once after being idle: two slices' work, about (slices.ts). */
 const BURST_MS = 40;
 
 export class CpuShare {

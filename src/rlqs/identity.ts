@@ -15,7 +15,7 @@ export class InstanceRegistry {
   constructor(private readonly replicaName = hostname()) {}
 
   /** The instance of a stream for `domain` from `peer` (grpc-js's getPeer(): host:port), named at its first
-   * message; release() it at the stream's end. How many streams may open is rlqs-bounds.ts's to say, at open. */
+   * message; release() it at the stream's end. How many streams may open is bounds.ts's to say, at open. */
   claim(domain: string, peer: string): { instance: string; release: () => void } {
     const host = peerHost(peer);
     const who = host === '127.0.0.1' || host === '::1' ? `local:${this.replicaName}` : host;

@@ -1,7 +1,7 @@
 import type { ReadReport } from './stream-buckets.js';
 
 /** A report is answered in slices of about this many buckets, each in its own turn of RLQS's share of the
- * process (rlqs-cpu.ts) with the event loop let go between them, so a 10,000-bucket report never holds RLS
+ * process (cpu.ts) with the event loop let go between them, so a 10,000-bucket report never holds RLS
  * decisions for the whole of its work: about 10 ms a slice on this machine's loaded core (500 made RLS's p99
  * under 64 streams × 10,000 buckets 44-64 ms, at the 50 ms bound). */
 export const SLICE = 250;

@@ -75,7 +75,7 @@ export class StreamBuckets {
   constructor(
     private readonly limits: StreamLimits,
     private readonly plan: (bucket: Record<string, string>) => BucketPlan,
-    /** The address's and the process's buckets, drawn on for each new bucket (rlqs-bounds.ts). */
+    /** The address's and the process's buckets, drawn on for each new bucket (bounds.ts). */
     private readonly budget: BucketBudget,
   ) {}
 

@@ -40,9 +40,9 @@ function packageDefinition(): protoLoader.PackageDefinition {
 export function serviceDefinition(name: ServiceName, bounds?: DecodeBounds): grpc.ServiceDefinition {
   const definition = clientConstructor(name).service;
   if (name === RLQS_SERVICE) {
-    // Left as bytes: a report is decoded (rlqs-decode.ts, never throwing: a throwing deserializer would make
+    // Left as bytes: a report is decoded (src/rlqs/decode.ts, never throwing: a throwing deserializer would make
     // grpc-js end the call with INTERNAL) when the stream answers it, in RLQS's share of the process
-    // (rlqs-cpu.ts), so reports sent faster than they are answered cost neither the time to decode nor objects.
+    // (src/rlqs/cpu.ts), so reports sent faster than they are answered cost neither the time to decode nor objects.
     const method = definition.StreamRateLimitQuotas!;
     return { ...definition, StreamRateLimitQuotas: { ...method, requestDeserialize: (buf: Buffer): Buffer => buf } };
   }

@@ -53,7 +53,7 @@ describe('memory store', () => {
     for (let i = 0; i < 100; i++) await store.check([check({ key: `k${i}` })]);
     expect(store.size).toBe(100);
     clock.advance(1000);
-    // RLQS reads what RLS admitted in the window just ended (quota/fleet-capacity.ts): a sliding read of it.
+    // RLQS reads what RLS admitted in the window just ended (src/rlqs/quota/fleet-capacity.ts): a sliding read of it.
     expect((await store.check([check({ key: 'k0', hits: 0, sliding: true, limit: 1000 })])).prev).toEqual([1]);
     clock.advance(1000);
     await store.check([check({ key: 'fresh', hits: 0 })]);

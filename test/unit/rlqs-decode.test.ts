@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeUsageReports, peekDomain } from '../../src/rlqs/decode.js';
 import { Reports } from '../helpers/envoy-rlqs.js';
 
-/** The hand decoder against protobufjs's encoding of the same reports (rlqs-decode.ts). */
+/** The hand decoder against protobufjs's encoding of the same reports (src/rlqs/decode.ts). */
 
 const encode = (o: Record<string, unknown>): Buffer => Buffer.from(Reports.encode(Reports.fromObject(o)).finish());
 

@@ -6,7 +6,7 @@
     grant  = max(0, min(fair, capacity - the sum of what the other live entries hold, limit))
              limit = what its Envoy runs now while the table is rebuilt (see below), else no limit
     held   = max(grant, what its Envoy runs now): what its entry holds, so a shrink frees room once it was sent
-  Run by src/store/redis-share-store.ts with EVALSHA (EVAL when Redis has not cached it yet), for up to a few
+  Run by src/rlqs/shares/redis-share-store.ts with EVALSHA (EVAL when Redis has not cached it yet), for up to a few
   dozen buckets at a time (one Redis Cluster slot per call).
 
   KEYS[i]  bucket i's share hash (src/counters/keys.ts demandKey): field = an instance's fingerprint, value =
