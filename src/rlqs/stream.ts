@@ -21,7 +21,7 @@ export type Call = ServerDuplexStream<unknown, unknown>;
 const MAX_PENDING_BYTES = 1024 * 1024;
 /** Bytes of reports waiting in the whole process: past it, a stream that receives one is not read further until
  * its next answer. */
-const MAX_PENDING_BYTES_IN_ALL = 64 * 1024 * 1024;
+const MAX_PENDING_BYTES_IN_ALL = 16 * 1024 * 1024;
 /** Answers in a row that may find a stream held back before it is ended with RESOURCE_EXHAUSTED: a burst is
  * coalesced, a sustained flood is not served (its every answer would be the most work a stream can ask for). */
 const MAX_HELD_IN_A_ROW = 3;
