@@ -4,6 +4,7 @@ import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeReport } from '../helpers/envoy-rlqs.js';
+import { MessageCounter } from '../helpers/grpc-frames.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type Daemon, freePort, loopback, startCli } from '../helpers/process.js';
 import { bounded, sleep, within } from '../helpers/time.js';
@@ -38,33 +39,6 @@ function frameOf(domain: string, ids: Record<string, string>[]): Buffer {
   frame.writeUInt32BE(body.length, 1);
   body.copy(frame, 5);
   return frame;
-}
-
-/** Counts whole gRPC messages in a stream's bytes (a 5-byte header, then its length) without keeping them. */
-class MessageCounter {
-  messages = 0;
-  private header = Buffer.alloc(0);
-  private left = 0;
-
-  add(d: Buffer): void {
-    let i = 0;
-    while (i < d.length) {
-      if (this.left > 0) {
-        const take = Math.min(this.left, d.length - i);
-        this.left -= take;
-        i += take;
-        if (this.left === 0) this.messages++;
-        continue;
-      }
-      const take = Math.min(5 - this.header.length, d.length - i);
-      this.header = Buffer.concat([this.header, d.subarray(i, i + take)]);
-      i += take;
-      if (this.header.length < 5) continue;
-      this.left = this.header.readUInt32BE(1);
-      this.header = Buffer.alloc(0);
-      if (this.left === 0) this.messages++;
-    }
-  }
 }
 
 /** An HTTP/2 connection from its own loopback address, whose streams count the answers they get. */

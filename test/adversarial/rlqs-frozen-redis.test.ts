@@ -3,6 +3,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeReport } from '../helpers/envoy-rlqs.js';
+import { MessageCounter } from '../helpers/grpc-frames.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type Daemon, freePort, loopback, startCli } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
@@ -48,7 +49,11 @@ class Reporter {
   private stream: http2.ClientHttp2Stream | undefined;
   private readonly frame: Buffer;
   private timer: NodeJS.Timeout | undefined;
-  answers = 0;
+  /** Answers read, by message, over every stream this reporter opened. */
+  private readonly counters: MessageCounter[] = [];
+  get answers(): number {
+    return this.counters.reduce((n, c) => n + c.messages, 0);
+  }
   opened = 0;
 
   constructor(
@@ -90,33 +95,10 @@ class Reporter {
       te: 'trailers',
     });
     this.stream.on('error', () => undefined);
-    this.stream.on('data', (d: Buffer) => this.count(d));
-    this.header = Buffer.alloc(0);
-    this.left = 0;
+    const counter = new MessageCounter();
+    this.counters.push(counter);
+    this.stream.on('data', (d: Buffer) => counter.add(d));
     this.opened++;
-  }
-
-  /** Counts whole gRPC messages (a 5-byte header, then its length of bytes) without keeping them. */
-  private header = Buffer.alloc(0);
-  private left = 0;
-  private count(d: Buffer): void {
-    let i = 0;
-    while (i < d.length) {
-      if (this.left > 0) {
-        const take = Math.min(this.left, d.length - i);
-        this.left -= take;
-        i += take;
-        if (this.left === 0) this.answers++;
-        continue;
-      }
-      const take = Math.min(5 - this.header.length, d.length - i);
-      this.header = Buffer.concat([this.header, d.subarray(i, i + take)]);
-      i += take;
-      if (this.header.length < 5) continue;
-      this.left = this.header.readUInt32BE(1);
-      this.header = Buffer.alloc(0);
-      if (this.left === 0) this.answers++;
-    }
   }
 
   close(): void {
