@@ -105,6 +105,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   logServing(logger, settings, { servers, store, config, adminApi: Boolean(admin), sharedTiers: tiers.shared });
   const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
   const stop = async (): Promise<void> => {
+    // NOT_SERVING before anything else is closed: health checkers and Envoy see it at once, whatever the rest waits on.
+    health.set(false);
     source.stop();
     rlqs.drain();
     await tiers.close();

@@ -9,8 +9,12 @@ export class HealthService {
   private readonly watchers = new Set<grpc.ServerWritableStream<{ service: string }, { status: number }>>();
   constructor(private readonly services: readonly string[]) {}
 
+  /** A Watch stream is told only of a change, as grpc.health.v1 says ("whenever the service's serving status
+   * changes"), however often this is called. */
   set(serving: boolean): void {
-    this.status = serving ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+    const next = serving ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+    if (next === this.status) return;
+    this.status = next;
     for (const w of this.watchers) w.write({ status: this.statusOf(w.request.service) });
   }
 
