@@ -99,6 +99,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
       throw err;
     },
   );
+  rlqs.listening(servers.grpcPort);
   source.start();
   health.set(source.waiting() === undefined);
   if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);

@@ -8,6 +8,7 @@ const RLQS_REFUSALS = ['too_many_buckets', 'empty_bucket_id', 'bad_bucket_id', '
 const RLQS_STREAM_ERRORS = [
   'no_domain',
   'bad_domain',
+  'bad_instance',
   'domain_changed',
   'undecodable',
   'too_many_streams',

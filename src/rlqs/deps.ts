@@ -51,6 +51,8 @@ export type StreamDeps = RlqsDeps & {
 export interface StreamOutlet {
   /** The client's address, as gRPC names it. */
   readonly peer: string;
+  /** The operator's name for the Envoy (identity.ts INSTANCE_HEADER), if the stream carries one. */
+  readonly instanceName: string | undefined;
   /** The reports read and not yet answered, handed over (a stream held back is read again, or ended if it was
    * held back too many answers in a row). */
   take(): Buffer[];

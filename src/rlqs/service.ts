@@ -21,6 +21,8 @@ export interface RlqsServer {
   /** Ends every open stream with OK once its answers are written (shutdown): each Envoy reopens its stream on its
    * next report, to a replica still serving, and keeps its assignments meanwhile. */
   drain(): void;
+  /** The gRPC port is bound: names this replica (identity.ts). */
+  listening(port: number): void;
 }
 
 export function rlqsService(rlqs: RlqsDeps): RlqsServer {
@@ -60,7 +62,7 @@ export function rlqsService(rlqs: RlqsDeps): RlqsServer {
   const drain = (): void => {
     for (const s of [...open]) s.drain();
   };
-  return { implementation, drain };
+  return { implementation, drain, listening: (port) => rlqs.instances.listening(port) };
 }
 
 /** A stream past the stream bounds, ended at once with RESOURCE_EXHAUSTED: nothing of it is read or kept. */

@@ -6,8 +6,9 @@ import type { BucketBudget } from './bounds.js';
 import { Meter } from './cpu.js';
 import { decodeUsageReports, peekDomain } from './decode.js';
 import type { StreamDeps, StreamOutlet } from './deps.js';
+import { badInstanceName } from './identity.js';
 import type { WireBucketId, WireUsage } from './messages.js';
-import { ALLOW, firstBucket, rateOf, type Strategy, sameStrategy } from './quota/strategy.js';
+import { ALLOW, rateOf, type Strategy, sameStrategy } from './quota/strategy.js';
 import { addRead, emptyRead, SLICE, sliceByShareKey, slicesOf } from './slices.js';
 import { type ReadReport, type StreamBucket, StreamBuckets } from './stream-buckets.js';
 import { type Assigned, countActions, countRead, summarize, tally } from './summary.js';
@@ -144,7 +145,13 @@ export class QuotaSession {
         this.stream.fail('bad_domain', status.INVALID_ARGUMENT, `the domain is longer than ${this.deps.limits.bounds.maxValueBytes} bytes`);
         return false;
       }
-      const claim = this.deps.instances.claim(domain, this.stream.peer);
+      const named = this.stream.instanceName;
+      const bad = named === undefined ? undefined : badInstanceName(named);
+      if (bad !== undefined) {
+        this.stream.fail('bad_instance', status.INVALID_ARGUMENT, bad);
+        return false;
+      }
+      const claim = this.deps.instances.claim(domain, this.stream.peer, named);
       this.domain = domain;
       this.claimed = claim.instance;
       this.release = claim.release;
@@ -240,11 +247,11 @@ export class QuotaSession {
     }
   }
 
-  /** The buckets that got a strategy, with what they are told (a first token bucket's burst held down). */
+  /** The buckets that got a strategy, with what they are told. */
   private assigned(buckets: readonly StreamBucket[], strategies: readonly (Strategy | undefined)[]): Assigned[] {
     return buckets.flatMap((b, i) => {
       const s = strategies[i];
-      return s ? [this.told(b, firstBucket(s, b.sent))] : [];
+      return s ? [this.told(b, s)] : [];
     });
   }
 
@@ -305,7 +312,7 @@ export class QuotaSession {
     const { strategies } = await this.deps.quota.assign(this.claimed, usages, true);
     if (this.ended) return;
     const changed = buckets.flatMap((b, i) => {
-      const s = strategies[i] && firstBucket(strategies[i], b.sent);
+      const s = strategies[i];
       return !s || sameStrategy(b.sent, s) ? [] : [this.told(b, s)];
     });
     if (changed.length > 0) this.send(changed, [], []);

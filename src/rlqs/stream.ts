@@ -3,6 +3,7 @@ import type { RlqsStreamError } from '../metrics/rlqs-metrics.js';
 import type { BucketBudget } from './bounds.js';
 import { decodeUsageReports } from './decode.js';
 import type { StreamDeps, StreamOutlet } from './deps.js';
+import { INSTANCE_HEADER } from './identity.js';
 import type { WireQuotaResponse } from './messages.js';
 import { QuotaSession } from './session.js';
 
@@ -63,6 +64,12 @@ export class RlqsStream implements StreamOutlet {
 
   get peer(): string {
     return this.call.getPeer();
+  }
+
+  /** The stream's INSTANCE_HEADER (identity.ts), if it carries one: its first value. */
+  get instanceName(): string | undefined {
+    const v = this.call.metadata.get(INSTANCE_HEADER)[0];
+    return v === undefined ? undefined : String(v);
   }
 
   get ending(): boolean {

@@ -54,7 +54,7 @@ export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
     quota.close();
     void table.events.close();
   };
-  return { implementation: server.implementation, drain };
+  return { implementation: server.implementation, drain, listening: server.listening };
 }
 
 /** The share table and its change events: in Redis with the Redis store (every replica), else this process.

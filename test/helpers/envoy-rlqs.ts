@@ -10,8 +10,10 @@ import protobuf from 'protobufjs';
  *  - every interval, one report of every bucket (idle ones too), counts as deltas, time_elapsed in whole
  *    seconds; a broken stream is reopened only then (to the next target, as a Service would send it);
  *  - an action for an unknown bucket is ignored; a token bucket equal in max_tokens, tokens_per_fill and
- *    fill_interval.nanos keeps its tokens, a different one starts at the old one's share of remaining tokens
- *    (a first one full); the refill is continuous at tokens_per_fill / whole seconds of fill_interval;
+ *    fill_interval.nanos keeps its tokens, a different one starts at the old one's share of remaining tokens,
+ *    or full (`changedBucket`: releases declare the token bucket's fourth constructor argument as
+ *    `uint64_t initial_tokens` or as `bool init_fill`, docs/design/rlqs-envoy.md), a first one full; the refill
+ *    is continuous at tokens_per_fill / whole seconds of fill_interval;
  *  - the TTL counts whole seconds; at expiry the bucket returns to its no-assignment behaviour (it stays and
  *    is still reported); abandon_action drops it. */
 
@@ -50,6 +52,10 @@ export interface SimOptions {
   localAddress: string;
   domain: string;
   reportIntervalMs: number;
+  /** How a changed token bucket starts: at the old one's share of remaining tokens (the default), or full. */
+  changedBucket?: 'share' | 'full';
+  /** The x-tollgate-instance header on the stream (the GrpcService's initial_metadata), if any. */
+  instanceName?: string;
 }
 
 export const key = (id: Id): string => JSON.stringify(Object.entries(id).sort());
@@ -65,6 +71,10 @@ export class SimEnvoy {
   rejected = 0;
   /** Assignments that ran out before a new one came (a gap: the bucket fell back to ALLOW_ALL). */
   expirations = 0;
+  /** Token buckets made anew for a changed assignment (a first one not counted). */
+  changes = 0;
+  /** Actions applied (every bucket's, every message). */
+  actions = 0;
   private session: http2.ClientHttp2Session | undefined;
   private stream: http2.ClientHttp2Stream | undefined;
   private target = 0;
@@ -163,7 +173,8 @@ export class SimEnvoy {
       createConnection: () => net.connect({ host: '127.0.0.1', port, localAddress: this.o.localAddress }),
     });
     session.on('error', () => undefined);
-    const stream = session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers' });
+    const named = this.o.instanceName === undefined ? {} : { 'x-tollgate-instance': this.o.instanceName };
+    const stream = session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers', ...named });
     stream.on('data', (d: Buffer) => this.data(d));
     // A status in trailers, or in the headers of a trailers-only answer (an error before any message); either
     // ends the stream on Envoy's side too (onRemoteClose drops it, to be reopened on the next report).
@@ -209,6 +220,7 @@ export class SimEnvoy {
       }
       const q = a.quota_assignment_action;
       const s = q?.rate_limit_strategy;
+      this.actions++;
       if (!s?.strategy) continue; // STRATEGY_NOT_SET: discarded
       b.expires = now + (q.assignment_time_to_live?.seconds ?? 0) * 1000;
       if (s.strategy === 'blanket_rule') b.strategy = { kind: (s.blanket_rule ?? 0) === 1 ? 'deny' : 'allow' };
@@ -228,8 +240,9 @@ export class SimEnvoy {
     const rate = seconds >= 1 ? Math.max(perFill / seconds, 1 / 31_536_000) : Infinity;
     let tokens = max;
     if (old) {
+      this.changes++;
       old.tokens = Math.min(old.max, old.tokens + ((now - old.at) / 1000) * old.rate);
-      tokens = Math.floor(max * (old.tokens / old.max));
+      if (this.o.changedBucket !== 'full') tokens = Math.floor(max * (old.tokens / old.max));
     }
     b.limiter = { max, perFill, nanos, rate, tokens, at: now };
   }

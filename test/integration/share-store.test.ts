@@ -62,7 +62,8 @@ const stores: [string, { make: () => ShareStore; lose: (store: ShareStore, key: 
   ],
 ];
 let n = 0;
-const ask = (key: string, instance: string, demand: number, capacity = 100, ttlMs = 60_000, running = 0, rebuildMs = 0): ShareRequest => ({
+/** A report interval of 1 s: the tables re-plan every 200 ms (and at once on a demand's move). */
+const ask = (key: string, instance: string, demand: number, capacity = 100, ttlMs = 60_000, running = 0, rebuildMs = 0, intervalMs = 1000): ShareRequest => ({
   key,
   instance,
   demand,
@@ -70,17 +71,32 @@ const ask = (key: string, instance: string, demand: number, capacity = 100, ttlM
   ttlMs,
   running,
   rebuildMs,
+  intervalMs,
 });
 
 describe.each(stores)('%s share store', (_name, { make, lose }) => {
   it('grants an instance alone the capacity, and a second its fair share of what the first leaves', async () => {
     const store = make();
     const k = `a${n++}`;
-    expect(granted(await store.reserve([ask(k, 'i1', Infinity)], Date.now()))).toEqual([{ rate: 100, held: 100, fair: 100, previous: undefined }]);
-    // i1 still holds 100: i2 is owed 50 but gets nothing until i1 shrinks.
-    expect(granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()))).toEqual([{ rate: 0, held: 0, fair: 50, previous: undefined }]);
-    expect(granted(await store.reserve([ask(k, 'i1', Infinity)], Date.now()))).toEqual([{ rate: 50, held: 50, fair: 50, previous: 100 }]);
-    expect(granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()))).toEqual([{ rate: 50, held: 50, fair: 50, previous: 0 }]);
+    expect(granted(await store.reserve([ask(k, 'i1', Infinity)], Date.now()))).toEqual([{ rate: 100, held: 100, fair: 100, previous: undefined, tell: false }]);
+    // i1 still holds 100: i2 is owed 50 but gets only the headroom pool (a tenth of the capacity) until i1
+    // shrinks, and the replicas are to be told.
+    expect(granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()))).toEqual([{ rate: 10, held: 10, fair: 50, previous: undefined, tell: true }]);
+    expect(granted(await store.reserve([ask(k, 'i1', Infinity)], Date.now()))).toEqual([{ rate: 50, held: 50, fair: 50, previous: 100, tell: false }]);
+    expect(granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()))).toEqual([{ rate: 50, held: 50, fair: 50, previous: 10, tell: false }]);
+  });
+
+  it('tells the replicas of a bucket held back once per report interval, however often it is held back', async () => {
+    const store = make();
+    const k = `t${n++}`;
+    const tells = async (instance: string): Promise<boolean> =>
+      granted(await store.reserve([ask(k, instance, Infinity, 100, 60_000, 0, 0, 400)], Date.now()))[0]!.tell;
+    await tells('i1');
+    const start = Date.now();
+    const told: boolean[] = [];
+    for (let i = 0; i < 5; i++) told.push(await tells(`n${i}`));
+    if (Date.now() - start < 400) expect(told).toEqual([true, false, false, false, false]);
+    await within(5000, async () => (await tells('late')) === true, 'told again, an interval later');
   });
 
   it('holds a shrink as the old rate until the instance says it was sent', async () => {
@@ -90,20 +106,21 @@ describe.each(stores)('%s share store', (_name, { make, lose }) => {
     granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()));
     // i1 is to shrink to 50, but its Envoy still runs 100 until that is sent: the table keeps 100 for it.
     expect(granted(await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 100)], Date.now()))[0]).toMatchObject({ rate: 50, held: 100 });
-    expect(granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()))[0]!.rate).toBe(0);
+    // i2 gets the headroom pool only (a tenth of the capacity): i1's 100 leaves nothing else.
+    expect(granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()))[0]!.rate).toBe(10);
     // Sent: the next call says it runs 50, and the room is free.
     expect(granted(await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 50)], Date.now()))[0]).toMatchObject({ rate: 50, held: 50, previous: 100 });
     expect(granted(await store.reserve([ask(k, 'i2', Infinity)], Date.now()))[0]!.rate).toBe(50);
   });
 
-  it('serves a small demand in full and gives the rest to the busy', async () => {
+  it('serves a small demand in full, with a tenth more to grow into, and gives the rest to the busy', async () => {
     const store = make();
     const k = `s${n++}`;
     granted(await store.reserve([ask(k, 'small', 10)], Date.now()));
     granted(await store.reserve([ask(k, 'busy', Infinity)], Date.now()));
     const [small] = granted(await store.reserve([ask(k, 'small', 10)], Date.now()));
     const [busy] = granted(await store.reserve([ask(k, 'busy', Infinity)], Date.now()));
-    expect([small!.rate, busy!.rate]).toEqual([10, 90]);
+    expect([small!.rate, busy!.rate]).toEqual([11, 90]);
   });
 
   it('agrees with the arithmetic on fractions, to the last digit', async () => {
@@ -119,14 +136,19 @@ describe.each(stores)('%s share store', (_name, { make, lose }) => {
       [3, 31.7],
     ] as const)
       grants.push(granted(await store.reserve([ask(k, `i${i}`, d, 97.5)], Date.now()))[0]!.rate);
-    expect(grants).toEqual([97.5, 0, 0, 7.3, 58.5, 31.7]);
+    // i2 gets the headroom pool while i1 holds all; i1 then gets its demand and a tenth more; i3 its demand and a tenth.
+    expect(grants).toEqual([97.5, 9.75, 0, 8.03, 58.5, 34.87]);
   });
 
   it('forgets an instance whose entry ran out, and its grant with it', async () => {
     const store = make();
     const k = `e${n++}`;
-    granted(await store.reserve([ask(k, 'gone', Infinity, 100, 150)], Date.now()));
-    await within(5000, async () => granted(await store.reserve([ask(k, 'stays', Infinity)], Date.now()))[0]!.rate === 100, 'the entry expired');
+    granted(await store.reserve([ask(k, 'gone', Infinity, 100, 150, 0, 0, 500)], Date.now()));
+    await within(
+      5000,
+      async () => granted(await store.reserve([ask(k, 'stays', Infinity, 100, 60_000, 0, 0, 500)], Date.now()))[0]!.rate === 100,
+      'the entry expired',
+    );
   });
 
   it('keeps at most its bound of instances in one bucket, dropping those nearest their end', async () => {
@@ -164,7 +186,8 @@ describe.each(stores)('%s share store', (_name, { make, lose }) => {
     await within(5000, () => Date.now() - lostAt > REBUILD, 'the rebuild over');
     granted(await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 50, REBUILD)], Date.now()));
     granted(await store.reserve([ask(k, 'i2', Infinity, 100, 60_000, 50, REBUILD)], Date.now()));
-    expect(granted(await store.reserve([ask(k, 'i3', Infinity, 100, 60_000, 0, REBUILD)], Date.now()))[0]).toMatchObject({ rate: 0, fair: 100 / 3 });
+    // i3 is owed a third; i1 and i2 still run 50 each, which leaves it the headroom pool until they shrink.
+    expect(granted(await store.reserve([ask(k, 'i3', Infinity, 100, 60_000, 0, REBUILD)], Date.now()))[0]).toMatchObject({ rate: 10, fair: 100 / 3 });
   });
 
   it('finds a table lost through an instance that runs a grant and has no entry, in a process that never saw it', async () => {
@@ -178,10 +201,10 @@ describe.each(stores)('%s share store', (_name, { make, lose }) => {
   it('does not take a table that expired, unused, for a lost one', async () => {
     const store = make();
     const k = `x${n++}`;
-    granted(await store.reserve([ask(k, 'gone', Infinity, 100, 150, 0, 60_000)], Date.now()));
+    granted(await store.reserve([ask(k, 'gone', Infinity, 100, 150, 0, 60_000, 500)], Date.now()));
     await within(
       5000,
-      async () => granted(await store.reserve([ask(k, 'new', Infinity, 100, 150, 0, 60_000)], Date.now()))[0]!.rate === 100,
+      async () => granted(await store.reserve([ask(k, 'new', Infinity, 100, 150, 0, 60_000, 500)], Date.now()))[0]!.rate === 100,
       'the first table over',
     );
   });
@@ -203,7 +226,8 @@ it.each([
       const demand = random() < 0.2 ? Infinity : Math.round(random() * 20000) / 100;
       const key = `agree-${rebuildMs}-${Math.floor(random() * 3)}`;
       const running = Math.round(random() * 3000) / 100;
-      return ask(key, `i${Math.floor(random() * 6)}`, demand, Math.round(random() * 50000) / 100, 60_000, running, rebuildMs);
+      // A long interval: the tables re-plan on demands' moves only, never on the two clocks' time.
+      return ask(key, `i${Math.floor(random() * 6)}`, demand, Math.round(random() * 50000) / 100, 60_000, running, rebuildMs, 600_000);
     });
     const m = granted(await memory.reserve(call, Date.now()));
     const x = granted(await redisStore.reserve(call, Date.now()));

@@ -4,7 +4,7 @@ import { StoreUnavailableError } from '../../errors.js';
 import type { TierSource } from '../../limiter/plan.js';
 import type { CheckResult, CounterCheck, Store } from '../../store/store.js';
 import type { ShareEvents } from '../shares/share-events.js';
-import type { ShareGrant, ShareStore } from '../shares/share-store.js';
+import { type ShareGrant, type ShareStore, WORTH_TELLING } from '../shares/share-store.js';
 import { type BucketPlan, planBucket } from './bucket-plan.js';
 import { type FleetCapacity, fleetCapacity } from './fleet-capacity.js';
 import { bucketFor, DENY, type Strategy } from './strategy.js';
@@ -56,12 +56,18 @@ export interface Assignment {
 export const LIVES_FOR_REPORTS = 3;
 /** Re-assignments a change calls for wait this long, so a burst of changes to one bucket costs one round. */
 const SETTLE_MS = 50;
-/** A grant this share of the capacity below what it should be is worth telling the other replicas about. */
-const WORTH_TELLING = 0.02;
+/** A bucket held below its fair share is re-assigned on this replica this many times in one report interval at
+ * most (the replicas are told once per interval, quota-share.lua's `tell`): room the others free as they shrink
+ * reaches it in a few round trips, not at its next report. */
+const RETRIES_PER_INTERVAL = 4;
+/** Between two of those re-assignments. */
+const RETRY_MS = 100;
 
 export class QuotaService {
   private readonly watchers = new Map<string, Set<(key: string) => void>>();
   private readonly settling = new Map<string, NodeJS.Timeout>();
+  /** Per share key held back on this replica: re-assignments since `since`. */
+  private readonly retries = new Map<string, { since: number; n: number }>();
   private listening = false;
 
   constructor(private readonly deps: QuotaDeps) {}
@@ -107,7 +113,7 @@ export class QuotaService {
     const limited = usages.filter((u) => !u.plan.fixed);
     const counted = await Promise.allSettled(limited.map((u) => this.countWindows(u, pushed)));
     const { groups, spent, failure } = grouped(limited, counted, pushed, this.deps.settings.reportIntervalMs);
-    const shared = await this.share(instance, groups, pushed);
+    const shared = await this.share(instance, groups);
     return {
       strategies: usages.map((u) => u.plan.fixed ?? (spent.has(u) ? DENY : shared.granted.get(u))),
       failure: failure ?? shared.failure,
@@ -115,7 +121,7 @@ export class QuotaService {
   }
 
   /** Each group's grant from the share table, split among its buckets. */
-  private async share(instance: string, groups: Groups, pushed: boolean): Promise<{ granted: Map<BucketUsage, Strategy>; failure?: StoreUnavailableError }> {
+  private async share(instance: string, groups: Groups): Promise<{ granted: Map<BucketUsage, Strategy>; failure?: StoreUnavailableError }> {
     const granted = new Map<BucketUsage, Strategy>();
     if (groups.size === 0) return { granted };
     const asks = [...groups.entries()];
@@ -124,6 +130,7 @@ export class QuotaService {
       key,
       instance,
       demand: groupDemand(members),
+      intervalMs: this.deps.settings.reportIntervalMs,
       capacity: c.ratePerSecond,
       ttlMs,
       running: Math.min(
@@ -140,33 +147,46 @@ export class QuotaService {
         failure ??= g;
         return;
       }
-      this.tell(key, c, g, pushed);
+      this.tell(key, c, g);
       const split = fairShares(
         g.rate,
         members.map((u) => plannedDemand(u.demand)),
       );
       members.forEach((u, j) => {
-        granted.set(u, strategyOf(c, split[j]!));
+        granted.set(u, strategyOf(c, split[j]!, this.deps.settings.reportIntervalMs));
       });
     });
     return { granted, failure };
   }
 
-  /** What a table holds shrinking frees room; one held below its fair share (on a report) needs others to shrink. */
-  private tell(key: string, c: FleetCapacity, g: ShareGrant, pushed: boolean): void {
-    const margin = c.ratePerSecond * WORTH_TELLING;
-    const shrank = g.previous !== undefined && g.held < g.previous - margin;
-    const heldBack = !pushed && g.rate < g.fair - margin;
-    if (shrank || heldBack) this.deps.events.publish(key);
+  /** A grant held below its fair share needs others to shrink: the replicas are told when the table says so (once
+   * per interval per bucket), and this replica re-assigns the bucket a few times as room frees. */
+  private tell(key: string, c: FleetCapacity, g: ShareGrant): void {
+    if (g.tell) this.deps.events.publish(key);
+    if (g.rate < g.fair - c.ratePerSecond * WORTH_TELLING) this.retry(key);
+  }
+
+  /** A held-back bucket re-assigned on this replica after RETRY_MS, RETRIES_PER_INTERVAL times an interval. */
+  private retry(key: string): void {
+    const now = Date.now();
+    let r = this.retries.get(key);
+    if (!r || now - r.since >= this.deps.settings.reportIntervalMs) {
+      r = { since: now, n: 0 };
+      this.retries.delete(key);
+      this.retries.set(key, r);
+      if (this.retries.size > MAX_RETRYING) this.retries.delete(this.retries.keys().next().value!);
+    }
+    if (r.n++ >= RETRIES_PER_INTERVAL) return;
+    this.changed(key, RETRY_MS);
   }
 
   /** Re-assignments of a bucket whose shares moved, after a short settle, for the streams of this process. */
-  private changed(key: string): void {
+  private changed(key: string, afterMs = SETTLE_MS): void {
     if (!this.watchers.has(key) || this.settling.has(key)) return;
     const timer = setTimeout(() => {
       this.settling.delete(key);
       for (const l of this.watchers.get(key) ?? []) l(key);
-    }, SETTLE_MS);
+    }, afterMs);
     timer.unref();
     this.settling.set(key, timer);
   }
@@ -188,6 +208,9 @@ export class QuotaService {
     this.settling.clear();
   }
 }
+
+/** Share keys whose retries are counted at once: past it, the one held back longest ago is forgotten. */
+const MAX_RETRYING = 10_000;
 
 /** An instance's buckets by share key: buckets that count on one counter (a shared wildcard, say) hold one entry
  * in its table, one grant split among them; the group's capacity is the least of theirs. */
@@ -231,17 +254,21 @@ function storeFailure(err: unknown): StoreUnavailableError {
   throw err;
 }
 
-/** The demand of an instance's buckets that share one counter: their sum, planned. */
+/** The demand of an instance's buckets that share one counter: their sum, as measured (the share table adds
+ * the headroom of an instance under the level itself, to a bound on the fleet). */
 function groupDemand(members: readonly BucketUsage[]): number {
   let sum = 0;
   for (const u of members) sum += u.demand;
-  return plannedDemand(sum);
+  return sum;
 }
 
-/** A grant as Envoy's token bucket. A bucket carries its share of unspent tokens into the next assignment (a
- * first one starts full): for a quota its burst is held to a quarter of this instance's part of what is left,
- * the most a long window can be exceeded by. */
-function strategyOf(c: FleetCapacity, rate: number): Strategy {
-  if (!Number.isFinite(c.left)) return bucketFor(rate);
-  return bucketFor(rate, Math.max(1, Math.floor((c.left * rate) / c.ratePerSecond / 4)));
+/** A grant as Envoy's token bucket. Its burst is a tenth of a report interval of the rate (at most one second of
+ * it): a changed bucket may start full (Envoy releases differ: docs/design/rlqs-envoy.md), and a grant changes
+ * only when it moves by more than a tenth (fair-share.ts HYSTERESIS), so a change's refill costs less than what
+ * the change is worth over the interval. For a quota the burst is also held to a quarter of this instance's part
+ * of what is left, the most a long window can be exceeded by. */
+function strategyOf(c: FleetCapacity, rate: number, intervalMs: number): Strategy {
+  const burst = rate * Math.min(1, intervalMs / 10_000);
+  if (!Number.isFinite(c.left)) return bucketFor(rate, burst);
+  return bucketFor(rate, Math.min(burst, Math.max(1, Math.floor((c.left * rate) / c.ratePerSecond / 4))));
 }

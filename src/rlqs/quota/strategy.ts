@@ -22,13 +22,14 @@ export type Strategy =
 export const ALLOW: Strategy = { kind: 'allow' };
 export const DENY: Strategy = { kind: 'deny' };
 
-/** Tokens one fill should hold at least, so that rounding a rate down to whole tokens costs under 10 %. */
-const MIN_TOKENS_PER_FILL = 10;
+/** Tokens one fill should hold at least, so that rounding a rate down to whole tokens costs under 1 %. Envoy
+ * refills continuously, so a longer interval changes nothing but the rate's resolution. */
+const MIN_TOKENS_PER_FILL = 100;
 /** The longest fill interval: a share under one request a day still gets one a day (never DENY_ALL). */
 const MAX_FILL_SECONDS = 86_400;
 
 /** A rate in requests a second, as a token bucket Envoy enforces at no more than that rate: one second's worth
- * (a longer interval for a small rate, so a fill holds ten tokens), rounded down. Its capacity is one second of
+ * (a longer interval for a smaller rate, so a fill holds a hundred tokens), rounded down. Its capacity is one second of
  * the rate (at least one token), or `maxBurst` if less. A share under one request a day is one a day. */
 export function bucketFor(ratePerSecond: number, maxBurst = Infinity): Strategy {
   if (!(ratePerSecond > 0)) return DENY;
@@ -37,14 +38,6 @@ export function bucketFor(ratePerSecond: number, maxBurst = Infinity): Strategy 
   const tokens = Math.max(1, Math.min(MAX_UINT32, Math.floor(ratePerSecond * fillSeconds)));
   const burst = Math.min(tokens, Math.ceil(ratePerSecond), Math.floor(maxBurst));
   return { kind: 'bucket', maxTokens: Math.max(1, burst), tokensPerFill: tokens, fillSeconds };
-}
-
-/** What to send where Envoy runs no token bucket for the bucket yet (a new one, or one under a blanket rule):
- * Envoy starts such a bucket full, so its burst is a tenth of a second of its rate; the next assignment gives
- * the full burst, and Envoy carries the bucket's remaining share of tokens over to it (no second burst). */
-export function firstBucket(s: Strategy, previous: Strategy | undefined): Strategy {
-  if (s.kind !== 'bucket' || previous?.kind === 'bucket') return s;
-  return { ...s, maxTokens: Math.max(1, Math.min(s.maxTokens, Math.floor(s.tokensPerFill / s.fillSeconds / 10))) };
 }
 
 /** The rate a strategy admits at most, in requests a second (Infinity for ALLOW_ALL). */

@@ -23,13 +23,11 @@ export interface RedisCalls {
  * not the timeout, bounds what a slow or frozen Redis holds here: about 1 KB a bucket (measured), 30 MB in
  * all. Far above what a replica has waiting in a round trip (20,000 buckets a second answered in a few ms). */
 export const MAX_BUCKETS_IN_FLIGHT = 30_000;
-/** One script call's work, in entries read (a bucket costs its table's entries and 4 more): a few dozen small
- * tables, one large one. Redis runs one script at a time, so this bounds how long an RLS decision can wait
- * behind one: ~1 ms at 8 instances a bucket. */
-const CALL_BUDGET = 256;
-const MAX_BUCKETS_PER_CALL = 64;
-/** The cost of a table never seen: as if it held this many entries. */
-const UNSEEN_ENTRIES = 8;
+/** Buckets in one script call. A bucket reads three fields of its table (its whole table only at the periodic
+ * re-plan, once per fifth of a report interval), so a call's work does not grow with the fleet: a report costs
+ * one call per this many buckets (per hash tag in Cluster) whatever the number of instances. Redis runs one script
+ * at a time; this bounds how long an RLS decision waits behind one. */
+const MAX_BUCKETS_PER_CALL = 32;
 
 /** The share table in Redis, shared by every replica (quota-share.lua is the contract). A report's buckets go in
  * a few script calls, all sent at once (in Cluster, one per hash tag: a call's keys must share a slot), so a
@@ -68,7 +66,7 @@ export class RedisShareStore implements ShareStore {
     return out;
   }
 
-  /** The requests' indexes, grouped into script calls: by Cluster slot (hash tag), then by CALL_BUDGET. */
+  /** The requests' indexes, grouped into script calls: by Cluster slot (hash tag), then by MAX_BUCKETS_PER_CALL. */
   private calls(requests: readonly ShareRequest[]): number[][] {
     const groups = new Map<string, number[]>();
     const cluster = this.redis.client instanceof Cluster;
@@ -79,21 +77,7 @@ export class RedisShareStore implements ShareStore {
       else groups.set(tag, [i]);
     });
     const calls: number[][] = [];
-    for (const group of groups.values()) {
-      let call: number[] = [];
-      let cost = 0;
-      for (const i of group) {
-        const c = 4 + (this.seen.get(requests[i]!.key)?.entries ?? UNSEEN_ENTRIES);
-        if (call.length > 0 && (cost + c > CALL_BUDGET || call.length >= MAX_BUCKETS_PER_CALL)) {
-          calls.push(call);
-          call = [];
-          cost = 0;
-        }
-        call.push(i);
-        cost += c;
-      }
-      if (call.length > 0) calls.push(call);
-    }
+    for (const group of groups.values()) for (let at = 0; at < group.length; at += MAX_BUCKETS_PER_CALL) calls.push(group.slice(at, at + MAX_BUCKETS_PER_CALL));
     return calls;
   }
 
@@ -106,7 +90,7 @@ export class RedisShareStore implements ShareStore {
       const seen = this.seen.get(r.key);
       keys.push(this.keyOf(r.key));
       args.push(r.instance, Number.isFinite(r.demand) ? String(Math.max(0, r.demand)) : '-1', finite(r.capacity), Math.max(1, Math.round(r.ttlMs)));
-      args.push(finite(r.running), seen?.born ?? 0, seen?.endMs ?? 0, Math.max(0, Math.round(r.rebuildMs)));
+      args.push(finite(r.running), seen?.born ?? 0, seen?.endMs ?? 0, Math.max(0, Math.round(r.rebuildMs)), Math.max(1, Math.round(r.intervalMs)));
     }
     let reply: string[];
     try {
@@ -117,7 +101,7 @@ export class RedisShareStore implements ShareStore {
       return;
     }
     idx.forEach((i, k) => {
-      out[i] = this.outcome(requests[i]!.key, reply.slice(k * 7, k * 7 + 7));
+      out[i] = this.outcome(requests[i]!.key, reply.slice(k * 8, k * 8 + 8));
     });
   }
 
@@ -137,7 +121,7 @@ export class RedisShareStore implements ShareStore {
     const seen: SeenTable = { born: Number(v[4]), endMs: Number(v[5]), entries: Number(v[6]) + 1 };
     this.seen.set(key, seen);
     const previous = Number(v[2]);
-    return { rate, held: Number(v[3]), fair: Number(v[1]), previous: previous < 0 ? undefined : previous };
+    return { rate, held: Number(v[3]), fair: Number(v[1]), previous: previous < 0 ? undefined : previous, tell: v[7] === '1' };
   }
 }
 

@@ -1,4 +1,4 @@
-import { reserve, type ShareEntry } from '../../counters/fair-share.js';
+import { demandMoved, grantUnder, heldOf, planShares, REPLAN_SHIFT, type ShareEntry, type SharePlan } from '../../counters/fair-share.js';
 import type { StoreUnavailableError } from '../../errors.js';
 
 /** What RLQS assignments are made from: per bucket, every Envoy instance's demand and the rate it was last
@@ -27,6 +27,9 @@ export interface ShareRequest {
   /** How long a table found lost is rebuilt: the assignments' TTL, after which no Envoy runs a grant the table
    * forgot. */
   rebuildMs: number;
+  /** Envoy's report interval: the table's plan is made afresh at least five times in one (and at once when a
+   * demand moves it), and an instance held below its fair share is told to the replicas at most once in one. */
+  intervalMs: number;
 }
 
 export interface ShareGrant {
@@ -38,6 +41,9 @@ export interface ShareGrant {
   fair: number;
   /** What the table held for it before (undefined: a new entry). */
   previous: number | undefined;
+  /** Held below its fair share by what the others hold, and no replica was told of the bucket for an interval:
+   * the caller tells them (ShareEvents), so the others shrink. */
+  tell: boolean;
 }
 
 /** A bucket's grant, or why the store could not make it (that bucket fails alone; its Envoy keeps what it has). */
@@ -58,6 +64,28 @@ interface Held extends ShareEntry {
   expiresAtMs: number;
 }
 
+/** A table's plan (counters/fair-share.ts SharePlan) and the aggregates kept beside it, so a call reads O(1)
+ * entries: what every entry holds, summed; when it was planned and when the replicas were last told; how many
+ * entries it held then. */
+export interface PlanState {
+  plan: SharePlan;
+  heldSum: number;
+  atMs: number;
+  toldMs: number;
+  entries: number;
+}
+
+/** A grant held below its fair share by more than this share of the capacity is worth telling the replicas of. */
+export const WORTH_TELLING = 0.02;
+
+/** Whether a call re-plans the table: no plan, one planned a fifth of an interval ago, a new instance, the
+ * capacity or this instance's demand moved enough to shift it, or the table is rebuilt. */
+export function replanDue(state: PlanState | undefined, r: ShareRequest, own: ShareEntry | undefined, nowMs: number, rebuilding: boolean): boolean {
+  if (!state || own === undefined || rebuilding || nowMs - state.atMs >= r.intervalMs / 5) return true;
+  if (Math.abs(r.capacity - state.plan.capacity) > REPLAN_SHIFT * state.plan.capacity) return true;
+  return demandMoved(state.plan, own.demand, r.demand);
+}
+
 /** One bucket's table: its entries in the order they were first written (as a Redis hash keeps them), its birth
  * stamp and until when it is rebuilt. */
 interface Table {
@@ -66,6 +94,7 @@ interface Table {
   rebuiltUntilMs: number;
   /** When its last entry expires: past it, the table holds nothing anyone runs. */
   endMs: number;
+  state: PlanState | undefined;
 }
 
 /** Expired tables dropped per call at most, so a sweep never stalls a report; each call adds at most one table,
@@ -137,14 +166,33 @@ export class MemoryShareStore implements ShareStore {
   }
 
   private one(r: ShareRequest, nowMs: number): ShareGrant {
-    const table = this.buckets.get(r.key) ?? { entries: new Map<string, Held>(), born: ++this.made, rebuiltUntilMs: 0, endMs: 0 };
+    const table = this.buckets.get(r.key) ?? { entries: new Map<string, Held>(), born: ++this.made, rebuiltUntilMs: 0, endMs: 0, state: undefined };
     this.buckets.delete(r.key); // re-inserted last: the map's order is the order of last writes
     this.buckets.set(r.key, table);
     const own = table.entries.get(r.instance);
     if (tableLost(this.seen.get(r.key), table.born, nowMs, r.running, own !== undefined))
       table.rebuiltUntilMs = Math.max(table.rebuiltUntilMs, nowMs + r.rebuildMs);
-    // In the table's order, an entry rewritten keeping its place (as a Redis hash does), so the sums below add in
-    // the order quota-share.lua adds them.
+    const rebuilding = nowMs < table.rebuiltUntilMs;
+    const state = replanDue(table.state, r, own, nowMs, rebuilding) ? this.replan(table, r, nowMs) : table.state!;
+    const heldByOthers = state.heldSum - (own?.assigned ?? 0);
+    const { grant, fair } = grantUnder(state.plan, r.demand, heldByOthers, r.running, rebuilding ? r.running : Infinity);
+    const held = heldOf(Math.max(grant, r.running));
+    table.entries.set(r.instance, { instance: r.instance, demand: r.demand, assigned: held, expiresAtMs: nowMs + r.ttlMs });
+    state.heldSum = heldByOthers + held;
+    const tell = grant < fair - WORTH_TELLING * r.capacity && nowMs - state.toldMs >= r.intervalMs;
+    if (tell) state.toldMs = nowMs;
+    table.endMs = Math.max(table.endMs, nowMs + r.ttlMs);
+    this.seen.set(r.key, { born: table.born, endMs: table.endMs, entries: state.entries });
+    this.sweep(nowMs);
+    while (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
+    return { rate: grant, held, fair, previous: own?.assigned, tell };
+  }
+
+  /** Reads the whole table: drops expired entries (and, past the bound, those nearest their end), sums what the
+   * others hold and plans the shares from every demand, the caller's first. */
+  private replan(table: Table, r: ShareRequest, nowMs: number): PlanState {
+    // In the table's order, an entry rewritten keeping its place (as a Redis hash does), so the sums below add
+    // in the order quota-share.lua adds them.
     const others: Held[] = [];
     for (const [instance, held] of table.entries) {
       if (instance === r.instance) continue;
@@ -152,17 +200,16 @@ export class MemoryShareStore implements ShareStore {
       else others.push(held);
     }
     if (others.length >= this.maxInstances) dropNearestEnd(table.entries, others, others.length - this.maxInstances + 1);
-    const limit = nowMs < table.rebuiltUntilMs ? r.running : Infinity;
-    const { grant, fair } = reserve(r.capacity, r.demand, others, limit);
-    const held = Math.max(grant, r.running);
-    table.entries.set(r.instance, { instance: r.instance, demand: r.demand, assigned: held, expiresAtMs: nowMs + r.ttlMs });
+    let heldSum = table.entries.get(r.instance)?.assigned ?? 0;
     let endMs = nowMs + r.ttlMs;
-    for (const o of others) endMs = Math.max(endMs, o.expiresAtMs);
+    for (const o of others) {
+      heldSum += o.assigned;
+      endMs = Math.max(endMs, o.expiresAtMs);
+    }
     table.endMs = endMs;
-    this.seen.set(r.key, { born: table.born, endMs, entries: others.length + 1 });
-    this.sweep(nowMs);
-    while (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
-    return { rate: grant, held, fair, previous: own?.assigned };
+    const plan = planShares(r.capacity, [r.demand, ...others.map((o) => o.demand)]);
+    table.state = { plan, heldSum, atMs: nowMs, toldMs: table.state?.toldMs ?? -Infinity, entries: others.length + 1 };
+    return table.state;
   }
 
   /** Drops expired tables from the front of the map (the order of last writes), as Redis expires a share hash:
