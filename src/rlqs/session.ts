@@ -1,13 +1,12 @@
 import { status } from '@grpc/grpc-js';
 import type { StoreUnavailableError } from '../errors.js';
-import { tooLong } from '../rls/request.js';
 import { abandonAction, assignAction, responses } from './actions.js';
 import type { BucketBudget } from './bounds.js';
 import { Meter } from './cpu.js';
 import { decodeUsageReports, peekDomain } from './decode.js';
 import type { StreamDeps, StreamOutlet } from './deps.js';
-import { badInstanceName } from './identity.js';
 import type { WireBucketId, WireUsage } from './messages.js';
+import { openingRefusal } from './opening.js';
 import { ALLOW, rateOf, type Strategy, sameStrategy } from './quota/strategy.js';
 import { addRead, emptyRead, SLICE, sliceByShareKey, slicesOf } from './slices.js';
 import { type ReadReport, type StreamBucket, StreamBuckets } from './stream-buckets.js';
@@ -137,18 +136,10 @@ export class QuotaSession {
   /** The first message names the domain; a later one may repeat it (Envoy's does) but not change it. */
   private opened(domain: string): boolean {
     if (this.domain === undefined) {
-      if (domain === '') {
-        this.stream.fail('no_domain', status.INVALID_ARGUMENT, 'the first report names no domain');
-        return false;
-      }
-      if (tooLong(domain, this.deps.limits.bounds.maxValueBytes)) {
-        this.stream.fail('bad_domain', status.INVALID_ARGUMENT, `the domain is longer than ${this.deps.limits.bounds.maxValueBytes} bytes`);
-        return false;
-      }
       const named = this.stream.instanceName;
-      const bad = named === undefined ? undefined : badInstanceName(named);
-      if (bad !== undefined) {
-        this.stream.fail('bad_instance', status.INVALID_ARGUMENT, bad);
+      const refused = openingRefusal(domain, this.deps.limits.bounds.maxValueBytes, named);
+      if (refused) {
+        this.stream.fail(refused.reason, status.INVALID_ARGUMENT, refused.details);
         return false;
       }
       const claim = this.deps.instances.claim(domain, this.stream.peer, named);

@@ -42,23 +42,47 @@ describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
     s.close();
   });
 
-  it("answers a new bucket's first report with a token bucket of the rule's rate, a small first burst, a whole-second TTL", async () => {
+  it("answers a new bucket's first report with a token bucket of the rule's rate, a burst of a tenth of an interval, a whole-second TTL", async () => {
     const s = sim(2);
     s.request({ tenant: 'acme' });
     await within(5000, () => actions(s).length > 0, 'an assignment');
     const [a] = actions(s);
     expect(a.bucket_id.bucket).toEqual({ tenant: 'acme' });
     expect(a.quota_assignment_action.assignment_time_to_live).toEqual({ seconds: 3 });
-    // Alone, the instance may take the whole 100/s, refilled every second; Envoy starts a first bucket full, so
-    // its capacity is a tenth of a second's worth.
-    expect(a.quota_assignment_action.rate_limit_strategy.token_bucket).toEqual({
+    // Alone, the instance may take the whole 100/s, refilled every second; its burst is a tenth of a report
+    // interval (1 s here) of the rate: a changed bucket may start full (Envoy releases differ).
+    const first = {
       max_tokens: 10,
       tokens_per_fill: { value: 100 },
       fill_interval: { seconds: 1, nanos: 1 },
-    });
-    // The next report gets the full second of burst (Envoy carries the bucket's share of tokens over to it).
+    };
+    expect(a.quota_assignment_action.rate_limit_strategy.token_bucket).toEqual(first);
+    // The next report keeps the same bucket: nothing changed that is worth a refill.
     await within(5000, () => actions(s).length > 1, 'the next assignment');
-    expect(actions(s)[1].quota_assignment_action.rate_limit_strategy.token_bucket.max_tokens).toBe(100);
+    expect(actions(s)[1].quota_assignment_action.rate_limit_strategy.token_bucket).toEqual(first);
+  });
+
+  it('ends a stream whose x-tollgate-instance header is not a name with INVALID_ARGUMENT, its text never echoed', async () => {
+    const name = `secret-${'n'.repeat(200)}`;
+    const s = new SimEnvoy({ ports: [t.service.grpcPort], localAddress: '127.0.0.30', domain: 'rlqs-test', reportIntervalMs: 1000, instanceName: name });
+    sims.push(s);
+    s.request({ tenant: 'named' });
+    await within(5000, () => s.statuses.length > 0, 'a status');
+    expect(s.statuses).toEqual(['3']);
+    expect(s.messages[0]).toMatch(/x-tollgate-instance is 207 bytes/);
+    expect(s.messages[0]).not.toContain('secret');
+    // A good name is served.
+    const named = new SimEnvoy({
+      ports: [t.service.grpcPort],
+      localAddress: '127.0.0.31',
+      domain: 'rlqs-test',
+      reportIntervalMs: 1000,
+      instanceName: 'pod-7f9c',
+    });
+    sims.push(named);
+    named.request({ tenant: 'named' });
+    await within(5000, () => actions(named).length > 0, 'an assignment');
+    expect(named.statuses).toEqual([]);
   });
 
   it('sends ALLOW_ALL as a set oneof for a bucket no rule matches, and for a shadow rule', async () => {

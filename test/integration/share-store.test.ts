@@ -362,3 +362,26 @@ it('the memory share table forgets buckets whose every entry has expired, not on
   const [kept] = await store.reserve([ask('kept', 'envoy', 5, 100, 60_000)], t0 + 21_000);
   expect((kept as ShareGrant).previous).toBeGreaterThan(0); // its entry survived the sweep
 });
+
+it("a report's call reads three fields of its table, not the table: the same Redis commands per call at 8 and at 128 instances", async () => {
+  const store = new RedisShareStore(counters, (k) => storeKey('test:', k), 5000);
+  const commands = async (): Promise<Record<string, number>> => {
+    const stats = await client.info('commandstats');
+    const out: Record<string, number> = {};
+    for (const m of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) out[m[1]!] = Number(m[2]);
+    return out;
+  };
+  const perCall: Record<number, Record<string, number>> = {};
+  for (const n of [8, 128]) {
+    const key = `cost-${n}:rlqs`;
+    // Each instance's first report plans the table (it is new there); then two steady rounds of reports.
+    for (let i = 0; i < n; i++) granted(await store.reserve([ask(key, `i${i}`, 10 + (i % 7), 1000, 60_000, 0, 0, 600_000)], Date.now()));
+    const before = await commands();
+    for (let round = 0; round < 2; round++)
+      for (let i = 0; i < n; i++) granted(await store.reserve([ask(key, `i${i}`, 10 + (i % 7), 1000, 60_000, 0, 0, 600_000)], Date.now()));
+    const after = await commands();
+    perCall[n] = Object.fromEntries(['hgetall', 'hmget', 'hset', 'pexpireat'].map((c) => [c, ((after[c] ?? 0) - (before[c] ?? 0)) / (2 * n)]));
+  }
+  expect(perCall[8]).toEqual({ hgetall: 0, hmget: 1, hset: 1, pexpireat: 1 });
+  expect(perCall[128]).toEqual(perCall[8]);
+});

@@ -3,7 +3,7 @@ import { loadConfigDir } from '../../src/config/load.js';
 import { demandMoved, fairOf, fairShares, grantUnder, HEADROOM_POOL, planShares, reserve } from '../../src/counters/fair-share.js';
 import { noTiers } from '../../src/limiter/plan.js';
 import { UNBOUNDED_BUDGET } from '../../src/rlqs/bounds.js';
-import { peerHost } from '../../src/rlqs/identity.js';
+import { badInstanceName, InstanceRegistry, MAX_INSTANCE_NAME, peerHost } from '../../src/rlqs/identity.js';
 import { bucketEntries } from '../../src/rlqs/quota/bucket-descriptor.js';
 import { planBucket } from '../../src/rlqs/quota/bucket-plan.js';
 import { bucketFor, rateOf, sameStrategy, wireStrategy } from '../../src/rlqs/quota/strategy.js';
@@ -240,5 +240,43 @@ describe('the peer address of a stream', () => {
     ['2001:db8::1:5678', '2001:db8::1'],
   ])('%s is host %s', (peer, host) => {
     expect(peerHost(peer)).toBe(host);
+  });
+});
+
+describe('which Envoy is which', () => {
+  it('names an Envoy by its x-tollgate-instance header where one is set, whatever address its stream comes from', () => {
+    const r = new InstanceRegistry('host');
+    const a = r.claim('d', '10.0.0.1:5000', 'pod-a');
+    const b = r.claim('d', '10.0.0.1:5001', 'pod-b');
+    expect(a.instance).not.toBe(b.instance);
+    a.release();
+    // pod-a reconnects through another address (another NAT port, another node): the same instance.
+    expect(r.claim('d', '10.9.9.9:7000', 'pod-a').instance).toBe(a.instance);
+    // Unnamed, two Envoys behind one address on different replicas would both be the address's first.
+    expect(new InstanceRegistry('x').claim('d', '10.0.0.1:1').instance).toBe(new InstanceRegistry('y').claim('d', '10.0.0.1:2').instance);
+  });
+
+  it("names a loopback Envoy after this replica's host and gRPC port, so two replicas on one host tell theirs apart", () => {
+    const one = new InstanceRegistry();
+    const two = new InstanceRegistry();
+    one.listening(8081);
+    two.listening(9081);
+    expect(one.claim('d', '127.0.0.1:4000').instance).not.toBe(two.claim('d', '127.0.0.1:4000').instance);
+    // A replica restarted on its port names its loopback Envoy as before, so its entry in the share table goes on.
+    const restarted = new InstanceRegistry();
+    restarted.listening(8081);
+    const before = new InstanceRegistry();
+    before.listening(8081);
+    expect(restarted.claim('d', '[::1]:4001').instance).toBe(before.claim('d', '127.0.0.1:3999').instance);
+  });
+
+  it('refuses a name that is empty, too long or not visible ASCII, saying its length, never its text', () => {
+    expect(badInstanceName('pod-7f9c')).toBeUndefined();
+    expect(badInstanceName('')).toMatch(/0 bytes/);
+    const long = 'q'.repeat(MAX_INSTANCE_NAME + 1);
+    expect(badInstanceName(long)).toMatch(new RegExp(`${MAX_INSTANCE_NAME + 1} bytes`));
+    expect(badInstanceName(long)).not.toContain('qq');
+    expect(badInstanceName('pod a')).toMatch(/visible ASCII/);
+    expect(badInstanceName('pöd')).not.toContain('pöd');
   });
 });

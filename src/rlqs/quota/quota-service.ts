@@ -265,10 +265,11 @@ function groupDemand(members: readonly BucketUsage[]): number {
 /** A grant as Envoy's token bucket. Its burst is a tenth of a report interval of the rate (at most one second of
  * it): a changed bucket may start full (Envoy releases differ: docs/design/rlqs-envoy.md), and a grant changes
  * only when it moves by more than a tenth (fair-share.ts HYSTERESIS), so a change's refill costs less than what
- * the change is worth over the interval. For a quota the burst is also held to a quarter of this instance's part
+ * the change is worth over the interval (two tokens at least, one second of the rate at most). For a quota the burst is also held to a quarter of this instance's part
  * of what is left, the most a long window can be exceeded by. */
 function strategyOf(c: FleetCapacity, rate: number, intervalMs: number): Strategy {
-  const burst = rate * Math.min(1, intervalMs / 10_000);
+  // Two tokens at least: with one, a request that comes a little before its token loses the token's time.
+  const burst = Math.max(2, rate * Math.min(1, intervalMs / 10_000));
   if (!Number.isFinite(c.left)) return bucketFor(rate, burst);
   return bucketFor(rate, Math.min(burst, Math.max(1, Math.floor((c.left * rate) / c.ratePerSecond / 4))));
 }
