@@ -105,9 +105,17 @@ export interface ShareEntry {
  * (`heldByOthers`) leave of (1 + HEADROOM_POOL) times the capacity, nor than `limit` (what its Envoy runs, while
  * its table is rebuilt after a loss). A grant within HYSTERESIS of what its Envoy runs (`running`) stays what it
  * runs, so its bucket is not changed for nothing. quota-share.lua computes the same, line for line. */
-export function grantUnder(plan: SharePlan, demand: number, heldByOthers: number, running: number, limit = Infinity): { grant: number; fair: number } {
+export function grantUnder(
+  plan: SharePlan,
+  demand: number,
+  heldByOthers: number,
+  running: number,
+  limit = Infinity,
+  capacity = plan.capacity,
+): { grant: number; fair: number } {
   const fair = fairOf(plan, demand);
-  const room = plan.capacity + plan.capacity * HEADROOM_POOL - heldByOthers;
+  // The room from the capacity now: a plan made under a capacity up to 2 % higher must not lend it.
+  const room = capacity + capacity * HEADROOM_POOL - heldByOthers;
   let grant = Math.min(Math.max(0, Math.min(fair, room)), limit);
   if (running > 0 && running <= limit && Math.abs(grant - running) <= HYSTERESIS * running) grant = running;
   return { grant, fair };

@@ -42,7 +42,8 @@ export class InstanceRegistry {
    * How many streams may open is bounds.ts's to say, at open. */
   claim(domain: string, peer: string, named?: string): { instance: string; release: () => void } {
     const host = peerHost(peer);
-    const who = named !== undefined ? `named:${named}` : host === '127.0.0.1' || host === '::1' ? `local:${this.replicaName}` : host;
+    // A name counts within its address: a client elsewhere cannot take over another Envoy's entry by its name.
+    const who = named !== undefined ? `named:${host}/${named}` : host === '127.0.0.1' || host === '::1' ? `local:${this.replicaName}` : host;
     const slot = `${domain}\n${who}`;
     const taken = this.open.get(slot) ?? new Set<number>();
     this.open.set(slot, taken);

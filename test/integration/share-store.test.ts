@@ -253,8 +253,13 @@ it("the Redis table is one hash under the prefix, named from the counter key's f
   expect(await client.pttl(name)).toBeGreaterThan(50_000);
   // A field another program wrote in another shape is dropped, not read.
   await client.hset(name, 'junk', 'not a share');
-  granted(await store.reserve([ask(key, 'i2', 3)], Date.now()));
+  // Numbers Lua's tonumber reads but no writer makes (NaN would lift the cap on every grant): dropped too.
+  const end = Date.now() + 60_000;
+  await client.hset(name, 'nan-held', `5 nan ${end}`, 'inf-demand', `inf 5 ${end}`, 'hex', `0x10 5 ${end}`);
+  const [g] = granted(await store.reserve([ask(key, 'i2', 3)], Date.now()));
   expect(await client.hexists(name, 'junk')).toBe(0);
+  expect(await client.hmget(name, 'nan-held', 'inf-demand')).toEqual([null, null]);
+  expect(Number.isFinite(g!.rate)).toBe(true);
 });
 
 // The table with a frozen Redis (SIGSTOP: the connection stays open, nothing answers): it must stop calling it,

@@ -244,14 +244,17 @@ describe('the peer address of a stream', () => {
 });
 
 describe('which Envoy is which', () => {
-  it('names an Envoy by its x-tollgate-instance header where one is set, whatever address its stream comes from', () => {
+  it('names an Envoy by its x-tollgate-instance header within its address, on whichever replica its stream lands', () => {
     const r = new InstanceRegistry('host');
     const a = r.claim('d', '10.0.0.1:5000', 'pod-a');
     const b = r.claim('d', '10.0.0.1:5001', 'pod-b');
     expect(a.instance).not.toBe(b.instance);
     a.release();
-    // pod-a reconnects through another address (another NAT port, another node): the same instance.
-    expect(r.claim('d', '10.9.9.9:7000', 'pod-a').instance).toBe(a.instance);
+    // pod-a reconnects through its NAT (another port, or another replica's registry): the same instance.
+    expect(r.claim('d', '10.0.0.1:7000', 'pod-a').instance).toBe(a.instance);
+    expect(new InstanceRegistry('other-replica').claim('d', '10.0.0.1:7001', 'pod-a').instance).toBe(a.instance);
+    // A client elsewhere that sends pod-a's name is another instance: it cannot take over pod-a's entry.
+    expect(new InstanceRegistry('other-replica').claim('d', '10.6.6.6:7000', 'pod-a').instance).not.toBe(a.instance);
     // Unnamed, two Envoys behind one address on different replicas would both be the address's first.
     expect(new InstanceRegistry('x').claim('d', '10.0.0.1:1').instance).toBe(new InstanceRegistry('y').claim('d', '10.0.0.1:2').instance);
   });

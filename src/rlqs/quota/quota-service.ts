@@ -171,10 +171,10 @@ export class QuotaService {
     const now = Date.now();
     let r = this.retries.get(key);
     if (!r || now - r.since >= this.deps.settings.reportIntervalMs) {
+      if (!r && this.retries.size >= MAX_RETRYING) return; // full: its next report re-assigns it, as before retries
       r = { since: now, n: 0 };
       this.retries.delete(key);
       this.retries.set(key, r);
-      if (this.retries.size > MAX_RETRYING) this.retries.delete(this.retries.keys().next().value!);
     }
     if (r.n++ >= RETRIES_PER_INTERVAL) return;
     this.changed(key, RETRY_MS);
@@ -265,8 +265,9 @@ function groupDemand(members: readonly BucketUsage[]): number {
 /** A grant as Envoy's token bucket. Its burst is a tenth of a report interval of the rate (at most one second of
  * it): a changed bucket may start full (Envoy releases differ: docs/design/rlqs-envoy.md), and a grant changes
  * only when it moves by more than a tenth (fair-share.ts HYSTERESIS), so a change's refill costs less than what
- * the change is worth over the interval (two tokens at least, one second of the rate at most). For a quota the burst is also held to a quarter of this instance's part
- * of what is left, the most a long window can be exceeded by. */
+ * the change is worth over the interval (two tokens at least, one second of the rate at most). For a quota the
+ * burst is also held to a quarter of this instance's part of what is left, the most a long window can be
+ * exceeded by. */
 function strategyOf(c: FleetCapacity, rate: number, intervalMs: number): Strategy {
   // Two tokens at least: with one, a request that comes a little before its token loses the token's time.
   const burst = Math.max(2, rate * Math.min(1, intervalMs / 10_000));

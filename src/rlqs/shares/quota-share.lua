@@ -76,6 +76,9 @@ local function water_level(capacity, sorted, n)
   return math.huge, left / n
 end
 
+-- A number, not nil, NaN or infinite: Lua 5.1's tonumber reads "nan", "inf" and hex, which no writer of ours makes.
+local function finite(x) return x ~= nil and x == x and x ~= math.huge and x ~= -math.huge end
+
 local function headroom(d) return math.max(0.5, d * 0.1) end
 
 -- counters/fair-share.ts planShares: level, spare and the factor that holds the headroom to POOL, added in
@@ -118,7 +121,7 @@ local function parse(v)
   if not v then return nil end
   local d, g, e = string.match(v, '^(%S+) (%S+) (%d+)$')
   local dd, gg, at = tonumber(d), tonumber(g), tonumber(e)
-  if dd == nil or gg == nil or at == nil then return nil end
+  if not (finite(dd) and finite(gg) and finite(at)) or gg < 0 then return nil end
   if dd < 0 then dd = math.huge end
   return dd, gg, at
 end
@@ -129,7 +132,7 @@ local function parse_plan(v)
   local f = {}
   for x in string.gmatch(v, '%S+') do f[#f + 1] = tonumber(x) end
   if #f ~= 9 then return nil end
-  for i = 1, 9 do if f[i] == nil then return nil end end
+  for i = 1, 9 do if not finite(f[i]) then return nil end end
   if f[2] < 0 then f[2] = math.huge end
   return { plan = { f[1], f[2], f[3], f[4] }, held_sum = f[5], at = f[6], told = f[7], entries = f[8], ends = f[9] }
 end
@@ -218,7 +221,7 @@ local function share(key, a)
   local rebuilding = now < rebuilt_until
 
   local s = parse_plan(v[3])
-  if s == nil or my_held == nil or rebuilding or now - s.at >= interval / 5
+  if s == nil or my_held == nil or rebuilding or now < s.at or now - s.at >= interval / 5
     or math.abs(capacity - s.plan[1]) > SHIFT * s.plan[1] or moved(s.plan, my_demand, demand) then
     s = replan(key, me, demand, capacity, ttl, my_held or 0, s and s.told or -1e15)
   end
@@ -226,7 +229,7 @@ local function share(key, a)
   -- counters/fair-share.ts grantUnder.
   local held_by_others = s.held_sum - (my_held or 0)
   local fair = fair_of(s.plan, demand)
-  local room = s.plan[1] + s.plan[1] * POOL - held_by_others
+  local room = capacity + capacity * POOL - held_by_others
   local grant = math.max(0, math.min(fair, room))
   if rebuilding then grant = math.min(grant, running) end
   if running > 0 and math.abs(grant - running) <= HYSTERESIS * running then

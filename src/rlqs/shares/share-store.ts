@@ -81,7 +81,7 @@ export const WORTH_TELLING = 0.02;
 /** Whether a call re-plans the table: no plan, one planned a fifth of an interval ago, a new instance, the
  * capacity or this instance's demand moved enough to shift it, or the table is rebuilt. */
 export function replanDue(state: PlanState | undefined, r: ShareRequest, own: ShareEntry | undefined, nowMs: number, rebuilding: boolean): boolean {
-  if (!state || own === undefined || rebuilding || nowMs - state.atMs >= r.intervalMs / 5) return true;
+  if (!state || own === undefined || rebuilding || nowMs < state.atMs || nowMs - state.atMs >= r.intervalMs / 5) return true;
   if (Math.abs(r.capacity - state.plan.capacity) > REPLAN_SHIFT * state.plan.capacity) return true;
   return demandMoved(state.plan, own.demand, r.demand);
 }
@@ -175,7 +175,7 @@ export class MemoryShareStore implements ShareStore {
     const rebuilding = nowMs < table.rebuiltUntilMs;
     const state = replanDue(table.state, r, own, nowMs, rebuilding) ? this.replan(table, r, nowMs) : table.state!;
     const heldByOthers = state.heldSum - (own?.assigned ?? 0);
-    const { grant, fair } = grantUnder(state.plan, r.demand, heldByOthers, r.running, rebuilding ? r.running : Infinity);
+    const { grant, fair } = grantUnder(state.plan, r.demand, heldByOthers, r.running, rebuilding ? r.running : Infinity, r.capacity);
     const held = heldOf(Math.max(grant, r.running));
     table.entries.set(r.instance, { instance: r.instance, demand: r.demand, assigned: held, expiresAtMs: nowMs + r.ttlMs });
     state.heldSum = heldByOthers + held;
