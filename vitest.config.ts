@@ -14,6 +14,19 @@ const ALONE = [
   'test/integration/rlqs-accuracy.test.ts',
 ];
 
+/** The RLS tests, run once more with ShouldRateLimit served by grpc-js (GRPC_SERVER=grpc-js, the fallback): the
+ * suite runs them on the default, node:http2 (server/hot-path.ts). Services started in the test process read it
+ * through test/helpers/service.ts, spawned ones from their environment. */
+const RLS_ON_GRPC_JS = [
+  'test/integration/client.test.ts',
+  'test/integration/bad-input.test.ts',
+  'test/integration/error-mapping.test.ts',
+  'test/integration/grpc-tls.test.ts',
+  'test/integration/shutdown.test.ts',
+  'test/integration/tracing.test.ts',
+  'test/adversarial/grpc-fuzz.test.ts',
+];
+
 /** Two files at a time: most files spend their time waiting on timers, sockets and child processes, so on a
  * 2-core machine (where vitest's default is one worker) two keep the suite well under five minutes (313 s → 202 s
  * measured on 2026-11-25). What is sensitive to a busy machine runs alone, after the rest (ALONE). */
@@ -24,6 +37,7 @@ export default defineConfig({
     hookTimeout: 30_000,
     projects: [
       { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: ALONE, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'grpc-js', include: RLS_ON_GRPC_JS, env: { GRPC_SERVER: 'grpc-js' }, sequence: { groupOrder: 0 } } },
       { extends: true, test: { name: 'alone', include: ALONE, fileParallelism: false, sequence: { groupOrder: 1 } } },
     ],
   },

@@ -39,7 +39,19 @@ async function ensureKubectl() {
   }
 }
 
-const missing = list.filter((p) => p.for.includes(values.for) && !onPath(p.program));
+/** Whether a program is there: on PATH, or, for what is not a program of its own (a Python module), its probe
+ * command exits 0. */
+function present(p) {
+  if (!p.probe) return onPath(p.program);
+  try {
+    execFileSync(p.probe[0], p.probe.slice(1), { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const missing = list.filter((p) => p.for.includes(values.for) && !present(p));
 if (missing.length === 0) {
   await ensureKubectl();
   process.exit(0);

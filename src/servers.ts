@@ -6,7 +6,10 @@ import { createAdminServer, createHttpServer, createMetricsServer } from './http
 import type { Explanation } from './limiter/explain.js';
 import type { DecisionInput } from './limiter/limiter.js';
 import { type HandlerDeps, rateLimitService } from './rls/ratelimit-handler.js';
+import { shouldRateLimitOnH2 } from './server/h2-rls.js';
+import { MAX_RECEIVE_BYTES } from './server/h2-unary.js';
 import type { HealthService } from './server/health.js';
+import { takeMethod } from './server/hot-path.js';
 import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
 import { HEALTH_SERVICE, RLQS_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { grpcServerCredentials } from './server/tls.js';
@@ -51,7 +54,12 @@ export async function startServers(
   },
 ): Promise<Servers> {
   const grpcServer = new grpc.Server();
-  grpcServer.addService(serviceDefinition(RLS_SERVICE, deps.handler.bounds), rateLimitService(deps.handler));
+  const rls = serviceDefinition(RLS_SERVICE, deps.handler.bounds);
+  grpcServer.addService(rls, rateLimitService(deps.handler));
+  if (settings.grpcServer === 'http2') {
+    const method = rls.ShouldRateLimit!;
+    takeMethod(grpcServer, method.path, shouldRateLimitOnH2(deps.handler, method.responseSerialize, MAX_RECEIVE_BYTES));
+  }
   grpcServer.addService(serviceDefinition(RLQS_SERVICE), deps.rlqs);
   grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
   const https: HttpServer[] = [];

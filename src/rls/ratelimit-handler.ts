@@ -71,20 +71,30 @@ function answer(
   return response;
 }
 
+/** A failed gRPC call's status, counted: the status comes from the one mapping (response/error-status.ts); the count
+ * is of gRPC calls only (the HTTP endpoints that share decideWire count their failures apart,
+ * tollgate_http_errors_total). Both gRPC servers answer through it. */
+export function grpcFailure(deps: HandlerDeps, err: unknown): { code: GrpcStatus; details: string } {
+  const s = toStatus(err, deps.logger);
+  deps.metrics?.grpcErrors.inc({ code: GrpcStatus[s.code] });
+  deps.metrics?.unchecked.inc({ reason: uncheckedReason(err, s.code) });
+  return s;
+}
+
+/** An answer after the caller's deadline (grpc-timeout: Envoy's filter timeout) is one Envoy no longer waits for:
+ * its failure mode has already decided, so the request went through unchecked even though it was counted. */
+export function countLate(deps: HandlerDeps, deadline: number): void {
+  if (deps.metrics && Date.now() > deadline) deps.metrics.unchecked.inc({ reason: 'late' });
+}
+
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {
-  // The status comes from the one mapping (response/error-status.ts); the count is of gRPC calls only: the HTTP endpoints
-  // that share decideWire count their failures apart (tollgate_http_errors_total).
   const fail = (callback: sendUnaryData<WireResponse>, err: unknown): void => {
-    const s = toStatus(err, deps.logger);
-    deps.metrics?.grpcErrors.inc({ code: GrpcStatus[s.code] });
-    deps.metrics?.unchecked.inc({ reason: uncheckedReason(err, s.code) });
+    const s = grpcFailure(deps, err);
     callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() });
   };
   type Call = ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>;
   const succeed = (call: Call, callback: sendUnaryData<WireResponse>, r: WireResponse): void => {
-    // An answer after the caller's deadline (grpc-timeout: Envoy's filter timeout) is one Envoy no longer waits
-    // for: its failure mode has already decided, so the request went through unchecked even though it was counted.
-    if (deps.metrics && Date.now() > Number(call.getDeadline())) deps.metrics.unchecked.inc({ reason: 'late' });
+    countLate(deps, Number(call.getDeadline()));
     callback(null, r);
   };
   return {

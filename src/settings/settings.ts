@@ -27,6 +27,8 @@ export { type LogLevel, SERVE_ENV_NAMES, SERVE_OPTIONS, serveHelp } from './tabl
 export interface Settings {
   configDir: string;
   grpcHost: string;
+  /** Who serves ShouldRateLimit (server/hot-path.ts): node:http2 directly, or grpc-js like every other method. */
+  grpcServer: 'http2' | 'grpc-js';
   grpcPort: number;
   httpHost: string;
   httpPort: number;
@@ -115,6 +117,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
   return {
     configDir: get('config'),
     grpcHost: get('grpc-host'),
+    grpcServer: choice(setting('grpc-server'), ['http2', 'grpc-js'] as const),
     grpcPort: num('grpc-port', 'port'),
     httpHost: get('http-host'),
     httpPort: num('http-port', 'port'),

@@ -22,6 +22,11 @@ export const SERVE_OPTIONS = {
   config: { env: 'RUNTIME_CONFIG_DIR', default: './config', help: 'directory of descriptor config YAML files' },
   'grpc-host': { env: 'GRPC_HOST', default: '0.0.0.0', help: 'address the gRPC server binds' },
   'grpc-port': { env: 'GRPC_PORT', default: '8081', help: 'gRPC port (RateLimitService, RateLimitQuotaService, grpc.health.v1)' },
+  'grpc-server': {
+    env: 'GRPC_SERVER',
+    default: 'http2',
+    help: 'http2: ShouldRateLimit served on node:http2 directly, the rest by grpc-js on the same port | grpc-js: every method by grpc-js',
+  },
   'http-host': { env: 'HOST', default: '0.0.0.0', help: 'address the HTTP server binds' },
   'http-port': { env: 'PORT', default: '8080', help: 'HTTP port (/healthz, /readyz, /metrics, /json, /explain)' },
   'admin-host': { env: 'ADMIN_HOST', default: '127.0.0.1', help: 'address the admin API binds (loopback: reach it from the pod)' },

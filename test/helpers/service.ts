@@ -147,6 +147,8 @@ export async function startTestService(
       '127.0.0.1',
       '--http-host',
       '127.0.0.1',
+      // The `grpc-js` project runs the RLS tests again with every method on grpc-js (GRPC_SERVER, vitest.config.ts).
+      ...(process.env.GRPC_SERVER ? ['--grpc-server', process.env.GRPC_SERVER] : []),
       ...(opts.args ?? []),
     ],
     opts.env ?? {},

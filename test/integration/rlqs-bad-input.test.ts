@@ -167,10 +167,18 @@ describe('RLQS: bad input', () => {
     const refused = many.filter((s) => s.statuses.includes('8'));
     expect(refused).toHaveLength(1);
     many.find((s) => !s.statuses.length)!.close();
-    const again = sim(38);
-    again.request({ tenant: 'a' });
-    await within(15_000, () => actions(again).length > 0 || again.statuses.length > 0, 'a stream after one closed');
-    expect(again.statuses).toEqual([]);
+    // The close reaches the service a moment later: a stream opened before that is still one too many.
+    await within(
+      10_000,
+      async () => {
+        const again = sim(38);
+        again.request({ tenant: 'a' });
+        await within(5000, () => actions(again).length > 0 || again.statuses.length > 0, 'an answer or a status');
+        again.close();
+        return again.statuses.length === 0;
+      },
+      'a stream served after one closed',
+    );
   });
 
   it('a stream silent for three report intervals (a dead connection with no close) is ended with OK', async () => {

@@ -1,12 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without type declarations
 import { kubectlPath } from '../../scripts/kubectl.mjs';
 
-const list = (JSON.parse(readFileSync('scripts/system-programs.json', 'utf8')) as { programs: { program: string; package: string; for: string[] }[] }).programs;
+interface Entry {
+  program: string;
+  package: string;
+  for: string[];
+  probe?: string[];
+}
+const list = (JSON.parse(readFileSync('scripts/system-programs.json', 'utf8')) as { programs: Entry[] }).programs;
 
 /** Where a program is on this machine's PATH. */
 function locate(name: string): string {
@@ -40,7 +46,8 @@ describe('the programs the benchmark starts are checked before it runs', () => {
 });
 
 describe('the system-program check before npm test', () => {
-  const needed = list.filter((p) => p.for.includes('test'));
+  // What a probe finds (a Python module) is not a program on PATH: checked below, apart.
+  const needed = list.filter((p) => p.for.includes('test') && !p.probe);
 
   it('passes when every program the tests start is on PATH', () => {
     expect(checkWith(needed.map((p) => p.program))).toEqual({ status: 0, stderr: '' });
@@ -53,5 +60,32 @@ describe('the system-program check before npm test', () => {
     expect(stderr).toContain(`needs ${program},`);
     expect(stderr).toContain(`apt-get install -y --no-install-recommends ${pkg}`);
     expect(stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('a system dependency found by a probe command (a Python module)', () => {
+  /** The check run from a copy of scripts/ whose list holds one entry with this probe. */
+  function probeWith(probe: string[]): { status: number | null; stderr: string } {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-probe-'));
+    copyFileSync('scripts/check-system.mjs', join(dir, 'check-system.mjs'));
+    copyFileSync('scripts/kubectl.mjs', join(dir, 'kubectl.mjs'));
+    const entry = { program: 'python3 grpc', probe, package: 'python3-grpcio', for: ['test'] };
+    writeFileSync(join(dir, 'system-programs.json'), JSON.stringify({ programs: [entry] }));
+    const env = { PATH: process.env.PATH, KUBECTL: kubectlPath() };
+    const r = spawnSync(process.execPath, [join(dir, 'check-system.mjs'), '--for', 'test', '--no-install'], { env, encoding: 'utf8' });
+    return { status: r.status, stderr: r.stderr };
+  }
+
+  it('passes when the probe exits 0, and names the package when it does not', () => {
+    expect(probeWith([process.execPath, '-e', 'process.exit(0)'])).toEqual({ status: 0, stderr: '' });
+    const missing = probeWith([process.execPath, '-e', 'process.exit(1)']);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain('needs python3 grpc,');
+    expect(missing.stderr).toContain('apt-get install -y --no-install-recommends python3-grpcio');
+  });
+
+  it('the shipped probe finds grpc for the python3 the C-core client test runs', () => {
+    const shipped = list.find((p) => p.probe)!;
+    expect(spawnSync(shipped.probe![0]!, shipped.probe!.slice(1)).status).toBe(0);
   });
 });

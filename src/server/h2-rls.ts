@@ -1,0 +1,47 @@
+import type { IncomingHttpHeaders } from 'node:http2';
+import { Metadata } from '@grpc/grpc-js';
+import type { WireResponse } from '../response/wire.js';
+import { countLate, decideWire, grpcFailure, type HandlerDeps } from '../rls/ratelimit-handler.js';
+import { decodeRateLimitRequest, encodable, encodeRateLimitResponse } from '../rls/rls-codec.js';
+import type { Maybe } from '../store/store.js';
+import { serveUnary, type UnaryCall } from './h2-unary.js';
+import type { StreamHandler } from './hot-path.js';
+
+/** RateLimitService/ShouldRateLimit on node:http2 (h2-unary.ts): the same decision path, codec, statuses and
+ * counts as the grpc-js service (rls/ratelimit-handler.ts), without grpc-js's per-call work. `general` encodes a
+ * response the hand-written encoder does not (protobufjs, as grpc-js's serializer does). */
+export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse) => Buffer, maxBytes: number): StreamHandler {
+  const answer = (call: UnaryCall, r: WireResponse): void => {
+    countLate(deps, call.deadline);
+    call.reply(encodable(r) ? encodeRateLimitResponse(r) : general(r));
+  };
+  const fail = (call: UnaryCall, err: unknown): void => {
+    const s = grpcFailure(deps, err);
+    call.fail(s.code, s.details);
+  };
+  const onMessage = (message: Buffer, call: UnaryCall): void => {
+    let response: Maybe<WireResponse>;
+    try {
+      const request = decodeRateLimitRequest(message, deps.bounds);
+      response = decideWire(deps, request, deps.observer && { kind: 'grpc', headers: metadataOf(call.headers) });
+    } catch (err) {
+      fail(call, err);
+      return;
+    }
+    if (!(response instanceof Promise)) {
+      answer(call, response);
+      return;
+    }
+    call.await();
+    response.then(
+      (r) => answer(call, r),
+      (err: unknown) => fail(call, err),
+    );
+  };
+  return (stream, headers) => serveUnary(stream, headers, maxBytes, onMessage);
+}
+
+/** The request's metadata as grpc-js reads it, for tracing's context and the decision log (only when they are on). */
+function metadataOf(headers: IncomingHttpHeaders): Metadata {
+  return Metadata.fromHttp2Headers(headers);
+}
