@@ -142,8 +142,8 @@ const NONE: never[] = [];
 
 /** Encodes a RateLimitResponse as protobufjs does for the same object: fields in number order, a scalar
  * present in the object written even when zero, empty repeated fields left out. Only the fields Tollgate
- * sets (see encodable). */
-export function encodeRateLimitResponse(m: WireResponse): Buffer {
+ * sets (see encodable). `framed`: after a gRPC message prefix. */
+export function encodeRateLimitResponse(m: WireResponse, framed = false): Buffer {
   const statuses = m.statuses ?? NONE;
   const response = m.response_headers_to_add ?? NONE;
   const request = m.request_headers_to_add ?? NONE;
@@ -153,7 +153,13 @@ export function encodeRateLimitResponse(m: WireResponse): Buffer {
   for (const h of response) size += 1 + lenSize(sizeHeader(h));
   for (const h of request) size += 1 + lenSize(sizeHeader(h));
   if (m.raw_body != null) size += 1 + lenSize(m.raw_body.length);
-  const w = new Writer(Buffer.allocUnsafe(size));
+  // framed: the gRPC length prefix first (flag 0, big-endian length), so the message is sent without a copy.
+  const w = new Writer(Buffer.allocUnsafe(framed ? 5 + size : size));
+  if (framed) {
+    w.buf[0] = 0;
+    w.buf.writeUInt32BE(size, 1);
+    w.pos = 5;
+  }
   if (m.overall_code != null) {
     w.buf[w.pos++] = (1 << 3) | VARINT;
     w.varint(m.overall_code);

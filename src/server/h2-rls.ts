@@ -13,7 +13,7 @@ import type { StreamHandler } from './hot-path.js';
 export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse) => Buffer, maxBytes: number): StreamHandler {
   const answer = (call: UnaryCall, r: WireResponse): void => {
     countLate(deps, call.deadline);
-    call.reply(encodable(r) ? encodeRateLimitResponse(r) : general(r));
+    call.reply(encodable(r) ? encodeRateLimitResponse(r, true) : framed(general(r)));
   };
   const fail = (call: UnaryCall, err: unknown): void => {
     const s = grpcFailure(deps, err);
@@ -39,6 +39,15 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
     );
   };
   return (stream, headers) => serveUnary(stream, headers, maxBytes, onMessage);
+}
+
+/** A message with its gRPC prefix. */
+function framed(body: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(5 + body.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(body.length, 1);
+  body.copy(frame, 5);
+  return frame;
 }
 
 /** The request's metadata as grpc-js reads it, for tracing's context and the decision log (only when they are on). */

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { IncomingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from 'node:http2';
 import { gunzip, inflate } from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 
@@ -10,12 +10,16 @@ import { status } from '@grpc/grpc-js';
 /** grpc-js's default receive limit (grpc.max_receive_message_length): 4 MiB. */
 export const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
 
+/** No grpc-encoding: its absence means identity (PROTOCOL-HTTP2.md), one header fewer to write per call. */
 const RESPONSE_HEADERS = {
   ':status': 200,
   'content-type': 'application/grpc+proto',
   'grpc-accept-encoding': 'identity,deflate,gzip',
-  'grpc-encoding': 'identity',
 };
+/** gRPC has no use for the date header node:http2 adds to every response by default: `sendDate: false`, which
+ * Node 20, 22 and 24 read in respond() (processHeaders) though @types/node does not declare it there. */
+const NO_DATE = { waitForTrailers: true, sendDate: false } as ServerStreamResponseOptions;
+const NO_DATE_END = { endStream: true, sendDate: false } as ServerStreamResponseOptions;
 const OK_TRAILERS = { 'grpc-status': '0', 'grpc-message': 'OK' };
 /** grpc-timeout: up to 8 digits and a unit (grpc-js's DEADLINE_REGEX), in ms per unit. */
 const TIMEOUT = /^(\d{1,8})\s*([HMSmun])$/;
@@ -35,7 +39,6 @@ export class UnaryCall {
     timeoutMs: number,
   ) {
     this.deadline = Number.isFinite(timeoutMs) ? Date.now() + timeoutMs : Infinity;
-    stream.once('close', () => this.finish());
   }
 
   /** Whether an answer would still reach anyone. */
@@ -47,17 +50,15 @@ export class UnaryCall {
   await(): void {
     if (!Number.isFinite(this.deadline) || this.timer) return;
     this.timer = setTimeout(() => this.fail(status.DEADLINE_EXCEEDED, 'Deadline exceeded'), Math.max(0, this.deadline - Date.now()));
+    this.stream.once('close', () => this.finish()); // a client gone: its timer with it
   }
 
-  reply(body: Buffer): void {
+  /** `frame`: one message with its gRPC prefix (rls-encode.ts writes it so). */
+  reply(frame: Buffer): void {
     if (!this.open) return;
     this.finish();
-    const frame = Buffer.allocUnsafe(5 + body.length);
-    frame[0] = 0;
-    frame.writeUInt32BE(body.length, 1);
-    body.copy(frame, 5);
     const stream = this.stream;
-    stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+    stream.respond(RESPONSE_HEADERS, NO_DATE);
     stream.once('wantTrailers', () => stream.sendTrailers(OK_TRAILERS));
     stream.end(frame);
   }
@@ -66,7 +67,7 @@ export class UnaryCall {
     if (!this.open) return;
     this.finish();
     const headers = { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(code), 'grpc-message': encodeURI(details) };
-    this.stream.respond(headers, { endStream: true });
+    this.stream.respond(headers, NO_DATE_END);
   }
 
   private finish(): void {

@@ -28,6 +28,7 @@ const BODY = Buffer.from(encodeRequest(REQUEST));
 
 interface Answer {
   status?: number;
+  acceptEncoding?: string;
   grpcStatus?: string;
   message?: string;
   data: Buffer;
@@ -43,6 +44,7 @@ function raw(port: number, body: Buffer, headers: Record<string, string> = {}): 
     const out: Answer = { data: Buffer.alloc(0) };
     const read = (h: http2.IncomingHttpHeaders): void => {
       if (h[':status'] !== undefined) out.status = Number(h[':status']);
+      if (h['grpc-accept-encoding'] !== undefined) out.acceptEncoding = String(h['grpc-accept-encoding']);
       if (h['grpc-status'] !== undefined) out.grpcStatus = String(h['grpc-status']);
       if (h['grpc-message'] !== undefined) out.message = decodeURI(String(h['grpc-message']));
     };
@@ -93,6 +95,7 @@ describe.each(servers)('GRPC_SERVER=%s', (server) => {
     }
     const gz = await raw(port(), frame(gzipSync(BODY), 1), { 'grpc-encoding': 'gzip' });
     expect(gz.grpcStatus).toBe('0');
+    expect(gz.acceptEncoding?.split(',').sort()).toEqual(['deflate', 'gzip', 'identity']);
     expect(gz.data.length).toBeGreaterThan(5);
   });
 
@@ -147,7 +150,7 @@ describe('GRPC_SERVER=http2 only', () => {
     server.on('stream', (stream, headers) =>
       serveUnary(stream, headers, 1024, (_m, call) => {
         call.await();
-        late = () => call.reply(Buffer.from([8, 1]));
+        late = () => call.reply(Buffer.from([0, 0, 0, 0, 2, 8, 1]));
       }),
     );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
