@@ -48,6 +48,8 @@ const window = (fp, unit, ms, limit) => ({
   group: 0,
   shadow: false,
   quota: false,
+  charge: false,
+  calendar: 0,
 });
 // Limits no run reaches: every decision is admitted and counts both windows, in both variants alike (with the
 // property API's 10 a second, how many pass depends on how fast each variant runs).

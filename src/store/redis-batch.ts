@@ -85,6 +85,9 @@ export function batchSpan(tracer: BatchTracer, batch: readonly Pending[], keys: 
   return links && tracer.start(links, { requests: batch.length, keys });
 }
 
+/** The checks at these indexes. */
+export const pick = (of: readonly CounterCheck[], idx: readonly number[]): CounterCheck[] => idx.map((j) => of[j]!);
+
 /** Indexes of the checks by hash tag. */
 export function byHashTag(checks: readonly CounterCheck[]): number[][] {
   const byTag = new Map<string, number[]>();

@@ -13,6 +13,45 @@ function luaScript(file: string): string {
 export const CHECK_SCRIPT = luaScript('check-and-incr.lua');
 const CHECK_SHA = createHash('sha1').update(CHECK_SCRIPT).digest('hex');
 
+/** The batch's one MGET: the line the Cluster variant replaces. */
+const MGET_LINE = "  local got = call('MGET', unpack(names))";
+
+/** The same script for one Redis Cluster master and keys of any of its slots (a batch per node, not per slot):
+ * Redis 7's `allow-cross-slot-keys` lets a script reach undeclared keys of every slot its node serves, while
+ * the keys it declares must share one slot. So it declares none: KEYS come in ARGV (their count first), and
+ * the batch's reads are one GET each (an MGET across slots is refused) before anything is written. A key
+ * this node does not serve (a slot moved or moving) ends the script there, having written nothing, with the
+ * error NOTLOCAL; the caller then sends the batch's requests slot by slot, through the client's redirects. A key
+ * of another type reads as absent, as MGET reads it. */
+function clusterVariant(script: string): string {
+  if (!script.includes(MGET_LINE)) throw new Error("check-and-incr.lua's MGET line moved: redis-script.ts reads it");
+  const reads = [
+    '  local got = {}',
+    '  for i = 1, m do',
+    "    local v = redis.pcall('GET', names[i])",
+    '    if type(v) == "table" and v.err then',
+    "      if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then return redis.error_reply('NOTLOCAL ' .. v.err) end",
+    '      v = false',
+    '    end',
+    '    got[i] = v',
+    '  end',
+  ].join('\n');
+  const prologue = [
+    '#!lua flags=allow-cross-slot-keys',
+    'local KEYS, ARGV = (function(all)',
+    '  local n, keys, args = tonumber(all[1]), {}, {}',
+    '  for i = 1, n do keys[i] = all[1 + i] end',
+    '  for i = n + 2, #all do args[#args + 1] = all[i] end',
+    '  return keys, args',
+    'end)(ARGV)',
+  ].join('\n');
+  return `${prologue}\n${script.replace(MGET_LINE, reads)}`;
+}
+
+/** The Cluster variant (see clusterVariant). */
+export const CLUSTER_CHECK_SCRIPT = clusterVariant(CHECK_SCRIPT);
+const CLUSTER_CHECK_SHA = createHash('sha1').update(CLUSTER_CHECK_SCRIPT).digest('hex');
+
 /** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). */
 export async function evalCheckScript(client: Redis | Cluster, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
   try {
@@ -21,4 +60,26 @@ export async function evalCheckScript(client: Redis | Cluster, keys: string[], a
     if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
     return (await client.eval(CHECK_SCRIPT, keys.length, ...keys, ...args)) as (number | string)[];
   }
+}
+
+/** The Cluster variant on one master's connection, for keys of any of its slots. */
+export async function evalOnNode(node: Redis, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
+  try {
+    return (await node.evalsha(CLUSTER_CHECK_SHA, 0, keys.length, ...keys, ...args)) as (number | string)[];
+  } catch (err) {
+    if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
+    return (await node.eval(CLUSTER_CHECK_SCRIPT, 0, keys.length, ...keys, ...args)) as (number | string)[];
+  }
+}
+
+/** Whether a master cannot run the Cluster variant at all (Redis before 7 has no script flags): the store then
+ * goes slot by slot for good. */
+export function noScriptFlags(err: unknown): boolean {
+  return /compiling script|shebang/i.test((err as Error)?.message ?? '');
+}
+
+/** Whether a per-node call failed because a key's slot is not (or no longer) that node's: nothing was written. */
+export function notLocal(err: unknown): boolean {
+  const m = (err as Error)?.message ?? '';
+  return m.startsWith('NOTLOCAL') || m.startsWith('MOVED') || m.startsWith('ASK') || m.startsWith('TRYAGAIN') || m.startsWith('CLUSTERDOWN');
 }

@@ -5,10 +5,11 @@ import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
-import { answerBatch, batchSpan, byHashTag, encodeBatch, merge, type Pending } from './redis-batch.js';
+import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
+import { answerBatch, batchSpan, byHashTag, encodeBatch, merge, type Pending, pick } from './redis-batch.js';
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
 import { KeyRefusals } from './redis-refusals.js';
-import { CHECK_SCRIPT, evalCheckScript } from './redis-script.js';
+import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnNode, noScriptFlags, notLocal } from './redis-script.js';
 import type { BatchTracer, CheckResult, CounterCheck, CounterWindow, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
@@ -40,7 +41,7 @@ const WAITING_TO_DEGRADE_MS = 1000;
 const PROBE_INTERVAL_MS = 250;
 
 /** Counters in Redis, shared by every replica, windows on Redis's clock. Decisions that arrive in the same
- * event-loop turn go to Redis as one script call (per Cluster slot) that decides each of them in turn: under a
+ * event-loop turn go to Redis as one script call (per Cluster master) that decides each of them in turn: under a
  * burst, Redis runs one script instead of hundreds and this process waits for one reply. */
 export class RedisStore implements Store {
   readonly kind = 'redis';
@@ -52,16 +53,18 @@ export class RedisStore implements Store {
   private waitingSince: number | undefined;
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
-  /** Requests waiting for the next flush, by Cluster hash tag ('' outside Cluster). */
+  /** Requests waiting for the next flush, by Cluster master or hash tag (cluster-routes.ts; '' outside Cluster). */
   private queues = new Map<string, Pending[]>();
   private flushing = false;
   /** The script loaded on every master (and, in Cluster, a connection to each), after each 'ready'. */
   private preloaded: Promise<void> = Promise.resolve();
   private readonly refusals: KeyRefusals;
+  private readonly routes: ClusterRoutes | undefined;
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
+    this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
     this.client.on('ready', () => {
       this.preloaded = this.preload();
       this.recovered();
@@ -105,36 +108,44 @@ export class RedisStore implements Store {
    * otherwise cost the first requests a connection and a NOSCRIPT round trip, past their deadline. */
   private async preload(): Promise<void> {
     const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
-    const load = (n: Redis): Promise<unknown> => withTimeout(n.script('LOAD', CHECK_SCRIPT), this.opts.timeoutMs * 40).catch(() => undefined);
-    await Promise.all(nodes.map(load));
+    const load = (n: Redis, script: string): Promise<unknown> => withTimeout(n.script('LOAD', script), this.opts.timeoutMs * 40).catch(() => undefined);
+    await Promise.all(nodes.flatMap((n) => (this.routes ? [load(n, CHECK_SCRIPT), load(n, CLUSTER_CHECK_SCRIPT)] : [load(n, CHECK_SCRIPT)])));
   }
 
   check(checks: readonly CounterCheck[], trace?: TraceLink): Promise<CheckResult> {
     if (this.degradedReason) return Promise.reject(new StoreDegradedError(`redis unavailable: ${this.degradedReason}`));
-    if (!(this.client instanceof Cluster)) return this.enqueue('count', checks, '', trace);
-    const slots = byHashTag(checks);
-    if (slots.length === 1) return this.enqueue('count', checks, hashTag(checks[0]!.key), trace);
-    return this.acrossSlots(checks, slots, trace);
+    if (!this.routes) return this.enqueue('count', checks, '', trace);
+    const nodes = this.routes.byNode(checks);
+    if (!nodes) return this.bySlot('count', checks, trace);
+    // On one master (every request of one client, and most with a second descriptor): one call, atomic.
+    if (nodes.groups.length === 1) return this.enqueue('count', checks, nodes.queues[0]!, trace);
+    return this.acrossParts('count', checks, nodes.groups, nodes.queues, trace);
   }
 
-  /** A request whose descriptors belong to different clients has counters in different Cluster slots, which
-   * one script call cannot reach. Every slot is first asked without writing ('peek'); only when the request
-   * fits everywhere is each slot counted, atomically within the slot. A request that loses a race between
-   * the two phases can be counted in one slot yet rejected by another: the one inexactness, and only for
-   * such requests. */
-  private async acrossSlots(checks: readonly CounterCheck[], slots: number[][], trace: TraceLink | undefined): Promise<CheckResult> {
-    const part = (mode: 'peek' | 'count', of: readonly CounterCheck[]) =>
-      Promise.all(
-        slots.map((idx) =>
-          this.enqueue(
-            mode,
-            idx.map((i) => of[i]!),
-            hashTag(of[idx[0]!]!.key),
-            trace,
-          ),
-        ),
-      );
-    const peeked = merge(checks, slots, await part('peek', checks));
+  /** A Cluster request slot by slot, through the client's redirects: while the map of slots is not known, and
+   * for the requests of a per-node call that found a key not local (it wrote nothing). */
+  private bySlot(mode: Pending['mode'], checks: readonly CounterCheck[], trace: TraceLink | undefined): Promise<CheckResult> {
+    const slots = byHashTag(checks);
+    const queues = slots.map((idx) => TAG + hashTag(checks[idx[0]!]!.key));
+    if (slots.length === 1) return this.enqueue(mode, checks, queues[0]!, trace);
+    return this.acrossParts(mode, checks, slots, queues, trace);
+  }
+
+  /** A request whose counters are on several masters (or slots), which one script call cannot reach. Every part
+   * is first asked without writing ('peek'); only when the request fits everywhere is each part counted,
+   * atomically within the part. A request that loses a race between the two phases can be counted in one part
+   * yet rejected by another: the one inexactness, and only for such requests. */
+  private async acrossParts(
+    mode: Pending['mode'],
+    checks: readonly CounterCheck[],
+    parts: number[][],
+    queues: string[],
+    trace?: TraceLink,
+  ): Promise<CheckResult> {
+    const part = (m: Pending['mode'], of: readonly CounterCheck[]): Promise<CheckResult[]> =>
+      Promise.all(parts.map((idx, i) => this.enqueue(m, pick(of, idx), queues[i]!, trace)));
+    const peeked = merge(checks, parts, await part('peek', checks));
+    if (mode === 'peek') return peeked;
     const charges = checks.some((c) => c.charge);
     if (!peeked.admitted && !charges) return peeked;
     // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
@@ -142,7 +153,7 @@ export class RedisStore implements Store {
     let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
     // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
     if (!peeked.admitted) counted = counted.map((c) => (c.charge ? c : { ...c, hits: 0, shadow: true }));
-    const result = merge(checks, slots, await part('count', counted));
+    const result = merge(checks, parts, await part('count', counted));
     if (!peeked.admitted) result.admitted = false;
     return result;
   }
@@ -165,19 +176,19 @@ export class RedisStore implements Store {
     this.flushing = false;
     const queues = this.queues;
     this.queues = new Map();
-    for (const queue of queues.values()) {
+    for (const [to, queue] of queues) {
       let from = 0;
       let keys = 0;
       for (let i = 0; i < queue.length; i++) {
         const n = queue[i]!.checks.length;
         if (keys > 0 && keys + n > MAX_BATCH_KEYS) {
-          this.send(queue.slice(from, i));
+          this.send(queue.slice(from, i), to);
           from = i;
           keys = 0;
         }
         keys += n;
       }
-      this.send(from === 0 ? queue : queue.slice(from));
+      this.send(from === 0 ? queue : queue.slice(from), to);
     }
   };
 
@@ -185,21 +196,40 @@ export class RedisStore implements Store {
    * each request arrived: time this process spent reading a burst is not Redis's delay. Time the process
    * could not run extends it, up to twice the timeout in all (see withTimeout): with the defaults, 50 ms,
    * Envoy's filter timeout in the shipped envoy.yaml. */
-  private send(batch: Pending[]): void {
+  private send(batch: Pending[], to: string): void {
+    const node = to.startsWith(NODE) ? this.routes!.connection(to) : undefined;
+    if (to.startsWith(NODE) && !node) {
+      this.reroute(batch);
+      return;
+    }
     const { keys, args } = encodeBatch(batch, this.opts.keyPrefix, this.opts.clock?.now() ?? 0);
     const span = this.opts.tracer && batchSpan(this.opts.tracer, batch, keys.length);
-    withTimeout(this.waiting(evalCheckScript(this.client, keys, args)), this.opts.timeoutMs, this.opts.timeoutMs).then(
+    const call = node ? evalOnNode(node, keys, args) : evalCheckScript(this.client, keys, args);
+    withTimeout(this.waiting(call), this.opts.timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
         this.replied();
         span?.end();
         answerBatch(batch, reply, this.refusals.refused);
       },
       (err: unknown) => {
+        if (node && (notLocal(err) || noScriptFlags(err))) {
+          this.replied();
+          span?.end('moved');
+          this.reroute(batch, noScriptFlags(err));
+          return;
+        }
         const failure = this.failed(err as Error);
         span?.end(failure.constructor.name);
         for (const p of batch) p.reject(failure);
       },
     );
+  }
+
+  /** A per-node batch whose keys are not all its master's any more (a slot moved): the map of slots is read
+   * again, and each request goes slot by slot; the call wrote nothing, so nothing is counted twice. */
+  private reroute(batch: Pending[], unsupported = false): void {
+    this.routes!.refresh(unsupported);
+    for (const p of batch) this.bySlot(p.mode, p.checks, p.trace).then(p.resolve, p.reject);
   }
 
   /** A command of another part (the RLQS share table) on this connection, under the store's health: refused at

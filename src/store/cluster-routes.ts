@@ -1,0 +1,62 @@
+import calculateSlot from 'cluster-key-slot';
+import type { Cluster, Redis } from 'ioredis';
+import { hashTag, storeKey } from '../counters/keys.js';
+import type { CounterCheck } from './store.js';
+
+/** Queue keys of the Redis store's batches: a Cluster master's ('node:host:port'), or one hash tag's
+ * ('tag:…', the fallback through the client's redirects). */
+export const NODE = 'node:';
+export const TAG = 'tag:';
+
+/** Which master of a Cluster serves each check, from the client's map of slots (refreshed by ioredis on a
+ * MOVED, and by the store when a per-node call finds a key not local), so a batch goes to each master as one
+ * script call whatever slots its keys hash to. */
+export class ClusterRoutes {
+  private connections = new Map<string, Redis>();
+  /** A master could not run the Cluster variant (Redis 6): every request goes slot by slot. */
+  private off = false;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly keyPrefix: string,
+  ) {}
+
+  /** The checks' indexes by master (queue keys NODE + host:port), or undefined when a slot's master is not
+   * known yet (the client is still reading the map): the caller then goes slot by slot. */
+  byNode(checks: readonly CounterCheck[]): { queues: string[]; groups: number[][] } | undefined {
+    if (this.off) return undefined;
+    const at = new Map<string, number[]>();
+    let lastTag: string | undefined;
+    let lastNode = '';
+    for (let i = 0; i < checks.length; i++) {
+      const tag = hashTag(checks[i]!.key);
+      if (tag !== lastTag) {
+        // The slot of the stored key (prefix included): a tag-less prefix leaves the tag in charge.
+        const master = this.cluster.slots[calculateSlot(storeKey(this.keyPrefix, checks[i]!.key))]?.[0];
+        if (master === undefined) return undefined;
+        lastTag = tag;
+        lastNode = master;
+      }
+      const list = at.get(lastNode);
+      if (list) list.push(i);
+      else at.set(lastNode, [i]);
+    }
+    return { queues: [...at.keys()].map((n) => NODE + n), groups: [...at.values()] };
+  }
+
+  /** The connection to the master a NODE queue names; undefined if the client has none (it left the map). */
+  connection(queue: string): Redis | undefined {
+    const key = queue.slice(NODE.length);
+    const known = this.connections.get(key);
+    if (known && known.status !== 'end') return known;
+    this.connections = new Map(this.cluster.nodes('master').map((n) => [`${n.options.host}:${n.options.port}`, n]));
+    return this.connections.get(key);
+  }
+
+  /** Reads the map of slots again (after a key was found not local): later batches go where the slots are now.
+   * `unsupported`: the master could not run the script at all, so no batch goes per master again. */
+  refresh(unsupported = false): void {
+    if (unsupported) this.off = true;
+    this.cluster.refreshSlotsCache();
+  }
+}
