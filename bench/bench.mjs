@@ -3,6 +3,7 @@
 // Tollgate against the floors of its own stack, side by side in one run on this machine:
 //   raw-noop  node:http2 answering every call with a response framed once (the limit of Node itself)
 //   noop      a grpc-js server with the same protos that decides nothing (the floor of Tollgate's stack)
+//   rlf-memory, rlf-redis   the peer a Node team would write: grpc-js and rate-limiter-flexible (bench/rlf-rls.mjs)
 //   memory    tollgate serve --store memory
 //   redis     tollgate serve --store redis (a redis-server of its own)
 //   memory+trace1%, redis+trace1%   the same with TRACING_ENABLED and TRACING_SAMPLING_RATE=0.01, spans sent
@@ -82,6 +83,8 @@ async function main() {
   const targets = {
     'raw-noop': (port) => [process.execPath, ['bench/raw-noop.mjs', String(port)], /raw noop serving/],
     noop: (port) => [process.execPath, ['bench/noop-rls.mjs', String(port)], /noop serving/],
+    'rlf-memory': (port) => [process.execPath, ['bench/rlf-rls.mjs', String(port)], /rlf serving/],
+    'rlf-redis': (port) => [process.execPath, ['bench/rlf-rls.mjs', String(port), String(redisPort)], /rlf serving/],
     memory: (port, http) => tollgate(port, http),
     redis: (port, http) => tollgate(port, http, '--store', 'redis', '--redis-url', `redis://127.0.0.1:${redisPort}`),
     // Two worker processes (--workers 2). Its CPU column counts the primary only: the workers are not summed.
