@@ -4,6 +4,7 @@ import { counterId, counterKeyOf, storeKey, windowKey } from '../../src/counters
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { CounterCheck } from '../../src/store/store.js';
+import { counterCheck } from '../helpers/checks.js';
 import { type RedisCluster, startRedisCluster } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
 
@@ -27,21 +28,7 @@ afterAll(async () => {
 
 /** An hourly window of one client (its own hash tag), limit out of reach. */
 function hourly(client: string, hits = 1): CounterCheck {
-  const key = windowKey(counterKeyOf(counterId('cluster-test', 'token'), client), 'hour');
-  return {
-    key,
-    windowMs: 3_600_000,
-    limit: 1_000_000,
-    hits,
-    sliding: false,
-    burst: 0,
-    group: 0,
-    shadow: false,
-    quota: false,
-    charge: false,
-    calendar: 0,
-    reservation: undefined,
-  };
+  return counterCheck({ key: windowKey(counterKeyOf(counterId('cluster-test', 'token'), client), 'hour'), windowMs: 3_600_000, limit: 1_000_000, hits });
 }
 
 /** Script calls (EVALSHA and EVAL) run so far, on every master. */
