@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http2';
-import { Metadata } from '@grpc/grpc-js';
+import { status as grpcStatus, Metadata } from '@grpc/grpc-js';
 import type { WireResponse } from '../response/wire.js';
 import { countLate, decideWire, grpcFailure, type HandlerDeps } from '../rls/ratelimit-handler.js';
 import { decodeRateLimitRequest, encodable, encodeRateLimitResponse } from '../rls/rls-codec.js';
@@ -13,7 +13,16 @@ import type { StreamHandler } from './hot-path.js';
 export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse) => Buffer, maxBytes: number): StreamHandler {
   const answer = (call: UnaryCall, r: WireResponse): void => {
     countLate(deps, call.deadline);
-    call.reply(encodable(r) ? encodeRateLimitResponse(r, true) : framed(general(r)));
+    let frame: Buffer;
+    try {
+      frame = encodable(r) ? encodeRateLimitResponse(r, true) : framed(general(r));
+    } catch (err) {
+      // As grpc-js answers a serializer that throws; never an exception in a stream's event handler.
+      deps.logger.error({ err: (err as Error).name }, 'a RateLimitResponse could not be encoded');
+      call.fail(grpcStatus.INTERNAL, 'Error serializing response');
+      return;
+    }
+    call.reply(frame);
   };
   const fail = (call: UnaryCall, err: unknown): void => {
     const s = grpcFailure(deps, err);
@@ -32,7 +41,6 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
       answer(call, response);
       return;
     }
-    call.await();
     response.then(
       (r) => answer(call, r),
       (err: unknown) => fail(call, err),

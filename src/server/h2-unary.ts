@@ -21,8 +21,10 @@ const RESPONSE_HEADERS = {
 const NO_DATE = { waitForTrailers: true, sendDate: false } as ServerStreamResponseOptions;
 const NO_DATE_END = { endStream: true, sendDate: false } as ServerStreamResponseOptions;
 const OK_TRAILERS = { 'grpc-status': '0', 'grpc-message': 'OK' };
-/** grpc-timeout: up to 8 digits and a unit (grpc-js's DEADLINE_REGEX), in ms per unit. */
-const TIMEOUT = /^(\d{1,8})\s*([HMSmun])$/;
+/** grpc-timeout: up to 8 digits and a unit (grpc-js's DEADLINE_REGEX, unanchored as there), in ms per unit. */
+const TIMEOUT = /(\d{1,8})\s*([HMSmun])/;
+/** The longest a timer waits (setTimeout's bound); a longer deadline is as good as none. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
 /** A call's answer, once: a message and OK, or a status alone (trailers-only). Later answers are dropped, as is any
@@ -39,18 +41,15 @@ export class UnaryCall {
     timeoutMs: number,
   ) {
     this.deadline = Number.isFinite(timeoutMs) ? Date.now() + timeoutMs : Infinity;
+    // From the headers on, as grpc-js: a body that never ends is answered at the deadline, and dropped after.
+    if (timeoutMs >= MAX_TIMER_MS || !Number.isFinite(timeoutMs)) return;
+    this.timer = setTimeout(() => this.fail(status.DEADLINE_EXCEEDED, 'Deadline exceeded'), timeoutMs);
+    stream.once('close', () => this.finish()); // a client gone: its timer with it
   }
 
   /** Whether an answer would still reach anyone. */
   get open(): boolean {
     return !this.answered && !this.stream.destroyed && !this.stream.closed;
-  }
-
-  /** Waits for an answer that is not ready at once: at the deadline the call ends with DEADLINE_EXCEEDED. */
-  await(): void {
-    if (!Number.isFinite(this.deadline) || this.timer) return;
-    this.timer = setTimeout(() => this.fail(status.DEADLINE_EXCEEDED, 'Deadline exceeded'), Math.max(0, this.deadline - Date.now()));
-    this.stream.once('close', () => this.finish()); // a client gone: its timer with it
   }
 
   /** `frame`: one message with its gRPC prefix (rls-encode.ts writes it so). */
@@ -99,57 +98,92 @@ export function serveUnary(
     call.fail(status.INTERNAL, `Invalid grpc-timeout value (${String(timeout).length} characters)`);
     return;
   }
-  readBody(stream, call, maxBytes, (body) => unframe(body, call, maxBytes, onMessage));
+  readBody(stream, call, maxBytes, (framer) => unframe(framer, call, maxBytes, onMessage));
 }
 
-/** The request body, as one Buffer; past one message of `maxBytes`, RESOURCE_EXHAUSTED and nothing more read. */
-function readBody(stream: ServerHttp2Stream, call: UnaryCall, maxBytes: number, done: (body: Buffer) => void): void {
-  let first: Buffer | undefined;
-  let more: Buffer[] | undefined;
+/** The request's one message as it arrives: the 5-byte prefix first, its length checked at once, the message
+ * copied into one buffer of that length (so a client sending a byte a DATA frame costs one buffer, not millions),
+ * bytes past it only noted. */
+class Framer {
+  private readonly head = Buffer.alloc(5);
+  private headBytes = 0;
+  private got = 0;
+  message: Buffer | undefined;
+  /** Bytes came after the message: a second one. */
+  extra = false;
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** Takes a chunk; returns the declared length when it is over maxBytes (nothing more is to be taken then). */
+  push(chunk: Buffer): number | undefined {
+    // The usual case, a whole message in one chunk: kept as it is, no copy.
+    if (this.headBytes === 0 && chunk.length >= 5 && chunk.length === 5 + chunk.readUInt32BE(1) && chunk.length - 5 <= this.maxBytes) {
+      this.head[0] = chunk[0]!;
+      this.headBytes = 5;
+      this.message = chunk.subarray(5);
+      this.got = this.message.length;
+      return undefined;
+    }
+    let at = 0;
+    if (this.headBytes < 5) {
+      at = Math.min(5 - this.headBytes, chunk.length);
+      chunk.copy(this.head, this.headBytes, 0, at);
+      this.headBytes += at;
+      if (this.headBytes < 5) return undefined;
+      const length = this.head.readUInt32BE(1);
+      if (length > this.maxBytes) return length;
+      this.message = Buffer.allocUnsafe(length);
+    }
+    const n = Math.min(this.message!.length - this.got, chunk.length - at);
+    if (n > 0) this.got += chunk.copy(this.message!, this.got, at, at + n);
+    if (chunk.length - at > n) this.extra = true;
+    return undefined;
+  }
+
+  /** gRPC's compressed flag: 1, and only 1, says the message is compressed (as grpc-js reads it). */
+  get compressed(): boolean {
+    return this.head[0] === 1;
+  }
+
+  get complete(): boolean {
+    return this.message !== undefined && this.got === this.message.length;
+  }
+}
+
+/** Reads the body into a Framer; past one message of `maxBytes` (declared, or sent), RESOURCE_EXHAUSTED and the
+ * rest dropped as it comes. */
+function readBody(stream: ServerHttp2Stream, call: UnaryCall, maxBytes: number, done: (framer: Framer) => void): void {
+  const framer = new Framer(maxBytes);
   let size = 0;
   stream.on('data', (chunk: Buffer) => {
+    if (!call.open) return;
     size += chunk.length;
-    if (size > maxBytes + 5) {
-      if (call.open) call.fail(status.RESOURCE_EXHAUSTED, `Received message larger than max (${size - 5} vs ${maxBytes})`);
-      stream.close(); // RST_STREAM(NO_ERROR) after the status: the client stops sending, nothing more is held
-      return;
-    }
-    if (!first) first = chunk;
-    else {
-      more ??= [first];
-      more.push(chunk);
-    }
+    const over = size > maxBytes + 5 ? size - 5 : framer.push(chunk);
+    if (over === undefined) return;
+    // The status ends this side; what the client still sends is read and dropped (as grpc-js does), nothing held.
+    // Not RST_STREAM at once: Node 22 may send it before the status, which the client then never sees.
+    call.fail(status.RESOURCE_EXHAUSTED, `Received message larger than max (${over} vs ${maxBytes})`);
   });
   stream.once('end', () => {
-    if (!call.open) return;
-    done(more ? Buffer.concat(more, size) : (first ?? Buffer.alloc(0)));
+    if (call.open) done(framer);
   });
 }
 
-/** The one length-prefixed message of a body, decompressed if its flag says so. */
-function unframe(body: Buffer, call: UnaryCall, maxBytes: number, onMessage: (message: Buffer, call: UnaryCall) => void): void {
-  if (body.length < 5) {
+/** The one message of a body, decompressed if its flag says so. */
+function unframe(framer: Framer, call: UnaryCall, maxBytes: number, onMessage: (message: Buffer, call: UnaryCall) => void): void {
+  if (!framer.complete) {
+    // No message, or the stream ended inside it: grpc-js never sees a message, and says so.
     call.fail(status.UNIMPLEMENTED, 'Received no request message for unary method');
     return;
   }
-  const length = body.readUInt32BE(1);
-  if (length > maxBytes) {
-    call.fail(status.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs ${maxBytes})`);
-    return;
-  }
-  if (body.length < 5 + length) {
-    // The stream ended inside the message: grpc-js never sees a message, and says so.
-    call.fail(status.UNIMPLEMENTED, 'Received no request message for unary method');
-    return;
-  }
-  if (body.length > 5 + length) {
+  if (framer.extra) {
     call.fail(status.UNIMPLEMENTED, 'Received a second request message for unary method');
     return;
   }
-  const message = body.subarray(5);
+  const message = framer.message!;
   const encoding = call.headers['grpc-encoding'];
   // The compressed flag with no encoding, or identity: the bytes as they are (grpc-js's identity handler).
-  if (body[0] === 0 || encoding === undefined || encoding === 'identity') {
+  if (!framer.compressed || encoding === undefined || encoding === 'identity') {
     onMessage(message, call);
     return;
   }

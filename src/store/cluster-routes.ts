@@ -15,6 +15,7 @@ export class ClusterRoutes {
   private connections = new Map<string, Redis>();
   /** A master could not run the Cluster variant (Redis 6): every request goes slot by slot. */
   private off = false;
+  private refreshedAt = 0;
 
   constructor(
     private readonly cluster: Cluster,
@@ -48,15 +49,21 @@ export class ClusterRoutes {
   connection(queue: string): Redis | undefined {
     const key = queue.slice(NODE.length);
     const known = this.connections.get(key);
-    if (known && known.status !== 'end') return known;
+    if (known?.status === 'ready') return known;
     this.connections = new Map(this.cluster.nodes('master').map((n) => [`${n.options.host}:${n.options.port}`, n]));
-    return this.connections.get(key);
+    const now = this.connections.get(key);
+    return now?.status === 'ready' ? now : undefined; // connecting, closed or gone: the caller goes slot by slot
   }
 
   /** Reads the map of slots again (after a key was found not local): later batches go where the slots are now.
    * `unsupported`: the master could not run the script at all, so no batch goes per master again. */
   refresh(unsupported = false): void {
     if (unsupported) this.off = true;
+    // At most once a second: during a slot's migration every batch to its master comes back, and the map does
+    // not change until the migration ends.
+    const now = Date.now();
+    if (now - this.refreshedAt < 1000) return;
+    this.refreshedAt = now;
     this.cluster.refreshSlotsCache();
   }
 }

@@ -78,8 +78,11 @@ export function noScriptFlags(err: unknown): boolean {
   return /compiling script|shebang/i.test((err as Error)?.message ?? '');
 }
 
-/** Whether a per-node call failed because a key's slot is not (or no longer) that node's: nothing was written. */
+/** Whether a per-node call failed before the script wrote anything, so its requests may go again slot by slot:
+ * a key not (or no longer) that node's; a master demoted by a failover (READONLY), loading, or without a
+ * quorum; over maxmemory (a script with flags is refused whole, where the slot path refuses writes key by key, as
+ * on one Redis); a connection the client has just replaced. */
 export function notLocal(err: unknown): boolean {
   const m = (err as Error)?.message ?? '';
-  return m.startsWith('NOTLOCAL') || m.startsWith('MOVED') || m.startsWith('ASK') || m.startsWith('TRYAGAIN') || m.startsWith('CLUSTERDOWN');
+  return /^(NOTLOCAL|MOVED|ASK|TRYAGAIN|CLUSTERDOWN|READONLY|LOADING|MASTERDOWN|OOM)\b/.test(m) || m === 'Connection is closed.';
 }

@@ -149,7 +149,6 @@ describe('GRPC_SERVER=http2 only', () => {
     const server = http2.createServer();
     server.on('stream', (stream, headers) =>
       serveUnary(stream, headers, 1024, (_m, call) => {
-        call.await();
         late = () => call.reply(Buffer.from([0, 0, 0, 0, 2, 8, 1]));
       }),
     );
@@ -162,6 +161,37 @@ describe('GRPC_SERVER=http2 only', () => {
     expect(answer.data.length).toBe(0);
     late!(); // after the deadline: dropped, and nothing throws
     server.close();
+  });
+
+  it('reads a message sent a byte a DATA frame, and ends a body that never ends at its grpc-timeout', async () => {
+    const port = running.http2!.service.grpcPort;
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    const ask = (headers: Record<string, string>) =>
+      session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers', ...headers });
+    const trickled = ask({});
+    const status = (req: http2.ClientHttp2Stream): Promise<string> =>
+      new Promise((resolve) => {
+        const read = (h: http2.IncomingHttpHeaders): void => {
+          if (h['grpc-status'] !== undefined) resolve(String(h['grpc-status']));
+        };
+        req.on('response', read);
+        req.on('trailers', read);
+        req.on('data', () => undefined);
+        req.on('error', () => undefined);
+      });
+    const trickledStatus = status(trickled);
+    for (const byte of frame(BODY)) trickled.write(Buffer.from([byte]));
+    trickled.end();
+    expect(await trickledStatus).toBe('0');
+    // Half a message, then nothing: DEADLINE_EXCEEDED at 100 ms, not whenever the connection closes.
+    const stalled = ask({ 'grpc-timeout': '100m' });
+    const stalledStatus = status(stalled);
+    stalled.write(frame(BODY).subarray(0, 8));
+    const start = Date.now();
+    expect(await stalledStatus).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+    expect(Date.now() - start).toBeLessThan(5000);
+    stalled.close();
+    session.close();
   });
 
   it('serves h2load: every request of a fixed run answered with :status 200', async () => {
