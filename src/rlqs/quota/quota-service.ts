@@ -12,10 +12,11 @@ import { bucketFor, DENY, type Strategy } from './strategy.js';
 /** RLQS assignments from global state. For one usage report of one Envoy instance: the requests it allowed go
  * into the same window counters RLS decisions use (a long window's quota), what the fleet may admit follows
  * from the bucket's limits (fleet-capacity.ts), and the instance's grant is reserved in the bucket's shared
- * table: its max-min fair share, but never more than the other instances' grants leave (counters/fair-share.ts
- * reserve), so the grants in force never sum to more than the limit. When a grant shrinks, or an instance is
- * held below its fair share, every replica is told (ShareEvents) and re-assigns its own instances of that bucket
- * at once, so the fleet converges in a few round trips rather than report intervals. */
+ * table: its fair share under the table's plan, but never more than the other instances' grants leave of the
+ * limit and its headroom pool (counters/fair-share.ts grantUnder). When an instance is held below its fair share,
+ * the replicas are told (ShareEvents, once per report interval per bucket) and re-assign their own instances of
+ * that bucket, and its own replica re-assigns it a few times as room frees, so the fleet converges in a few round
+ * trips rather than report intervals. */
 
 export interface QuotaSettings {
   /** How often Envoy reports (5 s, hard-coded in Envoy today): assignments live a few. */

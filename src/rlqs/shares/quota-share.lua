@@ -23,7 +23,7 @@
            "<demand> <held> <expires_ms>", demand in requests a second (-1: not known yet); and the field
            "~table" = "<born_us> <rebuilt_until_ms>": when the table was made (µs: a stamp no other table of this
            key has), and until when it is rebuilt; and "~plan" = "<capacity> <level, -1 for none> <spare> <scale>
-           <held_sum> <planned_at_ms> <told_at_ms> <entries> <ends_ms>"
+           <held_sum> <planned_at_ms> <told_at_ms> <ends_ms>"
   ARGV[1]  most instances kept per bucket: past it, the entries nearest their end are dropped
   then per bucket, 9 values:
            the instance's fingerprint
@@ -47,11 +47,10 @@
   entry, so a bucket nobody reports any more leaves nothing behind. An entry that cannot be read, or ends more
   than a week away (no report interval makes that; another writer did), is deleted, not used.
 
-  Returns  per bucket 8 values: { grant, fair, what it held before or "-1" for a new entry, what it holds now,
-           when the table was made, until when it lives, how many other entries it held at the last plan, "1" to
-           tell else "0" } as strings (a Lua number returned to Redis would lose its fraction); for a bucket whose
-           key Redis refused (a key of another type) the error's first word (WRONGTYPE) and seven empty strings:
-           that bucket fails alone.
+  Returns  per bucket 7 values: { grant, fair, what it held before or "-1" for a new entry, what it holds now,
+           when the table was made, until when it lives, "1" to tell else "0" } as strings (a Lua number returned
+           to Redis would lose its fraction); for a bucket whose key Redis refused (a key of another type) the
+           error's first word (WRONGTYPE) and six empty strings: that bucket fails alone.
 ]]
 
 local t = redis.call('TIME')
@@ -126,21 +125,22 @@ local function parse(v)
   return dd, gg, at
 end
 
--- The kept plan "<capacity> <level|-1> <spare> <scale> <held_sum> <at_ms> <told_ms> <entries> <end_ms>".
+-- The kept plan "<capacity> <level|-1> <spare> <scale> <held_sum> <at_ms> <told_ms> <end_ms>" (one of another shape,
+-- an older script's, reads as none: the table is planned afresh).
 local function parse_plan(v)
   if not v then return nil end
   local f = {}
   for x in string.gmatch(v, '%S+') do f[#f + 1] = tonumber(x) end
-  if #f ~= 9 then return nil end
-  for i = 1, 9 do if not finite(f[i]) then return nil end end
+  if #f ~= 8 then return nil end
+  for i = 1, 8 do if not finite(f[i]) then return nil end end
   if f[2] < 0 then f[2] = math.huge end
-  return { plan = { f[1], f[2], f[3], f[4] }, held_sum = f[5], at = f[6], told = f[7], entries = f[8], ends = f[9] }
+  return { plan = { f[1], f[2], f[3], f[4] }, held_sum = f[5], at = f[6], told = f[7], ends = f[8] }
 end
 
 local function format_plan(s)
   local level = s.plan[2] == math.huge and '-1' or fmt(s.plan[2])
   return table.concat({ fmt(s.plan[1]), level, fmt(s.plan[3]), fmt(s.plan[4]), fmt(s.held_sum), whole(s.at),
-    whole(s.told), tostring(s.entries), whole(s.ends) }, ' ')
+    whole(s.told), whole(s.ends) }, ' ')
 end
 
 -- Past the bound, the entries nearest their end go (a rare path: a closure sort is fine here).
@@ -194,7 +194,7 @@ local function replan(key, me, demand, capacity, ttl, my_held, told)
     held_sum = held_sum + granted[i]
     if ends[i] > last then last = ends[i] end
   end
-  return { plan = plan_shares(capacity, demands, n + 1), held_sum = held_sum, at = now, told = told, entries = n + 1, ends = last }
+  return { plan = plan_shares(capacity, demands, n + 1), held_sum = held_sum, at = now, told = told, ends = last }
 end
 
 -- One bucket: its arguments start at ARGV[a].
@@ -245,7 +245,7 @@ local function share(key, a)
   redis.call('HSET', key, me, entry, TABLE, whole(born) .. ' ' .. whole(rebuilt_until), PLAN, format_plan(s))
   redis.call('PEXPIREAT', key, whole(s.ends))
   local previous = my_held and fmt(my_held) or '-1'
-  return { fmt(grant), fmt(fair), previous, fmt(mine_now), whole(born), whole(s.ends), tostring(s.entries - 1), tell and '1' or '0' }
+  return { fmt(grant), fmt(fair), previous, fmt(mine_now), whole(born), whole(s.ends), tell and '1' or '0' }
 end
 
 -- The error's code word (WRONGTYPE, OOM, ERR), from what pcall caught: a table on Redis 7, a string before.
@@ -257,8 +257,8 @@ end
 local out, o = {}, 0
 for i = 1, #KEYS do
   local ok, r = pcall(share, KEYS[i], 2 + (i - 1) * 9)
-  if not ok then r = { kind(r), '', '', '', '', '', '', '' } end
-  for j = 1, 8 do out[o + j] = r[j] end
-  o = o + 8
+  if not ok then r = { kind(r), '', '', '', '', '', '' } end
+  for j = 1, 7 do out[o + j] = r[j] end
+  o = o + 7
 end
 return out

@@ -101,7 +101,7 @@ export class RedisShareStore implements ShareStore {
       return;
     }
     idx.forEach((i, k) => {
-      out[i] = this.outcome(requests[i]!.key, reply.slice(k * 8, k * 8 + 8));
+      out[i] = this.outcome(requests[i]!.key, reply.slice(k * 7, k * 7 + 7));
     });
   }
 
@@ -118,10 +118,10 @@ export class RedisShareStore implements ShareStore {
   private outcome(key: string, v: string[]): ShareOutcome {
     const rate = Number(v[0]);
     if (v[0] === '' || Number.isNaN(rate)) return new StoreKeyError(/^[A-Z]{2,16}$/.test(v[0] ?? '') ? v[0]! : 'ERR');
-    const seen: SeenTable = { born: Number(v[4]), endMs: Number(v[5]), entries: Number(v[6]) + 1 };
+    const seen: SeenTable = { born: Number(v[4]), endMs: Number(v[5]) };
     this.seen.set(key, seen);
     const previous = Number(v[2]);
-    return { rate, held: Number(v[3]), fair: Number(v[1]), previous: previous < 0 ? undefined : previous, tell: v[7] === '1' };
+    return { rate, held: Number(v[3]), fair: Number(v[1]), previous: previous < 0 ? undefined : previous, tell: v[6] === '1' };
   }
 }
 

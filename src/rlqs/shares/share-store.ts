@@ -14,7 +14,7 @@ export interface ShareRequest {
   key: string;
   /** The instance's fingerprint. */
   instance: string;
-  /** Its planned demand, requests a second; Infinity when unknown. */
+  /** Its demand as measured, requests a second; Infinity when unknown. */
   demand: number;
   /** What the whole fleet may admit now, requests a second. */
   capacity: number;
@@ -65,14 +65,12 @@ interface Held extends ShareEntry {
 }
 
 /** A table's plan (counters/fair-share.ts SharePlan) and the aggregates kept beside it, so a call reads O(1)
- * entries: what every entry holds, summed; when it was planned and when the replicas were last told; how many
- * entries it held then. */
+ * entries: what every entry holds, summed; when it was planned and when the replicas were last told. */
 export interface PlanState {
   plan: SharePlan;
   heldSum: number;
   atMs: number;
   toldMs: number;
-  entries: number;
 }
 
 /** A grant held below its fair share by more than this share of the capacity is worth telling the replicas of. */
@@ -107,8 +105,6 @@ export interface SeenTable {
   born: number;
   /** Until when it was to live: missing or younger before then, it was lost. */
   endMs: number;
-  /** How many entries it held (what a call on it costs). */
-  entries: number;
 }
 
 /** Tables this process has seen, so one found missing or younger is known lost. Bounded: past `max` keys the
@@ -182,7 +178,7 @@ export class MemoryShareStore implements ShareStore {
     const tell = grant < fair - WORTH_TELLING * r.capacity && nowMs - state.toldMs >= r.intervalMs;
     if (tell) state.toldMs = nowMs;
     table.endMs = Math.max(table.endMs, nowMs + r.ttlMs);
-    this.seen.set(r.key, { born: table.born, endMs: table.endMs, entries: state.entries });
+    this.seen.set(r.key, { born: table.born, endMs: table.endMs });
     this.sweep(nowMs);
     while (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
     return { rate: grant, held, fair, previous: own?.assigned, tell };
@@ -208,7 +204,7 @@ export class MemoryShareStore implements ShareStore {
     }
     table.endMs = endMs;
     const plan = planShares(r.capacity, [r.demand, ...others.map((o) => o.demand)]);
-    table.state = { plan, heldSum, atMs: nowMs, toldMs: table.state?.toldMs ?? -Infinity, entries: others.length + 1 };
+    table.state = { plan, heldSum, atMs: nowMs, toldMs: table.state?.toldMs ?? -Infinity };
     return table.state;
   }
 
