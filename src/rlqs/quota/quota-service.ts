@@ -33,6 +33,8 @@ export interface QuotaDeps {
   shares: ShareStore;
   events: ShareEvents;
   settings: QuotaSettings;
+  /** Share keys whose retries are counted at once (MAX_RETRYING; smaller in tests). */
+  maxRetrying?: number;
 }
 
 /** One bucket of one report, as the stream saw it. */
@@ -170,9 +172,16 @@ export class QuotaService {
   /** A held-back bucket re-assigned on this replica after RETRY_MS, RETRIES_PER_INTERVAL times an interval. */
   private retry(key: string): void {
     const now = Date.now();
+    const interval = this.deps.settings.reportIntervalMs;
     let r = this.retries.get(key);
-    if (!r || now - r.since >= this.deps.settings.reportIntervalMs) {
-      if (!r && this.retries.size >= MAX_RETRYING) return; // full: its next report re-assigns it, as before retries
+    if (!r || now - r.since >= interval) {
+      // Renewed keys are re-inserted, so the map's order is their `since`: the ones an interval old go from the front.
+      for (const [k, old] of this.retries) {
+        if (now - old.since < interval) break;
+        this.retries.delete(k);
+      }
+      // Full of keys held back this interval: this one's next report re-assigns it, as before retries.
+      if (!this.retries.has(key) && this.retries.size >= (this.deps.maxRetrying ?? MAX_RETRYING)) return;
       r = { since: now, n: 0 };
       this.retries.delete(key);
       this.retries.set(key, r);
@@ -210,7 +219,8 @@ export class QuotaService {
   }
 }
 
-/** Share keys whose retries are counted at once: past it, the one held back longest ago is forgotten. */
+/** Share keys whose retries are counted at once: keys an interval old are forgotten first; past it, a key newly
+ * held back waits for its next report. */
 const MAX_RETRYING = 10_000;
 
 /** An instance's buckets by share key: buckets that count on one counter (a shared wildcard, say) hold one entry
