@@ -87,31 +87,40 @@ export function countLate(deps: HandlerDeps, deadline: number): void {
   if (deps.metrics && Date.now() > deadline) deps.metrics.unchecked.inc({ reason: 'late' });
 }
 
+/** One gRPC call's decision, the shape both gRPC servers share (this file's grpc-js service, server/h2-rls.ts):
+ * `done` with the response, at once when the store answers at once; or `failed` with the counted status. */
+export function decideCall(
+  deps: HandlerDeps,
+  request: WireRequest | UndecodableRequest,
+  call: CallInfo | undefined,
+  done: (r: WireResponse) => void,
+  failed: (s: { code: GrpcStatus; details: string }) => void,
+): void {
+  let response: Maybe<WireResponse>;
+  try {
+    response = decideWire(deps, request, call);
+  } catch (err) {
+    failed(grpcFailure(deps, err));
+    return;
+  }
+  if (!(response instanceof Promise)) done(response);
+  else response.then(done, (err: unknown) => failed(grpcFailure(deps, err)));
+}
+
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {
-  const fail = (callback: sendUnaryData<WireResponse>, err: unknown): void => {
-    const s = grpcFailure(deps, err);
-    callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() });
-  };
   type Call = ServerUnaryCall<WireRequest | UndecodableRequest, WireResponse>;
-  const succeed = (call: Call, callback: sendUnaryData<WireResponse>, r: WireResponse): void => {
-    countLate(deps, Number(call.getDeadline()));
-    callback(null, r);
-  };
   return {
-    ShouldRateLimit: (call: Call, callback: sendUnaryData<WireResponse>) => {
-      let response: Maybe<WireResponse>;
-      try {
-        response = decideWire(deps, call.request, { kind: 'grpc', headers: call.metadata });
-      } catch (err) {
-        return fail(callback, err);
-      }
-      if (response instanceof Promise)
-        response.then(
-          (r) => succeed(call, callback, r),
-          (err: unknown) => fail(callback, err),
-        );
-      else succeed(call, callback, response);
-    },
+    ShouldRateLimit: (call: Call, callback: sendUnaryData<WireResponse>) =>
+      decideCall(
+        deps,
+        call.request,
+        { kind: 'grpc', headers: call.metadata },
+        (r) => {
+          countLate(deps, Number(call.getDeadline()));
+          callback(null, r);
+        },
+        (s) => callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() }),
+      ),
   };
 }
 

@@ -1,9 +1,7 @@
-import type { IncomingHttpHeaders } from 'node:http2';
 import { status as grpcStatus, Metadata } from '@grpc/grpc-js';
 import type { WireResponse } from '../response/wire.js';
-import { countLate, decideWire, grpcFailure, type HandlerDeps } from '../rls/ratelimit-handler.js';
+import { countLate, decideCall, type HandlerDeps } from '../rls/ratelimit-handler.js';
 import { decodeRateLimitRequest, encodable, encodeRateLimitResponse } from '../rls/rls-codec.js';
-import type { Maybe } from '../store/store.js';
 import { serveUnary, type UnaryCall } from './h2-unary.js';
 import type { StreamHandler } from './hot-path.js';
 
@@ -24,26 +22,23 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
     }
     call.reply(frame);
   };
-  const fail = (call: UnaryCall, err: unknown): void => {
-    const s = grpcFailure(deps, err);
-    call.fail(s.code, s.details);
-  };
   const onMessage = (message: Buffer, call: UnaryCall): void => {
-    let response: Maybe<WireResponse>;
+    // What is not a request decodes to an UndecodableRequest, which decideWire refuses; a decoder that threw
+    // anyway (a bug) is answered as grpc-js answers a throwing deserializer, never thrown in the stream's handler.
+    let request: ReturnType<typeof decodeRateLimitRequest>;
     try {
-      const request = decodeRateLimitRequest(message, deps.bounds);
-      response = decideWire(deps, request, deps.observer && { kind: 'grpc', headers: metadataOf(call.headers) });
-    } catch (err) {
-      fail(call, err);
+      request = decodeRateLimitRequest(message, deps.bounds);
+    } catch {
+      call.fail(grpcStatus.INTERNAL, 'Error deserializing request');
       return;
     }
-    if (!(response instanceof Promise)) {
-      answer(call, response);
-      return;
-    }
-    response.then(
+    const info = deps.observer && { kind: 'grpc' as const, headers: Metadata.fromHttp2Headers(call.headers) };
+    decideCall(
+      deps,
+      request,
+      info,
       (r) => answer(call, r),
-      (err: unknown) => fail(call, err),
+      (s) => call.fail(s.code, s.details),
     );
   };
   return (stream, headers) => serveUnary(stream, headers, maxBytes, onMessage);
@@ -56,9 +51,4 @@ function framed(body: Buffer): Buffer {
   frame.writeUInt32BE(body.length, 1);
   body.copy(frame, 5);
   return frame;
-}
-
-/** The request's metadata as grpc-js reads it, for tracing's context and the decision log (only when they are on). */
-function metadataOf(headers: IncomingHttpHeaders): Metadata {
-  return Metadata.fromHttp2Headers(headers);
 }
