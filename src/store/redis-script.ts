@@ -9,9 +9,29 @@ function luaScript(file: string): string {
   return text.replace(/^--#include (\S+)$/gm, (_, part: string) => luaScript(part));
 }
 
+/** A script's text and the SHA1 Redis caches it by. */
+export interface LuaScript {
+  text: string;
+  sha: string;
+}
+
+export function scriptOf(text: string): LuaScript {
+  return { text, sha: createHash('sha1').update(text).digest('hex') };
+}
+
+/** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). `args`: the keys and
+ * then the arguments, `numKeys` of them keys. */
+export async function runScript<T>(client: Redis | Cluster, script: LuaScript, numKeys: number, args: (string | number)[]): Promise<T> {
+  try {
+    return (await client.evalsha(script.sha, numKeys, ...args)) as T;
+  } catch (err) {
+    if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
+    return (await client.eval(script.text, numKeys, ...args)) as T;
+  }
+}
+
 /** The script every decision batch runs (redis-batch.ts writes its arguments and reads its reply). */
-export const CHECK_SCRIPT = luaScript('check-and-incr.lua');
-const CHECK_SHA = createHash('sha1').update(CHECK_SCRIPT).digest('hex');
+export const CHECK_SCRIPT = scriptOf(luaScript('check-and-incr.lua'));
 
 /** The batch's one MGET: the line the Cluster variant replaces. */
 const MGET_LINE = "  local got = call('MGET', unpack(names))";
@@ -49,27 +69,16 @@ function clusterVariant(script: string): string {
 }
 
 /** The Cluster variant (see clusterVariant). */
-export const CLUSTER_CHECK_SCRIPT = clusterVariant(CHECK_SCRIPT);
-const CLUSTER_CHECK_SHA = createHash('sha1').update(CLUSTER_CHECK_SCRIPT).digest('hex');
+export const CLUSTER_CHECK_SCRIPT = scriptOf(clusterVariant(CHECK_SCRIPT.text));
 
-/** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). */
-export async function evalCheckScript(client: Redis | Cluster, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
-  try {
-    return (await client.evalsha(CHECK_SHA, keys.length, ...keys, ...args)) as (number | string)[];
-  } catch (err) {
-    if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
-    return (await client.eval(CHECK_SCRIPT, keys.length, ...keys, ...args)) as (number | string)[];
-  }
+/** The decision script on one Redis, or through a Cluster client for keys of one slot. */
+export function evalCheckScript(client: Redis | Cluster, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
+  return runScript(client, CHECK_SCRIPT, keys.length, [...keys, ...args]);
 }
 
 /** The Cluster variant on one master's connection, for keys of any of its slots. */
-export async function evalOnNode(node: Redis, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
-  try {
-    return (await node.evalsha(CLUSTER_CHECK_SHA, 0, keys.length, ...keys, ...args)) as (number | string)[];
-  } catch (err) {
-    if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
-    return (await node.eval(CLUSTER_CHECK_SCRIPT, 0, keys.length, ...keys, ...args)) as (number | string)[];
-  }
+export function evalOnNode(node: Redis, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
+  return runScript(node, CLUSTER_CHECK_SCRIPT, 0, [keys.length, ...keys, ...args]);
 }
 
 /** Whether a master cannot run the Cluster variant at all (Redis before 7 has no script flags): the store then

@@ -109,7 +109,7 @@ export class RedisStore implements Store {
   private async preload(): Promise<void> {
     const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
     const load = (n: Redis, script: string): Promise<unknown> => withTimeout(n.script('LOAD', script), this.opts.timeoutMs * 40).catch(() => undefined);
-    await Promise.all(nodes.flatMap((n) => (this.routes ? [load(n, CHECK_SCRIPT), load(n, CLUSTER_CHECK_SCRIPT)] : [load(n, CHECK_SCRIPT)])));
+    await Promise.all(nodes.flatMap((n) => (this.routes ? [load(n, CHECK_SCRIPT.text), load(n, CLUSTER_CHECK_SCRIPT.text)] : [load(n, CHECK_SCRIPT.text)])));
   }
 
   check(checks: readonly CounterCheck[], trace?: TraceLink): Promise<CheckResult> {

@@ -1,13 +1,12 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Cluster, type Redis } from 'ioredis';
 import { hashTag } from '../../counters/keys.js';
 import { StoreDegradedError, StoreKeyError, StoreUnavailableError } from '../../errors.js';
+import { runScript, scriptOf } from '../../store/redis-script.js';
 import type { StoreHealth } from '../../store/store.js';
 import { MAX_INSTANCES_PER_BUCKET, type SeenTable, SeenTables, type ShareOutcome, type ShareRequest, type ShareStore } from './share-store.js';
 
-const SHARE_SCRIPT = readFileSync(new URL('./quota-share.lua', import.meta.url), 'utf8');
-const SHARE_SHA = createHash('sha1').update(SHARE_SCRIPT).digest('hex');
+const SHARE_SCRIPT = scriptOf(readFileSync(new URL('./quota-share.lua', import.meta.url), 'utf8'));
 
 /** How the share table reaches Redis: the counter store's connection, under its health (RedisStore.call), so a
  * Redis that does not answer is not called, as RLS decisions do not call it. */
@@ -94,7 +93,10 @@ export class RedisShareStore implements ShareStore {
     }
     let reply: string[];
     try {
-      reply = await this.redis.call((client) => this.tracked(idx.length, evalScript(client, keys, args)), this.timeoutMs);
+      reply = await this.redis.call(
+        (client) => this.tracked(idx.length, runScript<string[]>(client, SHARE_SCRIPT, keys.length, [...keys, ...args])),
+        this.timeoutMs,
+      );
     } catch (err) {
       const failure = err instanceof StoreUnavailableError ? err : new StoreUnavailableError(`redis: ${(err as Error).message}`, { cause: err });
       for (const i of idx) out[i] = failure;
@@ -128,14 +130,4 @@ export class RedisShareStore implements ShareStore {
 /** A rate as Lua reads it: finite ("Infinity" reads as nothing), not negative. */
 function finite(x: number): string {
   return String(Math.min(Math.max(0, x), 1e15));
-}
-
-/** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). */
-async function evalScript(client: Redis | Cluster, keys: string[], args: (string | number)[]): Promise<string[]> {
-  try {
-    return (await client.evalsha(SHARE_SHA, keys.length, ...keys, ...args)) as string[];
-  } catch (err) {
-    if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
-    return (await client.eval(SHARE_SCRIPT, keys.length, ...keys, ...args)) as string[];
-  }
 }
