@@ -24,6 +24,7 @@ const RLS_ON_GRPC_JS = [
   'test/integration/grpc-tls.test.ts',
   'test/integration/shutdown.test.ts',
   'test/integration/tracing.test.ts',
+  'test/integration/unchecked.test.ts',
   'test/adversarial/grpc-fuzz.test.ts',
 ];
 

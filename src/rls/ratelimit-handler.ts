@@ -81,10 +81,12 @@ export function grpcFailure(deps: HandlerDeps, err: unknown): { code: GrpcStatus
   return s;
 }
 
-/** An answer after the caller's deadline (grpc-timeout: Envoy's filter timeout) is one Envoy no longer waits for:
- * its failure mode has already decided, so the request went through unchecked even though it was counted. */
-export function countLate(deps: HandlerDeps, deadline: number): void {
-  if (deps.metrics && Date.now() > deadline) deps.metrics.unchecked.inc({ reason: 'late' });
+/** An answer after the caller's deadline (grpc-timeout: Envoy's filter timeout), or after the caller gave up on the
+ * call (`gone`: it reset the stream, as a client does at its own deadline, which runs from before the request
+ * reached this process), is one Envoy no longer waits for: its failure mode has already decided, so the request
+ * went through unchecked even though it was counted. */
+export function countLate(deps: HandlerDeps, deadline: number, gone = false): void {
+  if (deps.metrics && (gone || Date.now() > deadline)) deps.metrics.unchecked.inc({ reason: 'late' });
 }
 
 /** One gRPC call's decision, the shape both gRPC servers share (this file's grpc-js service, server/h2-rls.ts):
@@ -116,7 +118,7 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
         call.request,
         { kind: 'grpc', headers: call.metadata },
         (r) => {
-          countLate(deps, Number(call.getDeadline()));
+          countLate(deps, Number(call.getDeadline()), call.cancelled);
           callback(null, r);
         },
         (s) => callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() }),

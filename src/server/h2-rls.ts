@@ -10,7 +10,7 @@ import type { StreamHandler } from './hot-path.js';
  * response the hand-written encoder does not (protobufjs, as grpc-js's serializer does). */
 export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse) => Buffer, maxBytes: number): StreamHandler {
   const answer = (call: UnaryCall, r: WireResponse): void => {
-    countLate(deps, call.deadline);
+    countLate(deps, call.deadline, !call.open);
     let frame: Buffer;
     try {
       frame = encodable(r) ? encodeRateLimitResponse(r, true) : framed(general(r));

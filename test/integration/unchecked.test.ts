@@ -1,7 +1,9 @@
+import http2 from 'node:http2';
 import { status } from '@grpc/grpc-js';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UNCHECKED_REASONS } from '../../src/metrics/metrics.js';
+import { encodeRequest, frame } from '../adversarial/grpc-cases.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { property, startTestService, type TestService } from '../helpers/service.js';
@@ -28,6 +30,11 @@ async function withRedis(args: string[], redisArgs: string[] = []): Promise<{ re
 
 const unchecked = async (svc: TestService, reason: string): Promise<number | undefined> =>
   metric((await scrape(svc.service.httpPort)).series, 'tollgate_unchecked_total', { reason });
+
+const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+
+/** Whether the Redis store has a call out with no reply yet (its own bookkeeping: Redis's health follows it). */
+const redisWaiting = (svc: TestService): boolean => (svc.service.stack.redis as unknown as { waitingSince?: number }).waitingSince !== undefined;
 
 const codeOf = (p: Promise<unknown>): Promise<number | 'ok'> =>
   p.then(
@@ -60,6 +67,29 @@ describe('tollgate_unchecked_total', () => {
     s.redis.signal('SIGCONT');
     await within(10_000, async () => (await unchecked(s.t, 'late')) === 1, 'the late answer to be counted');
     expect(await unchecked(s.t, 'store_unavailable')).toBe(0);
+  });
+
+  it('counts an answer to a call its caller cancelled as late, though the call had no deadline of its own', async () => {
+    const s = await withRedis(['--redis-timeout-ms', '5000']);
+    expect(await codeOf(s.t.rls.call(property('read', 'Bearer warm')))).toBe('ok');
+    s.redis.signal('SIGSTOP');
+    // No grpc-timeout: the client's own deadline ran out (as Envoy's does, from before the call reached Tollgate)
+    // and it reset the stream while Redis was frozen.
+    const session = http2.connect(`http://127.0.0.1:${s.t.service.grpcPort}`);
+    session.on('error', () => undefined);
+    const req = session.request({ ':method': 'POST', ':path': RLS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+    req.on('error', () => undefined);
+    req.end(frame(Buffer.from(encodeRequest(property('read', 'Bearer cancelled')))));
+    await within(5000, () => redisWaiting(s.t), 'the call sent to the frozen Redis');
+    req.close(http2.constants.NGHTTP2_CANCEL);
+    // A call answered at once after it on the same connection: the service read the reset before it (in order).
+    const after = session.request({ ':method': 'POST', ':path': RLS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+    after.on('data', () => undefined);
+    after.end(frame(Buffer.from(encodeRequest({ domain: '', descriptors: [] }))));
+    await new Promise((resolve) => after.on('close', resolve));
+    s.redis.signal('SIGCONT');
+    await within(10_000, async () => (await unchecked(s.t, 'late')) === 1, 'the answer nobody waits for counted late');
+    session.close();
   });
 
   it('counts a refused request as invalid_request', async () => {
