@@ -79,7 +79,7 @@ try {
   console.error(`could not install ${packages.join(' ')}; install with: ${install}`);
   process.exit(1);
 }
-const still = missing.filter((p) => !onPath(p.program));
+const still = missing.filter((p) => !present(p));
 if (still.length > 0) {
   console.error(`still not on PATH after installing: ${still.map((p) => p.program).join(', ')}`);
   process.exit(1);

@@ -65,16 +65,28 @@ describe('the system-program check before npm test', () => {
 
 describe('a system dependency found by a probe command (a Python module)', () => {
   /** The check run from a copy of scripts/ whose list holds one entry with this probe. */
-  function probeWith(probe: string[]): { status: number | null; stderr: string } {
+  function probeWith(probe: string[], install?: { path: string }): { status: number | null; stderr: string } {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-probe-'));
     copyFileSync('scripts/check-system.mjs', join(dir, 'check-system.mjs'));
     copyFileSync('scripts/kubectl.mjs', join(dir, 'kubectl.mjs'));
     const entry = { program: 'python3 grpc', probe, package: 'python3-grpcio', for: ['test'] };
     writeFileSync(join(dir, 'system-programs.json'), JSON.stringify({ programs: [entry] }));
-    const env = { PATH: process.env.PATH, KUBECTL: kubectlPath() };
-    const r = spawnSync(process.execPath, [join(dir, 'check-system.mjs'), '--for', 'test', '--no-install'], { env, encoding: 'utf8' });
+    const env = { PATH: install?.path ?? process.env.PATH, KUBECTL: kubectlPath() };
+    const args = [join(dir, 'check-system.mjs'), '--for', 'test', ...(install ? [] : ['--no-install'])];
+    const r = spawnSync(process.execPath, args, { env, encoding: 'utf8' });
     return { status: r.status, stderr: r.stderr };
   }
+
+  // The check installs only as root; CI runs as root on a fresh machine, which is the case this guards.
+  it.runIf(process.getuid?.() === 0)('after installing, asks the probe again, not PATH (a fresh machine passes)', () => {
+    const bin = mkdtempSync(join(tmpdir(), 'tollgate-apt-'));
+    const marker = join(bin, 'installed');
+    // A stand-in apt-get: "installing" makes the probe pass.
+    writeFileSync(join(bin, 'apt-get'), `#!/bin/sh\n[ "$1" = install ] && : > '${marker}'\nexit 0\n`, { mode: 0o755 });
+    const r = probeWith(['/bin/sh', '-c', `test -e '${marker}'`], { path: `${bin}${delimiter}/bin${delimiter}/usr/bin` });
+    expect(r.stderr).not.toContain('still not');
+    expect(r.status).toBe(0);
+  });
 
   it('passes when the probe exits 0, and names the package when it does not', () => {
     expect(probeWith([process.execPath, '-e', 'process.exit(0)'])).toEqual({ status: 0, stderr: '' });
