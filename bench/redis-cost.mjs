@@ -1,14 +1,16 @@
 // What Redis spends per decision: redis-server CPU (from /proc) and Redis commands (INFO commandstats, which
 // counts the commands a script runs) per decision, for Tollgate's store and for the lean floor of the same
 // job (bench/lean-floor.lua), in the same run on the same redis-server, alternating, medians over rounds.
-//   node bench/redis-cost.mjs [--decisions N] [--rounds R] [--batch B] [--tokens T] [--cluster]
+//   node bench/redis-cost.mjs [--decisions N] [--rounds R] [--batch B] [--tokens T] [--cluster] [--replicas R] [--pin]
 // Load: batches of B decisions (default 63, what one event-loop turn carries at saturation) over T tokens
 // (default 5,000, hot tokens first), each decision two fixed windows (10 a second, 1,000 an hour: the
 // property API's read limits), through RedisStore.check as the limiter calls it; and the same shape through
 // the bundled `bench` domain's one window; and two windows at batches of 8 and 1 (lightly loaded replicas:
 // a sidecar deciding a few hundred requests a second sends most of them alone).
-// --cluster: also a 3-master Redis Cluster (one redis-server each): redis-server CPU per decision on each
-// master, and how the counters spread over them. Prints one JSON line.
+// --cluster: also a 3-master Redis Cluster (one redis-server each), alternating with one Redis in the same
+// rounds: redis-server CPU per decision over all masters, and how the counters spread over them; both once with
+// one replica's batches (a Redis that waits for them) and once with R replicas' at a time (--replicas, default 4:
+// Redis never idle, as at the capacity plan's load). Prints one JSON line.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -30,8 +32,15 @@ const { values } = parseArgs({
     batch: { type: 'string', default: '63' },
     tokens: { type: 'string', default: '5000' },
     cluster: { type: 'boolean', default: false },
+    replicas: { type: 'string', default: '4' },
+    pin: { type: 'boolean', default: false },
   },
 });
+// --pin: this process on CPU 0, every redis-server on CPU 1 (taskset), so that one Redis and three masters run
+// on the same core under the same conditions, and the client's work does not land on theirs.
+if (values.pin) execFileSync('taskset', ['-p', '-c', '0', String(process.pid)], { stdio: 'ignore' });
+const startRedis = (args) =>
+  values.pin ? start('taskset', ['-c', '1', 'redis-server', ...args], /Ready to accept/) : start('redis-server', args, /Ready to accept/);
 const [N, ROUNDS, BATCH, TOKENS] = [values.decisions, values.rounds, values.batch, values.tokens].map(Number);
 
 const fps = Array.from({ length: TOKENS }, (_, i) => fingerprint(`Bearer token-${i}`));
@@ -56,16 +65,28 @@ const window = (fp, unit, ms, limit) => ({
 const twoWindows = (fp) => [window(fp, 'second', 1000, 1_000_000_000), window(fp, 'hour', 3_600_000, 4_000_000_000)];
 const oneWindow = (fp) => [{ ...window(fp, 'hour', 3_600_000, 4_000_000_000), key: windowKey(counterKeyOf(counterId('bench', 'token'), fp), 'hour') }];
 
-async function tollgate(url, shape, batch = BATCH, type = 'single') {
-  const store = new RedisStore({ connection: parseRedisUrl(url, type), timeoutMs: 2000, keyPrefix: 'bench:', logger: pino({ level: 'silent' }) });
-  await store.waitReady(5000);
+/** N decisions through RedisStore.check in batches of `batch`, from `replicas` stores at once (each its own
+ * connection, sending its next batch when its last is answered, as a replica's turns do): 1 is a replica whose
+ * Redis waits for it; more is a Redis that is never idle, as masters are at the capacity plan's load. */
+async function tollgate(url, shape, batch = BATCH, type = 'single', replicas = 1) {
+  const stores = Array.from(
+    { length: replicas },
+    () => new RedisStore({ connection: parseRedisUrl(url, type), timeoutMs: 2000, keyPrefix: 'bench:', logger: pino({ level: 'silent' }) }),
+  );
+  await Promise.all(stores.map((s) => s.waitReady(5000)));
   let admitted = 0;
-  for (let done = 0; done < N; done += batch) {
-    const calls = [];
-    for (let j = 0; j < batch; j++) calls.push(store.check(shape(pick(done + j))));
-    for (const r of await Promise.all(calls)) if (r.admitted) admitted++;
-  }
-  await store.close();
+  let next = 0;
+  const loop = async (store) => {
+    while (next < N) {
+      const from = next;
+      next += batch;
+      const calls = [];
+      for (let j = 0; j < batch; j++) calls.push(store.check(shape(pick(from + j))));
+      for (const r of await Promise.all(calls)) if (r.admitted) admitted++;
+    }
+  };
+  await Promise.all(stores.map(loop));
+  await Promise.all(stores.map((s) => s.close()));
   return admitted;
 }
 
@@ -90,29 +111,41 @@ function commands(port) {
     c.info('commandstats').then((text) => {
       c.disconnect();
       let total = 0;
+      let scriptUs = 0;
       const by = {};
-      for (const m of text.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
-        if (/^(info|flushall|config\|resetstat|script\|load|ping|hello|quit|client.*|select)$/.test(m[1])) continue;
+      for (const m of text.matchAll(/^cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/gm)) {
+        if (/^(info|flushall|config\|resetstat|script\|load|ping|hello|quit|client.*|select|cluster.*|command.*)$/.test(m[1])) continue;
         by[m[1]] = Number(m[2]);
         if (m[1] !== 'evalsha' && m[1] !== 'eval') total += Number(m[2]);
+        else scriptUs += Number(m[3]);
       }
-      resolve({ total, by });
+      resolve({ total, by, scriptUs });
     }, reject);
   });
 }
 
-async function round(port, redisPid, name, run) {
-  const admin = new Redis({ port, host: '127.0.0.1' });
-  await admin.flushall();
-  await admin.config('RESETSTAT');
-  admin.disconnect();
-  const cpu0 = cpuSeconds(redisPid);
+/** One variant's run on these servers (one Redis, or a Cluster's masters): their CPU and commands, summed. */
+async function round(servers, name, run) {
+  for (const { port } of servers) {
+    const admin = new Redis({ port, host: '127.0.0.1' });
+    await admin.flushall();
+    await admin.config('RESETSTAT');
+    admin.disconnect();
+  }
+  const cpu0 = servers.map((x) => cpuSeconds(x.pid));
   const admitted = await run();
-  const cpu = cpuSeconds(redisPid) - cpu0;
-  const { total, by } = await commands(port);
+  const cpu = servers.map((x, i) => cpuSeconds(x.pid) - cpu0[i]);
+  const stats = await Promise.all(servers.map((x) => commands(x.port)));
+  const by = {};
+  for (const st of stats) for (const [k, v] of Object.entries(st.by)) by[k] = (by[k] ?? 0) + v;
+  const total = stats.reduce((a, st) => a + st.total, 0);
   return {
     name,
-    usPerDecision: (cpu / N) * 1e6,
+    usPerDecision: (cpu.reduce((a, b) => a + b, 0) / N) * 1e6,
+    // Time inside the script calls (commandstats), without reading, parsing and writing them: the part of a
+    // decision's cost that stays when a busy Redis serves many calls per wake-up.
+    scriptUsPerDecision: stats.reduce((a, st) => a + st.scriptUs, 0) / N,
+    usPerDecisionPerServer: cpu.map((c) => (c / N) * 1e6),
     commandsPerDecision: total / N,
     scriptCallsPerDecision: ((by.evalsha ?? 0) + (by.eval ?? 0)) / N,
     admittedShare: admitted / N,
@@ -123,99 +156,98 @@ async function round(port, redisPid, name, run) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
-  const port = values.port ? Number(values.port) : await freePort();
-  const redis = await start(
-    'redis-server',
+  const port = await freePort();
+  const redis = await startRedis(
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', mkdtempSync(join(tmpdir(), 'tollgate-rc-'))],
     /Ready to accept/,
   );
+  const one = [{ port, pid: redis.pid }];
   const url = `redis://127.0.0.1:${port}`;
   const variants = {
-    'tollgate 2 windows': () => tollgate(url, twoWindows),
-    'lean floor 2 windows': () => lean(port),
-    'tollgate 1 window (bench domain)': () => tollgate(url, oneWindow),
-    'tollgate 2 windows, batch 8': () => tollgate(url, twoWindows, 8),
-    'tollgate 2 windows, batch 1': () => tollgate(url, twoWindows, 1),
+    'tollgate 2 windows': [one, () => tollgate(url, twoWindows)],
+    'lean floor 2 windows': [one, () => lean(port)],
+    'tollgate 1 window (bench domain)': [one, () => tollgate(url, oneWindow)],
+    'tollgate 2 windows, batch 8': [one, () => tollgate(url, twoWindows, 8)],
+    'tollgate 2 windows, batch 1': [one, () => tollgate(url, twoWindows, 1)],
   };
+  const cluster = values.cluster ? await startCluster() : undefined;
+  if (cluster) {
+    const curl = `redis://${cluster.map((n) => `127.0.0.1:${n.port}`).join(',')}`;
+    const R = Number(values.replicas);
+    variants['cluster 2 windows'] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster')];
+    variants[`tollgate 2 windows, ${R} replicas`] = [one, () => tollgate(url, twoWindows, BATCH, 'single', R)];
+    variants[`cluster 2 windows, ${R} replicas`] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster', R)];
+  }
   const runs = {};
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [name, run] of Object.entries(variants)) {
+    for (const [name, [servers, run]] of Object.entries(variants)) {
       runs[name] ??= [];
-      runs[name].push(await round(port, redis.pid, name, run));
+      runs[name].push(await round(servers, name, run));
     }
   }
-  await stop(redis);
+  const keysPerMaster = cluster?.map((n) =>
+    Number(
+      execFileSync('redis-cli', ['-p', String(n.port), 'DBSIZE'])
+        .toString()
+        .trim(),
+    ),
+  );
+  await Promise.all([redis, ...(cluster ?? [])].map((n) => stop(n.process ?? n)));
   const out = {};
   for (const [name, rs] of Object.entries(runs)) {
     out[name] = {
       redisUsPerDecision: median(rs.map((x) => x.usPerDecision)),
       spread: [Math.min(...rs.map((x) => x.usPerDecision)), Math.max(...rs.map((x) => x.usPerDecision))],
+      scriptUsPerDecision: median(rs.map((x) => x.scriptUsPerDecision)),
+      perServer: rs.find((x) => x.usPerDecision === median(rs.map((y) => y.usPerDecision))).usPerDecisionPerServer,
       commandsPerDecision: median(rs.map((x) => x.commandsPerDecision)),
       scriptCallsPerDecision: median(rs.map((x) => x.scriptCallsPerDecision)),
       admittedShare: median(rs.map((x) => x.admittedShare)),
       commands: rs.at(-1).by,
     };
   }
-  const t = out['tollgate 2 windows'].redisUsPerDecision;
-  const f = out['lean floor 2 windows'].redisUsPerDecision;
-  const cluster = values.cluster ? await clusterRun() : undefined;
-  console.log(JSON.stringify({ decisions: N, batch: BATCH, tokens: TOKENS, rounds: ROUNDS, tollgateOverFloor: t / f, results: out, cluster }));
+  const ratio = (a, b) => out[a] && out[b] && out[a].redisUsPerDecision / out[b].redisUsPerDecision;
+  const R = values.replicas;
+  console.log(
+    JSON.stringify({
+      decisions: N,
+      batch: BATCH,
+      tokens: TOKENS,
+      rounds: ROUNDS,
+      tollgateOverFloor: ratio('tollgate 2 windows', 'lean floor 2 windows'),
+      clusterOverOne: ratio('cluster 2 windows', 'tollgate 2 windows'),
+      clusterOverOneBusy: ratio(`cluster 2 windows, ${R} replicas`, `tollgate 2 windows, ${R} replicas`),
+      keysPerMaster,
+      results: out,
+    }),
+  );
 }
 
-/** Two windows per decision on a 3-master Cluster: CPU per decision on each master, keys on each. */
-async function clusterRun() {
-  const ports = [];
+/** A 3-master Redis Cluster (one redis-server each, no replicas), its slots spread by redis-cli: each master's
+ * port and process. */
+async function startCluster() {
   const nodes = [];
   for (let i = 0; i < 3; i++) {
-    const p = await clusterPort();
-    ports.push(p);
-    nodes.push(
-      await start(
-        'redis-server',
-        [
-          '--port',
-          String(p),
-          '--bind',
-          '127.0.0.1',
-          '--save',
-          '',
-          '--appendonly',
-          'no',
-          '--cluster-enabled',
-          'yes',
-          '--cluster-node-timeout',
-          '2000',
-          '--dir',
-          mkdtempSync(join(tmpdir(), 'tollgate-rcc-')),
-        ],
-        /Ready to accept/,
-      ),
-    );
+    const port = await clusterPort();
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-rcc-'));
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--cluster-enabled', 'yes'];
+    const child = await startRedis([...args, '--cluster-node-timeout', '2000', '--dir', dir]);
+    nodes.push({ port, pid: child.pid, process: child });
   }
-  execFileSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
-  for (const p of ports) {
+  const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
+  execFileSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
+  for (const { port } of nodes) {
     for (
       let i = 0;
       i < 100 &&
-      !execFileSync('redis-cli', ['-p', String(p), 'cluster', 'info'])
+      !execFileSync('redis-cli', ['-p', String(port), 'cluster', 'info'])
         .toString()
         .includes('cluster_state:ok');
       i++
     )
       await new Promise((r) => setTimeout(r, 100));
   }
-  const cpu0 = nodes.map((n) => cpuSeconds(n.pid));
-  await tollgate(`redis://${ports.map((p) => `127.0.0.1:${p}`).join(',')}`, twoWindows, BATCH, 'cluster');
-  const perMaster = nodes.map((n, i) => ((cpuSeconds(n.pid) - cpu0[i]) / N) * 1e6);
-  const keys = ports.map((p) =>
-    Number(
-      execFileSync('redis-cli', ['-p', String(p), 'DBSIZE'])
-        .toString()
-        .trim(),
-    ),
-  );
-  await Promise.all(nodes.map(stop));
-  return { redisUsPerDecisionPerMaster: perMaster, redisUsPerDecisionTotal: perMaster.reduce((a, b) => a + b, 0), keysPerMaster: keys };
+  return nodes;
 }
 
 /** A port whose cluster-bus twin (port + 10000) is free too. */

@@ -189,19 +189,23 @@ export class MemoryStore implements Store {
       this.expireAt(s, Math.ceil((s.w + (c.limit === 0 ? c.windowMs : s.c / c.limit)) / 1000) + 1);
       return;
     }
+    // A window's count grows from what it holds now, not from what the request read: a request holding one
+    // window twice counts it twice, as Redis's INCRBY per window does (and envoyproxy/ratelimit's).
     if (c.calendar !== 0) {
       const b = windowBounds(nowMs, c.windowMs, c.calendar);
-      s.w = this.seconds(b.startMs);
-      s.c = Math.max(0, curr + hits);
+      const start = this.seconds(b.startMs);
+      s.c = Math.max(0, (s.w === start ? s.c : 0) + hits);
+      s.w = start;
       s.p = 0;
       this.expireAt(s, this.seconds(b.endMs));
       return;
     }
     const start = this.seconds(windowStartMs(nowMs, c.windowMs));
     const windowS = c.windowMs / 1000;
+    const live = s.w === start ? s.c : 0;
     s.p = s.w === start ? s.p : s.w === start - windowS ? s.c : 0;
     s.w = start;
-    s.c = Math.max(0, curr + hits);
+    s.c = Math.max(0, live + hits);
     // A sliding window's count is still read as "previous" during the next window; a fixed one's for a second
     // (as Redis keeps it).
     this.expireAt(s, start + (c.sliding ? 2 * windowS : windowS + 1));

@@ -161,12 +161,15 @@ function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
 
 /** Splits a batch's reply into each request's answer (layout in check-and-incr.lua: per window its count,
  * negative when it has no room, and the previous count after a sliding one); a request whose keys Redis
- * refused is one string, and fails alone. */
-export function answerBatch(batch: Pending[], reply: (number | string)[], refused: (kind: string) => StoreKeyError): void {
+ * refused is one string, and fails alone. Returns the requests the script did not decide: on a Cluster master,
+ * from the one whose key the node does not serve (NOTLOCAL) on; none otherwise. */
+export function answerBatch(batch: Pending[], reply: (number | string)[], refused: (kind: string) => StoreKeyError): Pending[] {
   const nowMs = reply[0] as number;
   let at = 1;
-  for (const p of batch) {
+  for (let i = 0; i < batch.length; i++) {
+    const p = batch[i]!;
     const head = reply[at++];
+    if (head === NOT_LOCAL) return batch.slice(i);
     if (typeof head === 'string') {
       p.reject(refused(head));
       continue;
@@ -185,7 +188,11 @@ export function answerBatch(batch: Pending[], reply: (number | string)[], refuse
     if (p.checks.some((c) => c.charge)) at = readCharges(p.checks, reply, at, result);
     p.resolve(result);
   }
+  return [];
 }
+
+/** check-and-incr.lua's word for a request whose key its Cluster node does not serve. */
+const NOT_LOCAL = 'NOTLOCAL';
 
 /** What a request with a charge window has after its windows (check-and-incr.lua's decide_charges): per
  * window what it counted, per reservation its event and estimate, and the reservations found expired. */

@@ -33,18 +33,23 @@ export async function runScript<T>(client: Redis | Cluster, script: LuaScript, n
 /** The script every decision batch runs (redis-batch.ts writes its arguments and reads its reply). */
 export const CHECK_SCRIPT = scriptOf(luaScript('check-and-incr.lua'));
 
-/** The batch's one MGET: the line the Cluster variant replaces. */
+/** The batch's one MGET, and the flag that says the script runs on one Cluster master: the lines the Cluster
+ * variant replaces. */
 const MGET_LINE = "  local got = call('MGET', unpack(names))";
+const ON_NODE_LINE = 'local on_node = false';
 
 /** The same script for one Redis Cluster master and keys of any of its slots (a batch per node, not per slot):
  * Redis 7's `allow-cross-slot-keys` lets a script reach undeclared keys of every slot its node serves, while
  * the keys it declares must share one slot. So it declares none: KEYS come in ARGV (their count first), and
- * the batch's reads are one GET each (an MGET across slots is refused) before anything is written. A key
- * this node does not serve (a slot moved or moving) ends the script there, having written nothing, with the
- * error NOTLOCAL; the caller then sends the batch's requests slot by slot, through the client's redirects. A key
- * of another type reads as absent, as MGET reads it. */
+ * the batch's reads are one GET each (an MGET across slots is refused) before anything is written. A key this
+ * node does not serve (a slot moved or moving) found by those reads ends the script there, having written
+ * nothing, with the error NOTLOCAL; found by a plain request's INCRBY (which reads nothing up front), it ends
+ * the batch at that request, its own increments taken back, and the reply says NOTLOCAL in its place. Either
+ * way the caller sends the requests not decided slot by slot, through the client's redirects. A key of another
+ * type reads as absent, as MGET reads it. */
 function clusterVariant(script: string): string {
-  if (!script.includes(MGET_LINE)) throw new Error("check-and-incr.lua's MGET line moved: redis-script.ts reads it");
+  for (const line of [MGET_LINE, ON_NODE_LINE])
+    if (!script.includes(line)) throw new Error(`check-and-incr.lua's line "${line}" moved: redis-script.ts replaces it`);
   const reads = [
     '  local got = {}',
     '  for i = 1, m do',
@@ -65,7 +70,7 @@ function clusterVariant(script: string): string {
     '  return keys, args',
     'end)(ARGV)',
   ].join('\n');
-  return `${prologue}\n${script.replace(MGET_LINE, reads)}`;
+  return `${prologue}\n${script.replace(MGET_LINE, reads).replace(ON_NODE_LINE, 'local on_node = true')}`;
 }
 
 /** The Cluster variant (see clusterVariant). */

@@ -209,7 +209,8 @@ export class RedisStore implements Store {
       (reply) => {
         this.replied();
         span?.end();
-        answerBatch(batch, reply, this.refusals.refused);
+        const rest = answerBatch(batch, reply, this.refusals.refused);
+        if (rest.length > 0) this.reroute(rest);
       },
       (err: unknown) => {
         if (node && (notLocal(err) || noScriptFlags(err))) {

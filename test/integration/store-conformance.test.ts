@@ -64,6 +64,21 @@ describe.each(stores)('store conformance: %s', (_name, make) => {
     expect(again.curr[0]).toBe(1);
   });
 
+  it('a request holding one window twice: each checked against the count before the request, both counted', async () => {
+    const { store } = await setup();
+    const twice = [check({ key: 'dup', limit: 3, hits: 1 }), check({ key: 'dup', limit: 3, hits: 1, group: 1 })];
+    const rs = [];
+    for (let i = 0; i < 3; i++) rs.push(await store.check(twice));
+    expect(rs.map((r) => r.admitted)).toEqual([true, true, false]);
+    expect(rs.map((r) => r.curr)).toEqual([
+      [0, 0],
+      [2, 2],
+      [4, 4],
+    ]);
+    // The refused one counted nothing: one more window alone still sees 4.
+    expect((await store.check([check({ key: 'dup', limit: 10 })])).curr).toEqual([4]);
+  });
+
   it('counts a shadow group only while it has room, and never blocks with it', async () => {
     const { store } = await setup();
     const windows = [check({ key: 'e', limit: 10 }), check({ key: 's', limit: 1, group: 1, shadow: true })];
@@ -265,6 +280,31 @@ describe('redis store specifics', () => {
     // A check-only request (hits 0) writes nothing either, even with room everywhere.
     expect((await store.check([check({ key: 'fresh', hits: 0 })])).admitted).toBe(true);
     expect(await redis.cli('--scan', '--pattern', 'rej:v2:fresh*')).toBe('');
+  });
+
+  it('a rejected plain request (counted first, then taken back) leaves no key it created and no count or expiry changed', async () => {
+    const clock = new ManualClock(T0 + 250);
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'back:', logger: silentLogger, clock });
+    opened.push(store);
+    await store.waitReady(5000);
+    const full = check({ key: 'full', windowMs: 60_000, limit: 1 });
+    expect((await store.check([full])).admitted).toBe(true);
+    const fullName = windowCounterName('back:v2:full', 60_000, T0);
+    const ttl = Number(await redis.cli('PTTL', fullName));
+    // Windows before and after the full one: new counters, one window twice, and a check-only one.
+    const r = await store.check([check({ key: 'new-a' }), check({ key: 'new-a', group: 1 }), check({ key: 'zero', hits: 0 }), full, check({ key: 'new-b' })]);
+    expect(r.admitted).toBe(false);
+    expect(r.over).toEqual([false, false, false, true, false]);
+    expect(await redis.cli('--scan', '--pattern', 'back:v2:new*')).toBe('');
+    expect(await redis.cli('--scan', '--pattern', 'back:v2:zero*')).toBe('');
+    expect(await redis.cli('GET', fullName)).toBe('1');
+    expect(Number(await redis.cli('PTTL', fullName))).toBeLessThanOrEqual(ttl);
+    // An existing counter taken back keeps its count and its expiry.
+    expect((await store.check([check({ key: 'new-a', limit: 5 })])).admitted).toBe(true);
+    const aName = windowCounterName('back:v2:new-a', 1000, T0);
+    expect((await store.check([check({ key: 'new-a', limit: 5 }), full])).admitted).toBe(false);
+    expect(await redis.cli('GET', aName)).toBe('1');
+    expect(Number(await redis.cli('PTTL', aName))).toBeGreaterThan(0);
   });
 
   it('a token bucket key lives until the bucket is full again, plus a second', async () => {

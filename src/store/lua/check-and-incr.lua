@@ -5,11 +5,13 @@
   one). Atomic, so replicas sharing this Redis can never admit more than a limit together.
   Run by src/store/redis-store.ts with EVALSHA (EVAL when Redis has not cached it yet).
 
-  Cost: one MGET reads every counter of the whole batch; an admitted window is one INCRBY, plus a PEXPIRE
-  only when that INCRBY created the counter (the first request of a window); a bucket is one SET with its
-  expiry. A rejected or check-only request writes nothing, but its charges (charge_mode: an INCRBY and a
-  PEXPIRE each) and its reservation's record (an HSET, a ZADD and two PEXPIREs): what a request with a charge
-  window costs more is paid by it alone.
+  Cost: a plain request that counts (plain.lua) reads nothing up front: each window is one INCRBY, whose reply
+  is its count, plus a PEXPIRE when it created the counter; if a window has no room, each is taken back (a
+  DECRBY, or a DEL of a counter it created), so a refused request leaves its counters as they were. One MGET
+  reads the counters of every other request of the batch; an admitted window is an INCRBY (and PEXPIRE) after
+  it, a bucket one SET with its expiry. A check-only request writes nothing, nor does a refused one, but its
+  charges (charge_mode: an INCRBY and a PEXPIRE each) and its reservation's record (an HSET, a ZADD and two
+  PEXPIREs): what a request with a charge window costs more is paid by it alone.
 
   KEYS     the base of every window of every request, in order (a base may appear more than once); the
            counters are plain strings named from it:
@@ -41,14 +43,13 @@
            the previous window's count after it; a request with a charge window then has per window what it
            counted (a settlement's difference may be negative), per reservation its event (1 made, 2 refused,
            3 settled, 4 late, 5 full) and estimate, and the reservations found expired unsettled }. Counts are
-           whole numbers, so the sign says "no room" without another value. A request whose counters Redis refused (a
-           key of another type: WRONGTYPE; a value that
-           is not a count: WRONGTYPE too; out of memory: OOM) has, in place of all that, the error's first word
-           as a string: it fails alone, the others of the batch are decided as usual. A value that is not a
-           count (is_count below: only what INCRBY itself reads as an integer, so never "1e1", "0x5", " 5",
-           "5.0", "nan" or "-inf", which tonumber reads) is found before anything is written; a write Redis
-           refuses after another write of the same request leaves the first (over maxmemory Redis refuses
-           every write, so in practice it is the first that fails).
+           whole numbers, so the sign says "no room" without another value. A request whose counters Redis
+           refused (a key of another type, or a value that is not a count: WRONGTYPE; out of memory: OOM) has,
+           in place of all that, the error's first word as a string: it fails alone, the others of the batch are
+           decided as usual, and what it wrote is taken back (plain) or was never written (a value that is not
+           a count, by is_count below: only what INCRBY reads as an integer, never "1e1", "0x5", " 5", "5.0",
+           "nan" or "-inf", which tonumber reads). On a Cluster master (redis-script.ts), NOTLOCAL in its place
+           ends the reply: that request and the rest were not decided.
 
   Rules (the same as src/store/store.ts settle(), src/counters/window.ts and, for a request with a charge
   window, src/store/charge-rules.ts decideCharges, as decide_charges below):
@@ -126,8 +127,11 @@ do
       if not short then group_of[j] = ARGV[a + (i - 1) * 2 + 3] end
       local n1
       if w.burst > 0 then n1 = KEYS[j] else n1 = KEYS[j] .. w.suffix end
-      m = m + 1
-      names[m] = n1
+      -- A plain request that counts reads nothing up front: its INCRBYs read (decide_counting).
+      if mode ~= 'c' then
+        m = m + 1
+        names[m] = n1
+      end
       cur[j] = n1
       if w.sliding and w.burst == 0 then
         local n0 = KEYS[j] .. w.prev_suffix
@@ -163,24 +167,8 @@ if m > 0 then
   for i = 1, m do values[names[i]] = got[i] end
 end
 
--- A count is what INCRBY reads as one (Redis's string2ll, src/util.c): "0", or an optional minus and digits
--- without a leading zero, nothing before or after. tonumber reads more ("1e1", "0x5", " 5", "5.0", "nan",
--- "-inf"), which INCRBY then refuses after the request's other windows were written. At most 18 characters,
--- so no INCRBY of a count overflows 64 bits (a count Tollgate writes has at most 10 digits). A number is
--- INCRBY's reply to an earlier request of this batch (write() keeps it), a count by construction.
-local find = string.find
-local function is_count(v)
-  return type(v) == 'number' or v == '0' or (#v <= 18 and find(v, '^%-?[1-9]%d*$') ~= nil)
-end
-
--- A counter's count: 0 when absent (MGET's false, also for a key of another type, which the write then
--- refuses); an error for a value that is not a count, so the request fails before writing anything.
-local function count(n)
-  local v = values[n]
-  if not v then return 0 end
-  if not is_count(v) then error({ err = 'WRONGTYPE counter value is not a count' }) end
-  return tonumber(v)
-end
+-- Reading counters: key_error, read, is_count, count.
+--#include counts.lua
 
 -- A window's count, the previous window's (sliding only), and whether it has room (see the rules above).
 local function counts(j, w)
@@ -282,32 +270,8 @@ local function decide(count_it, n, k0)
   end
 end
 
--- The same for the usual request, whose windows are all fixed windows that are neither shadow nor quota:
--- admitted when every window has room, and then every window counted. No group bookkeeping, no tables.
-local function decide_plain(count_it, n, k0)
-  local head = o + 1
-  local admitted = 1
-  for i = 1, n do
-    local j = k0 + i
-    local w = shape_of[j]
-    local c = count(cur[j])
-    if c + max(w.hits, 1) > w.limit then
-      admitted = 0
-      out[head + i] = -c - 1
-    else
-      out[head + i] = c
-    end
-  end
-  out[head] = admitted
-  o = head + n
-  if admitted == 1 and count_it then
-    for i = 1, n do
-      local j = k0 + i
-      local w = shape_of[j]
-      if w.hits > 0 then write(j, w, 0) end
-    end
-  end
-end
+-- Plain requests (every window a fixed window, none shadow, quota or charge): decide_peek, decide_counting.
+--#include plain.lua
 
 -- Requests with a charge window: decide_charges (src/store/charge-rules.ts, line for line).
 --#include charges.lua
@@ -323,8 +287,10 @@ end
 for r = 1, reqs do
   local at = o
   local ok, err
-  if r_plain[r] then
-    ok, err = pcall(decide_plain, r_count[r], r_n[r], r_k[r])
+  if r_plain[r] and r_count[r] then
+    ok, err = pcall(decide_counting, r_n[r], r_k[r])
+  elseif r_plain[r] then
+    ok, err = pcall(decide_peek, r_n[r], r_k[r])
   elseif r_short[r] then
     ok, err = false, { err = 'ERR a short request must hold only plain windows' }
   elseif r_charge[r] then
@@ -338,6 +304,9 @@ for r = 1, reqs do
     for i = at + 1, max(o, at + 1 + 2 * r_n[r]) do out[i] = nil end
     o = at + 1
     out[o] = kind(err)
+    -- A key this node does not serve: this request wrote nothing (decide_counting took back its own), and the
+    -- rest are not decided here; the caller sends them again slot by slot.
+    if out[o] == 'NOTLOCAL' then break end
   end
 end
 return out
