@@ -123,7 +123,7 @@ export class RedisStore implements Store {
   }
 
   /** A Cluster request slot by slot, through the client's redirects: while the map of slots is not known, and
-   * for the requests of a per-node call that found a key not local (it wrote nothing). */
+   * for the requests a per-node call did not decide because it found a key not local (it wrote nothing for them). */
   private bySlot(mode: Pending['mode'], checks: readonly CounterCheck[], trace: TraceLink | undefined): Promise<CheckResult> {
     const slots = byHashTag(checks);
     const queues = slots.map((idx) => TAG + hashTag(checks[idx[0]!]!.key));
@@ -226,8 +226,10 @@ export class RedisStore implements Store {
     );
   }
 
-  /** A per-node batch whose keys are not all its master's any more (a slot moved): the map of slots is read
-   * again, and each request goes slot by slot; the call wrote nothing, so nothing is counted twice. */
+  /** Requests of a per-node batch whose keys are not all its master's any more (a slot moved): the map of slots
+   * is read again, and each goes slot by slot. The call wrote nothing for them (the script ends before a read
+   * that finds a key not local, or takes back the INCRBYs of the request that found one and decides no more),
+   * so nothing is counted twice. */
   private reroute(batch: Pending[], unsupported = false): void {
     this.routes!.refresh(unsupported);
     for (const p of batch) this.bySlot(p.mode, p.checks, p.trace).then(p.resolve, p.reject);

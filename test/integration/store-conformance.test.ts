@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
 import { windowCounterName } from '../../src/counters/keys.js';
+import { StoreKeyError } from '../../src/errors.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -305,6 +306,31 @@ describe('redis store specifics', () => {
     expect((await store.check([check({ key: 'new-a', limit: 5 }), full])).admitted).toBe(false);
     expect(await redis.cli('GET', aName)).toBe('1');
     expect(Number(await redis.cli('PTTL', aName))).toBeGreaterThan(0);
+  });
+
+  it('a plain request Redis will not let count (out of memory, a key of another type) is decided from reads: refused, answered', async () => {
+    const clock = new ManualClock(T0 + 250);
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'ro:', logger: silentLogger, clock });
+    opened.push(store);
+    await store.waitReady(5000);
+    const full = check({ key: 'full', windowMs: 60_000, limit: 1 });
+    expect((await store.check([full])).admitted).toBe(true);
+    // A key of another type where a counter should be: read as absent, as an MGET reads it.
+    await redis.cli('HSET', windowCounterName('ro:v2:hash', 1000, T0), 'f', '1');
+    const refused = await store.check([check({ key: 'hash' }), full]);
+    expect([refused.admitted, refused.over, refused.curr]).toEqual([false, [false, true], [0, 1]]);
+    await expect(store.check([check({ key: 'hash' })])).rejects.toThrow(StoreKeyError);
+    await redis.cli('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    await redis.cli('CONFIG', 'SET', 'maxmemory', '1');
+    try {
+      // Redis refuses every write: a request over its limit needs none, and is answered; one with room fails.
+      const over = await store.check([check({ key: 'fresh' }), full]);
+      expect([over.admitted, over.over]).toEqual([false, [false, true]]);
+      await expect(store.check([check({ key: 'fresh' })])).rejects.toThrow(/OOM/);
+    } finally {
+      await redis.cli('CONFIG', 'SET', 'maxmemory', '0');
+    }
+    expect(await redis.cli('--scan', '--pattern', 'ro:v2:fresh*')).toBe('');
   });
 
   it('a token bucket key lives until the bucket is full again, plus a second', async () => {

@@ -9,9 +9,10 @@
   is its count, plus a PEXPIRE when it created the counter; if a window has no room, each is taken back (a
   DECRBY, or a DEL of a counter it created), so a refused request leaves its counters as they were. One MGET
   reads the counters of every other request of the batch; an admitted window is an INCRBY (and PEXPIRE) after
-  it, a bucket one SET with its expiry. A check-only request writes nothing, nor does a refused one, but its
-  charges (charge_mode: an INCRBY and a PEXPIRE each) and its reservation's record (an HSET, a ZADD and two
-  PEXPIREs): what a request with a charge window costs more is paid by it alone.
+  it, a bucket one SET with its expiry. A check-only request writes nothing; a refused one leaves nothing
+  changed (a plain one wrote and took back), but its charges (charge_mode: an INCRBY and a PEXPIRE each) and its
+  reservation's record (an HSET, a ZADD and two PEXPIREs): what a request with a charge window costs more is
+  paid by it alone.
 
   KEYS     the base of every window of every request, in order (a base may appear more than once); the
            counters are plain strings named from it:
@@ -47,7 +48,7 @@
            refused (a key of another type, or a value that is not a count: WRONGTYPE; out of memory: OOM) has,
            in place of all that, the error's first word as a string: it fails alone, the others of the batch are
            decided as usual, and what it wrote is taken back (plain) or was never written (a value that is not
-           a count, by is_count below: only what INCRBY reads as an integer, never "1e1", "0x5", " 5", "5.0",
+           a count, by is_count (counts.lua): only what INCRBY reads as an integer, never "1e1", "0x5", " 5", "5.0",
            "nan" or "-inf", which tonumber reads). On a Cluster master (redis-script.ts), NOTLOCAL in its place
            ends the reply: that request and the rest were not decided.
 
@@ -102,7 +103,8 @@ for i = 1, s do
   w.plain = not (w.sliding or w.shadow or w.quota or w.charge or w.burst > 0)
 end
 
--- Pass 1: the name of every counter the batch reads, and one MGET of them all. `cur[j]` and `old[j]` name
+-- Pass 1: the name of every counter the batch reads up front (all but those of plain requests that count), and
+-- one MGET of them all. `cur[j]` and `old[j]` name
 -- window j's counter and (sliding) the previous window's. A name may be listed twice (two requests of one
 -- client): MGET answers both, `values` keeps one. Per request r: its first window is r_k[r] + 1, it has r_n[r]
 -- windows, r_count[r] says whether to count it, r_plain[r] whether every window is plain, r_short[r]

@@ -5,9 +5,10 @@
 
 -- A count is what INCRBY reads as one (Redis's string2ll, src/util.c): "0", or an optional minus and digits
 -- without a leading zero, nothing before or after. tonumber reads more ("1e1", "0x5", " 5", "5.0", "nan",
--- "-inf"), which INCRBY then refuses after the request's other windows were written. At most 18 characters,
--- so no INCRBY of a count overflows 64 bits (a count Tollgate writes has at most 10 digits). A number is
--- INCRBY's reply to an earlier request of this batch (write() keeps it), a count by construction.
+-- "-inf"), which INCRBY would refuse after the request's other windows were written. At most 18 characters,
+-- so no INCRBY of a count overflows 64 bits (a count Tollgate writes has at most 10 digits). A number is an
+-- INCRBY's reply earlier in this batch (write() and decide_counting keep it), a count by construction. A plain
+-- request that counts reads through INCRBY itself, which refuses what string2ll does not read (key_error).
 local find = string.find
 
 -- What a key's error says of the request: a counter that is not one (INCRBY's own refusal of a value it cannot

@@ -43,11 +43,25 @@ local function take_back(k0, upto)
   end
 end
 
+-- A plain request one of whose INCRBYs Redis refused (a key of another type, a value that is not a count, or
+-- no writes at all: OOM, READONLY, MISCONF): what it added is taken back, and it is decided from reads, as a
+-- script that reads first decides it. Refused, it needed no write, and is answered; admitted, it fails with
+-- Redis's error (a value that is not a count: count() raises WRONGTYPE). A key its Cluster node does not serve
+-- (NOTLOCAL) is not read: the batch ends there.
+local function by_reads(n, k0, upto, e)
+  take_back(k0, upto)
+  local err = key_error(e)
+  if find(err.err or '', 'NOTLOCAL', 1, true) then error(err) end
+  decide_peek(n, k0)
+  if out[o - n] == 1 then error(err) end
+end
+
 -- The usual request that counts (every window plain): each window's INCRBY first, its count before this
 -- request read from the reply, less what this request added to the same counter before it; when a window has
--- no room, every increment is taken back. It answers and writes what reading every window and then counting
--- each would, in one call a window where that took two (a share of the MGET, and INCRBY); windows that only
--- check (hits 0) are read first.
+-- no room, every increment is taken back. It answers, and leaves in Redis, what reading every window and then
+-- counting each would, in one call a window where that took two (a share of the MGET, and INCRBY); windows
+-- that only check (hits 0) are read first. (A refused request now writes and takes back: replicas and the AOF
+-- see both; docs/redis.md.)
 local function decide_counting(n, k0)
   local head = o + 1
   local admitted = 1
@@ -61,10 +75,7 @@ local function decide_counting(n, k0)
     local c = out[head + i]
     if w.hits > 0 then
       local after = redis.pcall('INCRBY', name, w.hits)
-      if type(after) == 'table' then
-        take_back(k0, i - 1)
-        error(key_error(after))
-      end
+      if type(after) == 'table' then return by_reads(n, k0, i - 1, after) end
       afters[i] = after
       c = after - w.hits
       for x = 1, i - 1 do
