@@ -226,10 +226,8 @@ export class RedisStore implements Store {
     );
   }
 
-  /** Requests of a per-node batch whose keys are not all its master's any more (a slot moved): the map of slots
-   * is read again, and each goes slot by slot. The call wrote nothing for them (the script ends before a read
-   * that finds a key not local, or takes back the INCRBYs of the request that found one and decides no more),
-   * so nothing is counted twice. */
+  /** Requests a per-node call left undecided, a key not its master's (a slot moved): the map of slots is read
+   * again, each goes slot by slot; the call wrote nothing for them (redis-script.ts), so none counts twice. */
   private reroute(batch: Pending[], unsupported = false): void {
     this.routes!.refresh(unsupported);
     for (const p of batch) this.bySlot(p.mode, p.checks, p.trace).then(p.resolve, p.reject);
