@@ -33,22 +33,23 @@ export async function runScript<T>(client: Redis | Cluster, script: LuaScript, n
 /** The script every decision batch runs (redis-batch.ts writes its arguments and reads its reply). */
 export const CHECK_SCRIPT = scriptOf(luaScript('check-and-incr.lua'));
 
-/** The batch's one MGET, and the flag that says the script runs on one Cluster master: the lines the Cluster
- * variant replaces. */
+/** The batch's one MGET, the flag that says the script runs on one Cluster master, and where its keys are: the
+ * lines the Cluster variant replaces. */
 const MGET_LINE = "  local got = call('MGET', unpack(names))";
 const ON_NODE_LINE = 'local on_node = false';
+const KEYS_LINE = 'local K, k_at, last_arg = KEYS, 0, #ARGV';
 
 /** The same script for one Redis Cluster master and keys of any of its slots (a batch per node, not per slot):
  * Redis 7's `allow-cross-slot-keys` lets a script reach undeclared keys of every slot its node serves, while
- * the keys it declares must share one slot. So it declares none: KEYS come in ARGV (their count first), and
- * the batch's reads are one GET each (an MGET across slots is refused) before anything is written. A key this
- * node does not serve (a slot moved or moving) found by those reads ends the script there, having written
- * nothing, with the error NOTLOCAL; found by a plain request's INCRBY (which reads nothing up front), it ends
- * the batch at that request, its own increments taken back, and the reply says NOTLOCAL in its place. Either
- * way the caller sends the requests not decided slot by slot, through the client's redirects. A key of another
- * type reads as absent, as MGET reads it. */
+ * the keys it declares must share one slot. So it declares none: the keys come in ARGV after the arguments,
+ * their count last, and the batch's reads are one GET each (an MGET across slots is refused) before anything
+ * is written. A key this node does not serve (a slot moved or moving) found by those reads ends the script
+ * there, having written nothing, with the error NOTLOCAL; found by a plain request's INCRBY (which reads
+ * nothing up front), it ends the batch at that request, its own increments taken back, and the reply says
+ * NOTLOCAL in its place. Either way the caller sends the requests not decided slot by slot, through the
+ * client's redirects. A key of another type reads as absent, as MGET reads it. */
 function clusterVariant(script: string): string {
-  for (const line of [MGET_LINE, ON_NODE_LINE])
+  for (const line of [MGET_LINE, ON_NODE_LINE, KEYS_LINE])
     if (!script.includes(line)) throw new Error(`check-and-incr.lua's line "${line}" moved: redis-script.ts replaces it`);
   const reads = [
     '  local got = {}',
@@ -61,16 +62,8 @@ function clusterVariant(script: string): string {
     '    got[i] = v',
     '  end',
   ].join('\n');
-  const prologue = [
-    '#!lua flags=allow-cross-slot-keys',
-    'local KEYS, ARGV = (function(all)',
-    '  local n, keys, args = tonumber(all[1]), {}, {}',
-    '  for i = 1, n do keys[i] = all[1 + i] end',
-    '  for i = n + 2, #all do args[#args + 1] = all[i] end',
-    '  return keys, args',
-    'end)(ARGV)',
-  ].join('\n');
-  return `${prologue}\n${script.replace(MGET_LINE, reads).replace(ON_NODE_LINE, 'local on_node = true')}`;
+  const keys = 'local K, last_arg = ARGV, #ARGV - 1 - tonumber(ARGV[#ARGV])\nlocal k_at = last_arg';
+  return `#!lua flags=allow-cross-slot-keys\n${script.replace(MGET_LINE, reads).replace(ON_NODE_LINE, 'local on_node = true').replace(KEYS_LINE, keys)}`;
 }
 
 /** The Cluster variant (see clusterVariant). */
@@ -83,7 +76,7 @@ export function evalCheckScript(client: Redis | Cluster, keys: string[], args: (
 
 /** The Cluster variant on one master's connection, for keys of any of its slots. */
 export function evalOnNode(node: Redis, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
-  return runScript(node, CLUSTER_CHECK_SCRIPT, 0, [keys.length, ...keys, ...args]);
+  return runScript(node, CLUSTER_CHECK_SCRIPT, 0, [...args, ...keys, keys.length]);
 }
 
 /** Whether a master cannot run the Cluster variant at all (Redis before 7 has no script flags): the store then

@@ -70,6 +70,9 @@
 
 -- Globals as locals: a local is a register, a global a table lookup, and these run per window.
 local tonumber, call, max = tonumber, redis.call, math.max
+-- Where the keys are: KEYS (K[k_at + j] is KEYS[j]) and the arguments ARGV[1 .. last_arg]. The Cluster
+-- variant (redis-script.ts) declares no keys and sends them in ARGV after the arguments: this line is its.
+local K, k_at, last_arg = KEYS, 0, #ARGV
 
 local now = tonumber(ARGV[1])
 if now == 0 then
@@ -80,27 +83,33 @@ end
 -- Calendar windows: month_of, month_start_day and bounds (src/counters/calendar.ts, line for line).
 --#include calendar.lua
 
--- The shapes, as numbers once.
+-- The shapes, as numbers once, each table made whole at once (a field added later makes Lua grow it).
 local shapes = {}
 local s = tonumber(ARGV[2])
+local format = string.format
 for i = 1, s do
   local a = 2 + (i - 1) * 9
+  local window, calendar, burst = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 6])
+  local sliding, shadow, quota, charge = ARGV[a + 4] == '1', ARGV[a + 5] == '1', ARGV[a + 7] == '1', ARGV[a + 8] == '1'
+  local index, ends = bounds(window, calendar, now)
+  local prev_suffix
+  if sliding then prev_suffix = ':' .. format('%.0f', index - 1) end
   shapes[i] = {
-    window = tonumber(ARGV[a + 1]),
+    window = window,
     limit = tonumber(ARGV[a + 2]),
     hits = tonumber(ARGV[a + 3]),
-    sliding = ARGV[a + 4] == '1',
-    shadow = ARGV[a + 5] == '1',
-    burst = tonumber(ARGV[a + 6]),
-    quota = ARGV[a + 7] == '1',
-    charge = ARGV[a + 8] == '1',
-    calendar = tonumber(ARGV[a + 9]),
+    sliding = sliding,
+    shadow = shadow,
+    burst = burst,
+    quota = quota,
+    charge = charge,
+    calendar = calendar,
+    index = index,
+    ends = ends,
+    suffix = ':' .. format('%.0f', index),
+    prev_suffix = prev_suffix,
+    plain = not (sliding or shadow or quota or charge or burst > 0),
   }
-  local w = shapes[i]
-  w.index, w.ends = bounds(w.window, w.calendar, now)
-  w.suffix = ':' .. string.format('%.0f', w.index)
-  w.prev_suffix = ':' .. string.format('%.0f', w.index - 1)
-  w.plain = not (w.sliding or w.shadow or w.quota or w.charge or w.burst > 0)
 end
 
 -- Pass 1: the name of every counter the batch reads up front (all but those of plain requests that count), and
@@ -113,7 +122,7 @@ local names, cur, old, shape_of, group_of = {}, {}, {}, {}, {}
 local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv = {}, {}, {}, {}, {}, {}, {}
 local m, reqs = 0, 0
 do
-  local k, a, last = 0, 3 + s * 9, #ARGV
+  local k, a, last = 0, 3 + s * 9, last_arg
   while a <= last do
     local mode = ARGV[a]
     local n = tonumber(ARGV[a + 1])
@@ -128,7 +137,7 @@ do
       shape_of[j] = w
       if not short then group_of[j] = ARGV[a + (i - 1) * 2 + 3] end
       local n1
-      if w.burst > 0 then n1 = KEYS[j] else n1 = KEYS[j] .. w.suffix end
+      if w.burst > 0 then n1 = K[k_at + j] else n1 = K[k_at + j] .. w.suffix end
       -- A plain request that counts reads nothing up front: its INCRBYs read (decide_counting).
       if mode ~= 'c' then
         m = m + 1
@@ -136,7 +145,7 @@ do
       end
       cur[j] = n1
       if w.sliding and w.burst == 0 then
-        local n0 = KEYS[j] .. w.prev_suffix
+        local n0 = K[k_at + j] .. w.prev_suffix
         m = m + 1
         names[m] = n0
         old[j] = n0
@@ -147,20 +156,21 @@ do
     r_charge[reqs] = has_charge
     k = k + n
     a = a + 2 + n * stride
-    -- The reservations of a request that is not plain: in order, and by group, with their two keys.
-    local rsv = { list = {}, by_group = {} }
+    -- The reservations of a request that is not plain: in order, and by group, with their two keys. (A plain
+    -- one has none, and no tables made for it.)
     if not short then
+      local rsv = { list = {}, by_group = {} }
+      r_rsv[reqs] = rsv
       local r = tonumber(ARGV[a])
       for x = 1, r do
         local b = a + (x - 1) * 3
-        local one = { group = ARGV[b + 1], id = ARGV[b + 2], ttl = tonumber(ARGV[b + 3]), hash = KEYS[k + 1], exp = KEYS[k + 2] }
+        local one = { group = ARGV[b + 1], id = ARGV[b + 2], ttl = tonumber(ARGV[b + 3]), hash = K[k_at + k + 1], exp = K[k_at + k + 2] }
         rsv.list[x] = one
         rsv.by_group[one.group] = one
         k = k + 2
       end
       a = a + 1 + r * 3
     end
-    r_rsv[reqs] = rsv
   end
 end
 local values = {}
@@ -275,8 +285,13 @@ end
 -- Plain requests (every window a fixed window, none shadow, quota or charge): decide_peek, decide_counting.
 --#include plain.lua
 
--- Requests with a charge window: decide_charges (src/store/charge-rules.ts, line for line).
+-- Requests with a charge window: decide_charges (src/store/charge-rules.ts, line for line), its functions made
+-- only for a batch that holds one (a closure made is a cost every call pays).
+local function charge_rules()
 --#include charges.lua
+  return decide_charges
+end
+local decide_charges
 
 -- The error's code word (WRONGTYPE, OOM, ERR), from what pcall caught: a table on Redis 7, a string such as
 -- "@user_script:1: -OOM command not allowed ..." before it.
@@ -296,6 +311,7 @@ for r = 1, reqs do
   elseif r_short[r] then
     ok, err = false, { err = 'ERR a short request must hold only plain windows' }
   elseif r_charge[r] then
+    decide_charges = decide_charges or charge_rules()
     ok, err = pcall(decide_charges, r_count[r], r_n[r], r_k[r], r_rsv[r])
   else
     ok, err = pcall(decide, r_count[r], r_n[r], r_k[r])
