@@ -4,17 +4,17 @@
  *
  * Why: the bound's test (test/adversarial/memory-bound.test.ts) grew RSS by ~60 MB on Node 20 and by 200-250 MB
  * on Node 24, with the same live data: after a full GC the heap held 18-20 MB before and after the flood, on
- * both. The store keeps nothing more; the runtime sizes its heap differently.
- * - The young generation: Node 22+'s V8 lets a semi-space grow to 64 MB on a 64-bit build (Node 20's: 16 MB;
- *   deps/v8/src/heap/heap.cc, Heap::DefaultMaxSemiSpaceSize), so new space alone took 128 MB where it took 32.
- *   --max-semi-space-size=16 gives back Node 20's.
- * - The old generation: where the heap limit is the machine's default, V8 lets the heap grow 4 times over its
- *   live size before the next full GC (deps/v8/src/heap/heap-controller.cc, MaxGrowingFactor), and garbage
- *   holds external buffers (malloc'd, kept by the allocator) until it is collected. --heap-growing-percent=50
- *   makes it 1.5 times.
- * Measured on Node 24.21 (the bound's flood): RSS +200-250 MB by default, +100-120 MB with the first flag, +50-70 MB
- * with both; CPU time per call the same within this machine's noise. */
-export const HEAP_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=50'] as const;
+ * both. The store keeps nothing more; the runtime sizes its heap differently: Node 22+'s V8 lets a semi-space
+ * of the young generation grow to 64 MB on a 64-bit build (Node 20's: 16 MB; deps/v8/src/heap/heap.cc,
+ * Heap::DefaultMaxSemiSpaceSize), so new space alone took 128 MB where it took 32. --max-semi-space-size=16
+ * gives back Node 20's. Measured on Node 24.21 (the bound's flood): RSS +200-250 MB by default, +105-120 MB
+ * with it; CPU per decision under h2load the same as without it (BENCHMARKS.md, 2026-11-26, alternating rounds).
+ *
+ * Not --heap-growing-percent=50 (the old generation grown 1.5 times its live size before a full GC, where V8
+ * lets it grow up to 4 times), which this list held until 2026-11-26: it took RSS down to +50-70 MB, but cost
+ * 20-25 % more CPU per decision at saturation (44 against 33 µs with the memory store, 49 against 39 with Redis,
+ * in the same run), most with the Redis store, whose requests wait long enough to be promoted. */
+export const HEAP_FLAGS = ['--max-semi-space-size=16'] as const;
 
 /** Set in the environment of the re-executed process, so it can never loop. */
 const MARK = 'TOLLGATE_HEAP_FLAGS_SET';

@@ -25,8 +25,9 @@ const big = (i: number, tag: string): string => `${tag}${i}-`.padEnd(8 * 1024, '
 // The bound docs/operations.md states: the counters (--max-counters of at most ~1.2 KB each), the fingerprint memo
 // (2 M characters) and the over-limit cache stay within it however large and many the request values are. RSS
 // also holds garbage the runtime has not collected yet: the daemon is started as anyone starts it, so it runs
-// with the heap flags serve gives itself (src/heap-flags.ts; without them Node 24 grew RSS by 200-250 MB).
-const GROWTH_BOUND_MB = 120;
+// with the heap flag serve gives itself (src/heap-flags.ts: +105-120 MB on Node 24 with it; 200-250 MB without,
+// 280 MB and growing with the count before the bounds).
+const GROWTH_BOUND_MB = 170;
 
 describe('memory stays bounded under distinct large values', () => {
   let daemon: Daemon;
