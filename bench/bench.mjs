@@ -294,16 +294,17 @@ function print(r) {
         `${c.rounds}):`,
     );
     for (const [name, x] of Object.entries(c.results)) {
+      const each = x.perServer.length > 1 ? ` (${x.perServer.map((y) => f(y, 1)).join(' / ')} on each master)` : '';
       console.log(
-        `  ${name.padEnd(34)} ${f(x.redisUsPerDecision, 2)} µs (${f(x.spread[0], 1)}–${f(x.spread[1], 1)}), ${f(x.commandsPerDecision, 2)} ` +
-          `commands, ${f(x.scriptCallsPerDecision, 3)} script calls`,
+        `  ${name.padEnd(34)} ${f(x.redisUsPerDecision, 2)} µs (${f(x.spread[0], 1)}–${f(x.spread[1], 1)})${each}, ${f(x.scriptUsPerDecision, 2)} µs ` +
+          `in the script, ${f(x.commandsPerDecision, 2)} commands, ${f(x.scriptCallsPerDecision, 3)} script calls`,
       );
     }
     console.log(`  tollgate over the lean floor: ${f(c.tollgateOverFloor, 2)}×`);
-    if (c.cluster)
+    if (c.clusterOverOne)
       console.log(
-        `  3-master Cluster, 2 windows: ${c.cluster.redisUsPerDecisionPerMaster.map((x) => f(x, 1)).join(' / ')} µs per decision on each master ` +
-          `(${f(c.cluster.redisUsPerDecisionTotal, 1)} in all); keys ${c.cluster.keysPerMaster.join(' / ')}`,
+        `  3-master Cluster over one Redis, all masters' CPU: ${f(c.clusterOverOne, 2)}× (one replica's batches), ` +
+          `${f(c.clusterOverOneBusy, 2)}× (several replicas' at once); keys ${c.keysPerMaster.join(' / ')}`,
       );
   }
   if (r.memoryStore) {
