@@ -237,6 +237,17 @@ describe.each(stores)('store conformance: %s', (_name, make) => {
 });
 
 describe('redis store specifics', () => {
+  /** A Redis store on a manual clock (T0 + 250 ms) under `prefix`, and a minute window of limit 1 it has filled. */
+  async function withFullWindow(prefix: string): Promise<{ store: RedisStore; full: CounterCheck }> {
+    const clock = new ManualClock(T0 + 250);
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: prefix, logger: silentLogger, clock });
+    opened.push(store);
+    await store.waitReady(5000);
+    const full = check({ key: 'full', windowMs: 60_000, limit: 1 });
+    expect((await store.check([full])).admitted).toBe(true);
+    return { store, full };
+  }
+
   it("uses Redis's clock when no clock is injected", async () => {
     const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'clock:', logger: silentLogger });
     opened.push(store);
@@ -284,12 +295,7 @@ describe('redis store specifics', () => {
   });
 
   it('a rejected plain request (counted first, then taken back) leaves no key it created and no count or expiry changed', async () => {
-    const clock = new ManualClock(T0 + 250);
-    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'back:', logger: silentLogger, clock });
-    opened.push(store);
-    await store.waitReady(5000);
-    const full = check({ key: 'full', windowMs: 60_000, limit: 1 });
-    expect((await store.check([full])).admitted).toBe(true);
+    const { store, full } = await withFullWindow('back:');
     const fullName = windowCounterName('back:v2:full', 60_000, T0);
     const ttl = Number(await redis.cli('PTTL', fullName));
     // Windows before and after the full one: new counters, one window twice, and a check-only one.
@@ -309,12 +315,7 @@ describe('redis store specifics', () => {
   });
 
   it('a plain request Redis will not let count (out of memory, a key of another type) is decided from reads: refused, answered', async () => {
-    const clock = new ManualClock(T0 + 250);
-    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'ro:', logger: silentLogger, clock });
-    opened.push(store);
-    await store.waitReady(5000);
-    const full = check({ key: 'full', windowMs: 60_000, limit: 1 });
-    expect((await store.check([full])).admitted).toBe(true);
+    const { store, full } = await withFullWindow('ro:');
     // A key of another type where a counter should be: read as absent, as an MGET reads it.
     await redis.cli('HSET', windowCounterName('ro:v2:hash', 1000, T0), 'f', '1');
     const refused = await store.check([check({ key: 'hash' }), full]);

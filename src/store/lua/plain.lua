@@ -4,6 +4,17 @@
   script's locals: shape_of, cur, values, out and o, count, key_error, call, max, now.
 ]]
 
+-- Window i's answer in the reply at `head`: its count c before the request, or -(c + 1) when it has no room;
+-- whether it has.
+local function room(head, i, c, w)
+  if c + max(w.hits, 1) > w.limit then
+    out[head + i] = -c - 1
+    return false
+  end
+  out[head + i] = c
+  return true
+end
+
 -- A plain request that only checks (the peek of a request split over Cluster slots): admitted when every
 -- window has room; nothing written. No group bookkeeping, no tables.
 local function decide_peek(n, k0)
@@ -11,13 +22,7 @@ local function decide_peek(n, k0)
   local admitted = 1
   for i = 1, n do
     local j = k0 + i
-    local c = count(cur[j])
-    if c + max(shape_of[j].hits, 1) > shape_of[j].limit then
-      admitted = 0
-      out[head + i] = -c - 1
-    else
-      out[head + i] = c
-    end
+    if not room(head, i, count(cur[j]), shape_of[j]) then admitted = 0 end
   end
   out[head] = admitted
   o = head + n
@@ -82,12 +87,7 @@ local function decide_counting(n, k0)
         if cur[k0 + x] == name then c = c - shape_of[k0 + x].hits end
       end
     end
-    if c + max(w.hits, 1) > w.limit then
-      admitted = 0
-      out[head + i] = -c - 1
-    else
-      out[head + i] = c
-    end
+    if not room(head, i, c, w) then admitted = 0 end
   end
   out[head] = admitted
   o = head + n
