@@ -101,7 +101,10 @@ describe('RateLimitQuotaService/StreamRateLimitQuotas', () => {
     const s = sim(5);
     const hourly = { hourly: `h-${Date.now()}` };
     const denied = (): boolean => actions(s).at(-1)?.quota_assignment_action?.rate_limit_strategy?.blanket_rule === 1; // DENY_ALL
-    let admitted = 0;
+    // One request first, and its assignment: the load starts from the bucket's assignment, not from Envoy's
+    // ALLOW_ALL before any (which a busy machine can stretch past a report interval).
+    let admitted = s.request(hourly) ? 1 : 0;
+    await within(5000, () => actions(s).length > 0, 'an assignment');
     for (let i = 0; i < 12 && !denied(); i++) admitted += (await offer([{ sim: s, id: hourly, rate: 40 }], 1000))[0]!;
     expect(denied()).toBe(true);
     // 60 an hour, at 40 a second offered: the shares shrink as the quota runs out, so the fleet never spends

@@ -49,6 +49,8 @@ describe('graceful shutdown', () => {
       watch.on('data', (m: { status: number }) => watched.push(m.status));
       watch.on('error', () => undefined);
       const watchEnded = new Promise((r) => watch.on('end', r));
+      // The watch is open (its first answer, SERVING, came): a busy machine could otherwise start it after SIGTERM.
+      await within(5000, () => watched.includes(1));
       redis.signal('SIGSTOP');
       const inFlight = Array.from({ length: 10 }, (_, i) => rls.call(property('read', `Bearer inflight-${i}`), 10_000));
       // In flight: their counter script waits, unread, at the frozen Redis. (The client writes the ten in one
