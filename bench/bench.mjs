@@ -1,4 +1,4 @@
-// npm run bench [-- --seconds 6 --rounds 3 --rate half|N --json FILE --profile --skip-memory --only a,b
+// npm run bench [-- --seconds 6 --rounds 3 --rate half|N --json FILE --profile --skip-memory --only a,b --this-node
 //                   --before DIR]   DIR: another checkout, built; adds its memory and redis as targets
 // Tollgate against the floors of its own stack, side by side in one run on this machine:
 //   raw-noop  node:http2 answering every call with a response framed once (the limit of Node itself)
@@ -17,12 +17,13 @@
 // Tollgate's own cost per decision with the bench limit as a fixed window and as a token bucket
 // (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis spends per decision, against
 // the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { binDir, PINS, satisfies } from '../scripts/node-lines.mjs';
 import { cpuSeconds, driver, freePort, h2load, peakRssMiB, redisScriptCalls, start, stop } from './bench-lib.mjs';
 
 const { values } = parseArgs({
@@ -37,8 +38,17 @@ const { values } = parseArgs({
     before: { type: 'string' },
     'sat-only': { type: 'boolean', default: false },
     'skip-redis-cost': { type: 'boolean', default: false },
+    'this-node': { type: 'boolean', default: false },
   },
 });
+// Measured on a Node line Tollgate supports: on another (this machine's own node may be outside package.json's
+// engines), the benchmark runs itself again on the first pinned line (scripts/node-lines.json, the image's), whose
+// every process it then starts; --this-node keeps the node it was started with.
+if (!values['this-node'] && !satisfies(process.version)) {
+  const node = join(binDir(PINS[0].version), 'node');
+  console.log(`node ${process.version} is not a supported line: running on ${PINS[0].version} (--this-node to keep it)`);
+  process.exit(spawnSync(node, process.argv.slice(1), { stdio: 'inherit' }).status ?? 1);
+}
 const seconds = Number(values.seconds);
 
 /** The bundled config plus the benchmark's own domain (one token under a limit no run reaches). */
