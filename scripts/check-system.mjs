@@ -81,7 +81,7 @@ try {
 }
 const still = missing.filter((p) => !present(p));
 if (still.length > 0) {
-  console.error(`still not on PATH after installing: ${still.map((p) => p.program).join(', ')}`);
+  console.error(`still not found after installing: ${still.map((p) => p.program).join(', ')}`);
   process.exit(1);
 }
 await ensureKubectl();

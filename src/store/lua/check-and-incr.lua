@@ -47,9 +47,11 @@
            whole numbers, so the sign says "no room" without another value. A request whose counters Redis
            refused (a key of another type, or a value that is not a count: WRONGTYPE; out of memory: OOM) has,
            in place of all that, the error's first word as a string: it fails alone, the others of the batch are
-           decided as usual, and what it wrote is taken back (plain) or was never written (a value that is not
-           a count, by is_count (counts.lua): only what INCRBY reads as an integer, never "1e1", "0x5", " 5", "5.0",
-           "nan" or "-inf", which tonumber reads). On a Cluster master (redis-script.ts), NOTLOCAL in its place
+           decided as usual. A plain request's writes are taken back; a value that is not a count is found
+           before anything is written (is_count, counts.lua: only what INCRBY reads as an integer, never "1e1",
+           "0x5", " 5", "5.0", "nan" or "-inf", which tonumber reads); a write Redis refuses after another write
+           of a request that is not plain leaves the first (over maxmemory Redis refuses every write, so in
+           practice it is the first that fails). On a Cluster master (redis-script.ts), NOTLOCAL in its place
            ends the reply: that request and the rest were not decided.
 
   Rules (the same as src/store/store.ts settle(), src/counters/window.ts and, for a request with a charge

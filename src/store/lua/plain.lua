@@ -1,7 +1,7 @@
 --[[
   Part of check-and-incr.lua, included where it says --#include plain.lua: the usual request, whose windows
   are all plain (fixed windows, none shadow, quota or charge), decided without group bookkeeping. Uses the
-  script's locals: shape_of, cur, values, out and o, count, key_error, call, max, now.
+  script's locals: shape_of, cur, values, out and o, count, key_error, find, call, max, now.
 ]]
 
 -- Window i's answer in the reply at `head`: its count c before the request, or -(c + 1) when it has no room;
