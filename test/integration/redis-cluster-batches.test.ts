@@ -89,6 +89,16 @@ describe('the Redis store on a 3-master Cluster', () => {
     expect((await store.check([check])).curr).toEqual([2]);
   });
 
+  it('a moved slot found by the reads a request that is not plain needs first: nothing written, counted once by slot', async () => {
+    // A sliding window is read before anything is written (the previous window too), on a Cluster master by a
+    // GET each: the key found not local there ends the call before any write.
+    const sliding = { ...hourly('moving-read'), sliding: true };
+    expect((await store.check([sliding])).curr).toEqual([0]);
+    await moveSlot(slotOf(sliding));
+    expect((await store.check([sliding])).curr).toEqual([1]);
+    expect((await store.check([sliding])).curr).toEqual([2]);
+  });
+
   it('a moved slot found in the middle of a batch: the requests before it are counted by that call, it and the rest once by slot', async () => {
     const moved = hourly('moved-mid');
     const from = (await owner(slotOf(moved))).port;
