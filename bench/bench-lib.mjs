@@ -51,10 +51,11 @@ export function stop(child) {
 
 const TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
-/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat. */
-export function cpuSeconds(pid) {
+/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat; with `thread`, one of its threads
+ * (the main thread's id is the pid): /proc/<pid>/task/<thread>/stat. */
+export function cpuSeconds(pid, thread) {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / TICKS;
   } catch {

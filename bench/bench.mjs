@@ -12,7 +12,8 @@
 // streams, every call admitted and counted), a fixed-rate run (h2load --rps; default: half the grpc-js floor's
 // saturation rate in the same round; latencies from its per-request log) and the property API's traffic mix
 // (5,000 tokens, hot tokens, 429s) driven by bench/h2-driver.mjs (node:http2, frames encoded once, checks
-// every grpc-status). CPU of every process from /proc. Rounds alternate
+// every grpc-status). CPU of every process from /proc, and how much of the wall time the service's main thread
+// was on a CPU (near 100 %: the event loop is the bound, not waiting for Redis or the driver). Rounds alternate
 // the targets; figures are medians over rounds. Then the memory store's footprint (bench/memory.mjs), and
 // Tollgate's own cost per decision with the bench limit as a fixed window and as a token bucket
 // (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis spends per decision, against
@@ -163,7 +164,7 @@ async function measure(name, make, redis, redisPort, rate) {
   const target = `127.0.0.1:${port}`;
   await h2load(target, { requests: 20_000 }); // warm-up: JIT, connections, Redis script cache
   const sat = await withCpu([server, redis], () => h2load(target, { seconds }), redisPort);
-  const skipped = { result: { total: 1, perSecond: NaN, errors: 0 }, cpu: [NaN, NaN] };
+  const skipped = { result: { total: 1, perSecond: NaN, errors: 0 }, cpu: [NaN, NaN], mainShare: NaN };
   const steady = values['sat-only'] ? skipped : await withCpu([server, redis], () => h2load(target, { seconds, rate }), redisPort);
   const mix = values['sat-only'] ? skipped.result : await driver(target, ['--seconds', String(seconds), '--mix', 'property']);
   const rss = peakRssMiB(server.pid);
@@ -175,6 +176,7 @@ async function measure(name, make, redis, redisPort, rate) {
       perSecond: sat.result.perSecond,
       errors: sat.result.errors,
       serviceUs: name === 'redis-2w' ? undefined : per(sat, 0),
+      mainShare: sat.mainShare,
       redisUs: usesRedis ? per(sat, 1) : undefined,
       redisCallsPerDecision: usesRedis ? sat.scripts / sat.result.total : undefined,
       driverShare: sat.result.driverShare,
@@ -195,12 +197,22 @@ async function measure(name, make, redis, redisPort, rate) {
   };
 }
 
-/** Runs `fn` and reports the CPU seconds each process used meanwhile, and Redis script calls. */
+/** Runs `fn` and reports the CPU seconds each process used meanwhile, the first process's main thread's share
+ * of the wall time (how near one core's worth the event loop ran: the bound of a Node server), and Redis
+ * script calls. */
 async function withCpu(processes, fn, redisPort) {
   const before = processes.map((p) => cpuSeconds(p.pid));
+  const mainBefore = cpuSeconds(processes[0].pid, processes[0].pid);
   const scriptsBefore = redisScriptCalls(redisPort);
+  const started = process.hrtime.bigint();
   const result = await fn();
-  return { result, cpu: processes.map((p, i) => cpuSeconds(p.pid) - before[i]), scripts: redisScriptCalls(redisPort) - scriptsBefore };
+  const wall = Number(process.hrtime.bigint() - started) / 1e9;
+  return {
+    result,
+    cpu: processes.map((p, i) => cpuSeconds(p.pid) - before[i]),
+    mainShare: (cpuSeconds(processes[0].pid, processes[0].pid) - mainBefore) / wall,
+    scripts: redisScriptCalls(redisPort) - scriptsBefore,
+  };
 }
 
 function median(xs) {
@@ -236,13 +248,16 @@ function redisCost(rounds) {
 /** µs per decision of Tollgate's own code, fixed window against token bucket, alternating. */
 function ownCost(rounds) {
   const runs = { fixed_window: [], token_bucket: [] };
+  const bytes = [];
   for (let i = 0; i < rounds; i++) {
     for (const algorithm of Object.keys(runs)) {
       const out = execFileSync(process.execPath, ['bench/own-cost.mjs', '300000', algorithm]).toString();
-      runs[algorithm].push(JSON.parse(out.trim().split('\n').pop()).usPerDecision);
+      const run = JSON.parse(out.trim().split('\n').pop());
+      runs[algorithm].push(run.usPerDecision);
+      if (algorithm === 'fixed_window') bytes.push(run.bytesPerDecision);
     }
   }
-  return { fixedWindowUs: median(runs.fixed_window), tokenBucketUs: median(runs.token_bucket) };
+  return { fixedWindowUs: median(runs.fixed_window), tokenBucketUs: median(runs.token_bucket), fixedWindowBytes: median(bytes) };
 }
 
 function print(r) {
@@ -255,6 +270,7 @@ function print(r) {
       'decisions/s',
       'vs grpc floor',
       'CPU µs/decision',
+      'main thread busy',
       'redis µs/decision',
       'redis calls/decision',
       'h2load CPU',
@@ -274,6 +290,7 @@ function print(r) {
       f(x.sat.perSecond),
       ratio(x.sat.perSecond),
       f(x.sat.serviceUs, 1),
+      `${f(x.sat.mainShare * 100)}%`,
       f(x.sat.redisUs, 1),
       f(x.sat.redisCallsPerDecision, 3),
       `${f(x.sat.driverShare * 100)}%${driverNote}`,
@@ -291,10 +308,10 @@ function print(r) {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const row of rows.slice(1)) console.log(line(row));
   if (r.ownCost) {
-    const { fixedWindowUs: a, tokenBucketUs: b } = r.ownCost;
+    const { fixedWindowUs: a, tokenBucketUs: b, fixedWindowBytes: bytes } = r.ownCost;
     console.log(
       `\nown cost per decision (bench/own-cost.mjs): fixed window ${f(a, 2)} µs, token bucket ${f(b, 2)} µs ` +
-        `(${b >= a ? '+' : ''}${f(((b - a) / a) * 100, 1)}%)`,
+        `(${b >= a ? '+' : ''}${f(((b - a) / a) * 100, 1)}%); ${f(bytes)} bytes allocated per fixed-window decision`,
     );
   }
   if (r.redisCost) {

@@ -1,4 +1,5 @@
 // Prints where a .cpuprofile spends its time: self time by function, and by file (node --cpu-prof output).
+// "(idle)" in it is not waiting (see the end of this file).
 //   node bench/profile-summary.mjs bench/profiles/CPU.*.cpuprofile [top]
 import { readFileSync } from 'node:fs';
 
@@ -32,3 +33,8 @@ const show = (title, map) => {
 };
 show('self time by function', byFunction);
 show('self time by file or package', byFile);
+// Node marks the whole poll phase of its event loop "(idle)" for the profiler, native work included: socket
+// reads and writes, nghttp2 parsing frames. So "(idle)" is not time the thread waited. Saturated under h2load,
+// Tollgate's main thread was on a CPU 96-97 % of the time (/proc) while its profile said 18-24 % "(idle)"
+// (BENCHMARKS.md, 2026-11-26): the bench's "main thread busy" column is the measure of waiting.
+console.log('\n(idle) is the event loop\'s poll phase, native I/O work included, not waiting: see "main thread busy" in npm run bench');

@@ -104,9 +104,10 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     if (r.over[i]) outcomes[checks[i]!.group]!.over = true;
   }
   let retry = 0;
-  // Per quota-mode descriptor that can block: its longest wait when over (absent when it has room).
-  const quotaGroups = new Set<number>();
-  const quotaWait = new Map<number, number>();
+  // Per quota-mode descriptor that can block: its longest wait when over (absent when it has room). Made for
+  // a request with one: the usual request has none, and allocates neither.
+  let quotaGroups: Set<number> | undefined;
+  let quotaWait: Map<number, number> | undefined;
   for (let i = 0; i < checks.length; i++) {
     const c = checks[i]!;
     const o = outcomes[c.group]!;
@@ -119,8 +120,12 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
     const debt = bucket ? Math.max(0, curr + counted * c.windowMs) : 0;
     const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : windowWait(c, prev, curr, r.nowMs)));
-    if (c.quota && !c.shadow) quotaGroups.add(c.group);
-    if (over && c.quota && !c.shadow) quotaWait.set(c.group, Math.max(quotaWait.get(c.group) ?? 0, wait));
+    if (c.quota && !c.shadow) {
+      quotaGroups ??= new Set();
+      quotaWait ??= new Map();
+      quotaGroups.add(c.group);
+    }
+    if (over && c.quota && !c.shadow) quotaWait!.set(c.group, Math.max(quotaWait!.get(c.group) ?? 0, wait));
     else if (over && !c.shadow && !c.quota) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
     if (r.counted && c.charge) noteCharge(o, c, prev, curr, counted, r);
@@ -136,7 +141,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
       retryAfterMs: wait,
     });
   }
-  if (!r.admitted && quotaGroups.size > 0 && quotaWait.size === quotaGroups.size) {
+  if (!r.admitted && quotaGroups && quotaWait && quotaWait.size === quotaGroups.size) {
     // Every quota descriptor is over: the request fits again once any one of them has room.
     retry = Math.max(retry, Math.min(...quotaWait.values()));
   }

@@ -89,24 +89,28 @@ export function countLate(deps: HandlerDeps, deadline: number, gone = false): vo
   if (deps.metrics && (gone || Date.now() > deadline)) deps.metrics.unchecked.inc({ reason: 'late' });
 }
 
+/** Where a gRPC call's answer goes: one object a call (methods, not two closures: the hot path allocates less). */
+export interface CallSink {
+  done(r: WireResponse): void;
+  failed(s: { code: GrpcStatus; details: string }): void;
+}
+
 /** One gRPC call's decision, the shape both gRPC servers share (this file's grpc-js service, server/h2-rls.ts):
  * `done` with the response, at once when the store answers at once; or `failed` with the counted status. */
-export function decideCall(
-  deps: HandlerDeps,
-  request: WireRequest | UndecodableRequest,
-  call: CallInfo | undefined,
-  done: (r: WireResponse) => void,
-  failed: (s: { code: GrpcStatus; details: string }) => void,
-): void {
+export function decideCall(deps: HandlerDeps, request: WireRequest | UndecodableRequest, call: CallInfo | undefined, sink: CallSink): void {
   let response: Maybe<WireResponse>;
   try {
     response = decideWire(deps, request, call);
   } catch (err) {
-    failed(grpcFailure(deps, err));
+    sink.failed(grpcFailure(deps, err));
     return;
   }
-  if (!(response instanceof Promise)) done(response);
-  else response.then(done, (err: unknown) => failed(grpcFailure(deps, err)));
+  if (!(response instanceof Promise)) sink.done(response);
+  else
+    response.then(
+      (r) => sink.done(r),
+      (err: unknown) => sink.failed(grpcFailure(deps, err)),
+    );
 }
 
 export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementation {
@@ -117,11 +121,13 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
         deps,
         call.request,
         { kind: 'grpc', headers: call.metadata },
-        (r) => {
-          countLate(deps, Number(call.getDeadline()), call.cancelled);
-          callback(null, r);
+        {
+          done: (r) => {
+            countLate(deps, Number(call.getDeadline()), call.cancelled);
+            callback(null, r);
+          },
+          failed: (s) => callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() }),
         },
-        (s) => callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() }),
       ),
   };
 }

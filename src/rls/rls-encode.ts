@@ -6,29 +6,49 @@ import { LEN, VARINT } from './rls-decode.js';
 /** Bytes of a varint; a negative int32 takes 10, as protobuf writes it. */
 function varintSize(n: number): number {
   if (n < 0) return 10;
-  let size = 1;
-  while (n >= 128) {
-    n = Math.floor(n / 128);
-    size++;
-  }
+  if (n < 0x80) return 1;
+  if (n < 0x4000) return 2;
+  if (n < 0x200000) return 3;
+  if (n < 0x10000000) return 4;
+  let size = 5;
+  for (let rest = Math.floor(n / 0x800000000); rest > 0; rest = Math.floor(rest / 128)) size++;
   return size;
 }
 
 const lenSize = (len: number): number => varintSize(len) + len;
 
+/** Strings up to this many characters are measured and written in JS: the headers' names and numbers a response
+ * carries cost less so than in a call to Buffer.byteLength and buf.write (a native call each, ~14 a response). */
+const SHORT = 64;
+
+/** UTF-8 bytes of `s`; equal to its length exactly when every character is ASCII (any other takes 2 or more). */
+function utf8Length(s: string): number {
+  if (s.length > SHORT) return Buffer.byteLength(s);
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.byteLength(s);
+  return s.length;
+}
+
 /** The sizes the writer needs (nested message lengths, string byte lengths), measured once in the sizing
  * pass and pushed in the order the writer reads them; reused from call to call (encoding is synchronous). */
-const SIZES: number[] = [];
+const SIZES: number[] = new Array<number>(64).fill(0);
+/** How many of SIZES this call has pushed: counted, not truncated with `length = 0`, which drops the array's
+ * backing store and makes the next pushes allocate it again. */
+let sized = 0;
+
+function pushSize(n: number): void {
+  SIZES[sized++] = n;
+}
 
 /** A status's size; pushes [status, limit, name] sizes (limit and name only when it has a limit). */
 function sizeStatus(s: WireStatus): number {
   let n = 1 + varintSize(s.code) + 1 + varintSize(s.limit_remaining);
-  const at = SIZES.push(0) - 1;
+  const at = sized++;
   if (s.current_limit != null) {
     const l = s.current_limit;
-    const name = Buffer.byteLength(l.name);
+    const name = utf8Length(l.name);
     const limit = 1 + varintSize(l.requests_per_unit) + 1 + varintSize(l.unit) + 1 + lenSize(name);
-    SIZES.push(limit, name);
+    pushSize(limit);
+    pushSize(name);
     n += 1 + lenSize(limit);
   }
   if (s.duration_until_reset != null) n += 1 + lenSize(durationSize(s.duration_until_reset));
@@ -42,10 +62,12 @@ function durationSize(d: NonNullable<WireStatus['duration_until_reset']>): numbe
 
 /** A header's size; pushes [header, key, value] sizes. */
 function sizeHeader(h: WireHeader): number {
-  const key = Buffer.byteLength(h.key);
-  const value = Buffer.byteLength(h.value);
+  const key = utf8Length(h.key);
+  const value = utf8Length(h.value);
   const n = 1 + lenSize(key) + 1 + lenSize(value);
-  SIZES.push(n, key, value);
+  pushSize(n);
+  pushSize(key);
+  pushSize(value);
   return n;
 }
 
@@ -67,9 +89,14 @@ class Writer {
       this.buf[this.pos++] = Number(v);
       return;
     }
-    while (n >= 128) {
+    // Above 2^31 in floating point (a uint32 field's top half, or a 64-bit value); below, in int32 bit operations.
+    while (n > 0x7fffffff) {
       this.buf[this.pos++] = (n % 128) | 0x80;
       n = Math.floor(n / 128);
+    }
+    while (n > 0x7f) {
+      this.buf[this.pos++] = (n & 0x7f) | 0x80;
+      n >>>= 7;
     }
     this.buf[this.pos++] = n;
   }
@@ -77,7 +104,11 @@ class Writer {
   string(s: string): void {
     const len = this.size();
     this.varint(len);
-    this.pos += this.buf.write(s, this.pos, len, 'utf8');
+    if (len !== s.length || len > SHORT) {
+      this.pos += this.buf.write(s, this.pos, len, 'utf8');
+      return;
+    }
+    for (let i = 0; i < len; i++) this.buf[this.pos++] = s.charCodeAt(i);
   }
 
   header(field: number, h: WireHeader): void {
@@ -147,7 +178,7 @@ export function encodeRateLimitResponse(m: WireResponse, framed = false): Buffer
   const statuses = m.statuses ?? NONE;
   const response = m.response_headers_to_add ?? NONE;
   const request = m.request_headers_to_add ?? NONE;
-  SIZES.length = 0;
+  sized = 0;
   let size = m.overall_code != null ? 1 + varintSize(m.overall_code) : 0;
   for (const s of statuses) size += 1 + lenSize(sizeStatus(s));
   for (const h of response) size += 1 + lenSize(sizeHeader(h));

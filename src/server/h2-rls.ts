@@ -1,6 +1,6 @@
 import { status as grpcStatus, Metadata } from '@grpc/grpc-js';
 import type { WireResponse } from '../response/wire.js';
-import { countLate, decideCall, type HandlerDeps } from '../rls/ratelimit-handler.js';
+import { type CallSink, countLate, decideCall, type HandlerDeps } from '../rls/ratelimit-handler.js';
 import { decodeRateLimitRequest, encodable, encodeRateLimitResponse } from '../rls/rls-codec.js';
 import { serveUnary, type UnaryCall } from './h2-unary.js';
 import type { StreamHandler } from './hot-path.js';
@@ -9,19 +9,6 @@ import type { StreamHandler } from './hot-path.js';
  * counts as the grpc-js service (rls/ratelimit-handler.ts), without grpc-js's per-call work. `general` encodes a
  * response the hand-written encoder does not (protobufjs, as grpc-js's serializer does). */
 export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse) => Buffer, maxBytes: number): StreamHandler {
-  const answer = (call: UnaryCall, r: WireResponse): void => {
-    countLate(deps, call.deadline, !call.open);
-    let frame: Buffer;
-    try {
-      frame = encodable(r) ? encodeRateLimitResponse(r, true) : framed(general(r));
-    } catch (err) {
-      // As grpc-js answers a serializer that throws; never an exception in a stream's event handler.
-      deps.logger.error({ err: (err as Error).name }, 'a RateLimitResponse could not be encoded');
-      call.fail(grpcStatus.INTERNAL, 'Error serializing response');
-      return;
-    }
-    call.reply(frame);
-  };
   const onMessage = (message: Buffer, call: UnaryCall): void => {
     // What is not a request decodes to an UndecodableRequest, which decideWire refuses; a decoder that threw
     // anyway (a bug) is answered as grpc-js answers a throwing deserializer, never thrown in the stream's handler.
@@ -33,15 +20,37 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
       return;
     }
     const info = deps.observer && { kind: 'grpc' as const, headers: Metadata.fromHttp2Headers(call.headers) };
-    decideCall(
-      deps,
-      request,
-      info,
-      (r) => answer(call, r),
-      (s) => call.fail(s.code, s.details),
-    );
+    decideCall(deps, request, info, new H2Sink(deps, general, call));
   };
   return (stream, headers) => serveUnary(stream, headers, maxBytes, onMessage);
+}
+
+/** A call's answer on node:http2: the response encoded and framed, or its status. */
+class H2Sink implements CallSink {
+  constructor(
+    private readonly deps: HandlerDeps,
+    private readonly general: (m: WireResponse) => Buffer,
+    private readonly call: UnaryCall,
+  ) {}
+
+  done(r: WireResponse): void {
+    const call = this.call;
+    countLate(this.deps, call.deadline, !call.open);
+    let frame: Buffer;
+    try {
+      frame = encodable(r) ? encodeRateLimitResponse(r, true) : framed(this.general(r));
+    } catch (err) {
+      // As grpc-js answers a serializer that throws; never an exception in a stream's event handler.
+      this.deps.logger.error({ err: (err as Error).name }, 'a RateLimitResponse could not be encoded');
+      call.fail(grpcStatus.INTERNAL, 'Error serializing response');
+      return;
+    }
+    call.reply(frame);
+  }
+
+  failed(s: { code: grpcStatus; details: string }): void {
+    this.call.fail(s.code, s.details);
+  }
 }
 
 /** A message with its gRPC prefix. */

@@ -27,6 +27,13 @@ const TIMEOUT = /(\d{1,8})\s*([HMSmun])/;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
+/** Listeners shared by every stream, so a call allocates none of its own for them (an emitter calls its
+ * listeners with `this` set to itself). */
+function sendOkTrailers(this: ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+function ignore(): void {}
+
 /** A call's answer, once: a message and OK, or a status alone (trailers-only). Later answers are dropped, as is any
  * answer to a call its client cancelled or whose deadline passed (DEADLINE_EXCEEDED was sent then). */
 export class UnaryCall {
@@ -58,7 +65,8 @@ export class UnaryCall {
     this.finish();
     const stream = this.stream;
     stream.respond(RESPONSE_HEADERS, NO_DATE);
-    stream.once('wantTrailers', () => stream.sendTrailers(OK_TRAILERS));
+    // 'on', not 'once' (no wrapper), and one function for every stream: the event comes once, after the frame.
+    stream.on('wantTrailers', sendOkTrailers);
     stream.end(frame);
   }
 
@@ -85,7 +93,7 @@ export function serveUnary(
   maxBytes: number,
   onMessage: (message: Buffer, call: UnaryCall) => void,
 ): void {
-  stream.on('error', () => undefined); // a reset stream; 'close' follows, and the call is no longer open
+  stream.on('error', ignore); // a reset stream; 'close' follows, and the call is no longer open
   const type = headers['content-type'];
   if (typeof type !== 'string' || !type.startsWith('application/grpc')) {
     stream.respond({ ':status': 415 }, { endStream: true });
@@ -105,7 +113,9 @@ export function serveUnary(
  * copied into one buffer of that length (so a client sending a byte a DATA frame costs one buffer, not millions),
  * bytes past it only noted. */
 class Framer {
-  private readonly head = Buffer.alloc(5);
+  /** The prefix, when it comes in pieces; the usual whole message in one chunk needs no buffer of its own. */
+  private head: Buffer | undefined;
+  private flag = 0;
   private headBytes = 0;
   private got = 0;
   message: Buffer | undefined;
@@ -118,7 +128,7 @@ class Framer {
   push(chunk: Buffer): number | undefined {
     // The usual case, a whole message in one chunk: kept as it is, no copy.
     if (this.headBytes === 0 && chunk.length >= 5 && chunk.length === 5 + chunk.readUInt32BE(1) && chunk.length - 5 <= this.maxBytes) {
-      this.head[0] = chunk[0]!;
+      this.flag = chunk[0]!;
       this.headBytes = 5;
       this.message = chunk.subarray(5);
       this.got = this.message.length;
@@ -127,9 +137,11 @@ class Framer {
     let at = 0;
     if (this.headBytes < 5) {
       at = Math.min(5 - this.headBytes, chunk.length);
+      this.head ??= Buffer.alloc(5);
       chunk.copy(this.head, this.headBytes, 0, at);
       this.headBytes += at;
       if (this.headBytes < 5) return undefined;
+      this.flag = this.head[0]!;
       const length = this.head.readUInt32BE(1);
       if (length > this.maxBytes) return length;
       this.message = Buffer.allocUnsafe(length);
@@ -142,7 +154,7 @@ class Framer {
 
   /** gRPC's compressed flag: 1, and only 1, says the message is compressed (as grpc-js reads it). */
   get compressed(): boolean {
-    return this.head[0] === 1;
+    return this.flag === 1;
   }
 
   get complete(): boolean {

@@ -19,9 +19,11 @@ export function takeMethod(server: grpc.Server, path: string, handle: StreamHand
     const h2 = create.call(server, credentials);
     const others = h2.listeners('stream') as ((...args: unknown[]) => void)[];
     h2.removeAllListeners('stream');
-    h2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, ...rest: unknown[]) => {
+    // The event's four arguments named (Node's 'stream' event: stream, headers, flags, rawHeaders), not a rest
+    // parameter: that would build an array on every call, the hot method's too.
+    h2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
       if (headers[':path'] === path) handle(stream, headers);
-      else for (const l of others) l.call(h2, stream, headers, ...rest);
+      else for (const l of others) l.call(h2, stream, headers, flags, rawHeaders);
     });
     return h2;
   };

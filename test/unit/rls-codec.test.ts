@@ -21,10 +21,15 @@ function prng(seed: number): () => number {
 function generators(random: () => number) {
   const int = (max: number): number => Math.floor(random() * max);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
-  const ALPHABET = ['a', 'Z', '0', '-', ' ', 'é', '€', '😀', 'Bearer ', '/', '\u0000', 'x'.repeat(130)];
+  // 'x'.repeat(64): the longest string the encoder writes in JS (rls-encode.ts SHORT).
+  const ALPHABET = ['a', 'Z', '0', '-', ' ', 'é', '€', '😀', 'Bearer ', '/', '\u0000', 'x'.repeat(64), 'x'.repeat(130)];
   const text = (): string => Array.from({ length: int(6) }, () => pick(ALPHABET)).join('');
-  const number = (): number => pick([0, 1, 127, 128, 300, 16_383, 16_384, 2 ** 31 - 1, 2 ** 32 - 1, int(1e6)]);
-  return { int, pick, text, number };
+  // Every varint length's first and last value a uint32 holds.
+  const number = (): number =>
+    pick([0, 1, 127, 128, 300, 16_383, 16_384, 2 ** 21 - 1, 2 ** 21, 2 ** 28 - 1, 2 ** 28, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, int(1e6)]);
+  /** An int64 field's (a Duration's seconds): past 2^32, up to 7 bytes. */
+  const long = (): number => pick([number(), 2 ** 35 - 1, 2 ** 35, 2 ** 42 - 1, 2 ** 42 + int(1e6)]);
+  return { int, pick, text, number, long };
 }
 
 function randomRequest(random: () => number): Record<string, unknown> {
@@ -41,7 +46,7 @@ function randomRequest(random: () => number): Record<string, unknown> {
 }
 
 function randomResponse(random: () => number): WireResponse {
-  const { int, text, number } = generators(random);
+  const { int, text, number, long } = generators(random);
   const headers = () => Array.from({ length: int(4) }, () => ({ key: text(), value: text() }));
   const res: WireResponse = {
     overall_code: int(3),
@@ -49,7 +54,7 @@ function randomResponse(random: () => number): WireResponse {
       code: int(3),
       limit_remaining: number(),
       ...(random() < 0.7 ? { current_limit: { name: text(), requests_per_unit: number(), unit: int(8) } } : {}),
-      ...(random() < 0.7 ? { duration_until_reset: { seconds: number(), nanos: int(1e9) } } : {}),
+      ...(random() < 0.7 ? { duration_until_reset: { seconds: long(), nanos: int(1e9) } } : {}),
     })),
     response_headers_to_add: headers(),
     request_headers_to_add: headers(),
