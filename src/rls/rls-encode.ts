@@ -15,70 +15,40 @@ function varintSize(n: number): number {
   return size;
 }
 
-const lenSize = (len: number): number => varintSize(len) + len;
-
-/** Strings up to this many characters are measured and written in JS: the headers' names and numbers a response
- * carries cost less so than in a call to Buffer.byteLength and buf.write (a native call each, ~14 a response). */
+/** Strings up to this many characters are written in JS when ASCII: the headers' names and numbers a response
+ * carries cost less so than in a call to buf.write (a native call each). */
 const SHORT = 64;
 
-/** UTF-8 bytes of `s`; equal to its length exactly when every character is ASCII (any other takes 2 or more). */
-function utf8Length(s: string): number {
-  if (s.length > SHORT) return Buffer.byteLength(s);
-  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.byteLength(s);
-  return s.length;
-}
+/** Where responses are written, in one pass, before being copied out at their size: one buffer for every call
+ * (encoding is synchronous), grown when a response could need more. */
+let scratch = Buffer.allocUnsafeSlow(16 * 1024);
 
-/** The sizes the writer needs (nested message lengths, string byte lengths), measured once in the sizing
- * pass and pushed in the order the writer reads them; reused from call to call (encoding is synchronous). */
-const SIZES: number[] = new Array<number>(64).fill(0);
-/** How many of SIZES this call has pushed: counted, not truncated with `length = 0`, which drops the array's
- * backing store and makes the next pushes allocate it again. */
-let sized = 0;
-
-function pushSize(n: number): void {
-  SIZES[sized++] = n;
-}
-
-/** A status's size; pushes [status, limit, name] sizes (limit and name only when it has a limit). */
-function sizeStatus(s: WireStatus): number {
-  let n = 1 + varintSize(s.code) + 1 + varintSize(s.limit_remaining);
-  const at = sized++;
-  if (s.current_limit != null) {
-    const l = s.current_limit;
-    const name = utf8Length(l.name);
-    const limit = 1 + varintSize(l.requests_per_unit) + 1 + varintSize(l.unit) + 1 + lenSize(name);
-    pushSize(limit);
-    pushSize(name);
-    n += 1 + lenSize(limit);
-  }
-  if (s.duration_until_reset != null) n += 1 + lenSize(durationSize(s.duration_until_reset));
-  SIZES[at] = n;
-  return n;
-}
-
-function durationSize(d: NonNullable<WireStatus['duration_until_reset']>): number {
-  return 1 + varintSize(d.seconds) + 1 + varintSize(d.nanos);
-}
-
-/** A header's size; pushes [header, key, value] sizes. */
-function sizeHeader(h: WireHeader): number {
-  const key = utf8Length(h.key);
-  const value = utf8Length(h.value);
-  const n = 1 + lenSize(key) + 1 + lenSize(value);
-  pushSize(n);
-  pushSize(key);
-  pushSize(value);
-  return n;
-}
-
-/** Writes into a Buffer sized exactly beforehand, taking lengths from SIZES in order. */
+/** Writes a message in one pass: a nested message's length is written after its contents, into the byte kept
+ * for it (every length under 128, the usual case), the contents moved along when the length takes more. No
+ * sizing pass over the message first, and no string measured on its own. */
 class Writer {
   pos = 0;
-  private next = 0;
   constructor(readonly buf: Buffer) {}
 
-  private size(): number {
-    return SIZES[this.next++]!;
+  /** Starts a length-delimited field's contents; `end` with what this returns writes its length. */
+  begin(key: number): number {
+    this.buf[this.pos++] = key;
+    this.pos++; // the length's first byte
+    return this.pos;
+  }
+
+  end(start: number): void {
+    const len = this.pos - start;
+    if (len < 0x80) {
+      this.buf[start - 1] = len;
+      return;
+    }
+    const extra = varintSize(len) - 1;
+    this.buf.copyWithin(start + extra, start, this.pos);
+    const end = this.pos + extra;
+    this.pos = start - 1;
+    this.varint(len);
+    this.pos = end;
   }
 
   varint(n: number): void {
@@ -101,53 +71,72 @@ class Writer {
     this.buf[this.pos++] = n;
   }
 
-  string(s: string): void {
-    const len = this.size();
-    this.varint(len);
-    if (len !== s.length || len > SHORT) {
-      this.pos += this.buf.write(s, this.pos, len, 'utf8');
-      return;
+  /** A string field: ASCII written byte by byte; anything else (or long) by buf.write, as UTF-8. */
+  string(key: number, s: string): void {
+    const start = this.begin(key);
+    if (s.length <= SHORT) {
+      let i = 0;
+      for (; i < s.length; i++) {
+        const c = s.charCodeAt(i);
+        if (c > 0x7f) break;
+        this.buf[this.pos++] = c;
+      }
+      if (i === s.length) {
+        this.end(start);
+        return;
+      }
+      this.pos = start;
     }
-    for (let i = 0; i < len; i++) this.buf[this.pos++] = s.charCodeAt(i);
+    this.pos += this.buf.write(s, this.pos, 'utf8');
+    this.end(start);
   }
 
   header(field: number, h: WireHeader): void {
-    this.buf[this.pos++] = (field << 3) | LEN;
-    this.varint(this.size());
-    this.buf[this.pos++] = (1 << 3) | LEN;
-    this.string(h.key);
-    this.buf[this.pos++] = (2 << 3) | LEN;
-    this.string(h.value);
+    const start = this.begin((field << 3) | LEN);
+    this.string((1 << 3) | LEN, h.key);
+    this.string((2 << 3) | LEN, h.value);
+    this.end(start);
   }
 
   status(s: WireStatus): void {
-    this.buf[this.pos++] = (2 << 3) | LEN;
-    this.varint(this.size());
+    const start = this.begin((2 << 3) | LEN);
     this.buf[this.pos++] = (1 << 3) | VARINT;
     this.varint(s.code);
     if (s.current_limit != null) {
       const l = s.current_limit;
-      this.buf[this.pos++] = (2 << 3) | LEN;
-      this.varint(this.size());
+      const limit = this.begin((2 << 3) | LEN);
       this.buf[this.pos++] = (1 << 3) | VARINT;
       this.varint(l.requests_per_unit);
       this.buf[this.pos++] = (2 << 3) | VARINT;
       this.varint(l.unit);
-      this.buf[this.pos++] = (3 << 3) | LEN;
-      this.string(l.name);
+      this.string((3 << 3) | LEN, l.name);
+      this.end(limit);
     }
     this.buf[this.pos++] = (3 << 3) | VARINT;
     this.varint(s.limit_remaining);
     if (s.duration_until_reset != null) {
       const d = s.duration_until_reset;
-      this.buf[this.pos++] = (4 << 3) | LEN;
-      this.varint(durationSize(d));
+      const duration = this.begin((4 << 3) | LEN);
       this.buf[this.pos++] = (1 << 3) | VARINT;
       this.varint(d.seconds);
       this.buf[this.pos++] = (2 << 3) | VARINT;
       this.varint(d.nanos);
+      this.end(duration);
     }
+    this.end(start);
   }
+}
+
+/** The most bytes a string's field can take: its tag, a length of up to 5 bytes, 3 UTF-8 bytes a UTF-16 unit. */
+const stringBound = (s: string): number => 6 + 3 * s.length;
+
+/** The most bytes `m` can take, from string lengths alone (no pass over their characters). */
+function bound(m: WireResponse, statuses: readonly WireStatus[], headers: readonly WireHeader[][]): number {
+  // Per status: 3 tags and lengths, 3 varints of up to 10 bytes, a limit of 3 more, a duration of 2 more.
+  let n = 32 + (m.raw_body?.length ?? 0);
+  for (const s of statuses) n += 130 + (s.current_limit ? stringBound(s.current_limit.name) : 0);
+  for (const list of headers) for (const h of list) n += 12 + stringBound(h.key) + stringBound(h.value);
+  return n;
 }
 
 /** Fields of RateLimitResponse that Tollgate never sets: a response with any of them goes to protobufjs. */
@@ -178,19 +167,9 @@ export function encodeRateLimitResponse(m: WireResponse, framed = false): Buffer
   const statuses = m.statuses ?? NONE;
   const response = m.response_headers_to_add ?? NONE;
   const request = m.request_headers_to_add ?? NONE;
-  sized = 0;
-  let size = m.overall_code != null ? 1 + varintSize(m.overall_code) : 0;
-  for (const s of statuses) size += 1 + lenSize(sizeStatus(s));
-  for (const h of response) size += 1 + lenSize(sizeHeader(h));
-  for (const h of request) size += 1 + lenSize(sizeHeader(h));
-  if (m.raw_body != null) size += 1 + lenSize(m.raw_body.length);
-  // framed: the gRPC length prefix first (flag 0, big-endian length), so the message is sent without a copy.
-  const w = new Writer(Buffer.allocUnsafe(framed ? 5 + size : size));
-  if (framed) {
-    w.buf[0] = 0;
-    w.buf.writeUInt32BE(size, 1);
-    w.pos = 5;
-  }
+  const most = bound(m, statuses, [response, request]);
+  if (most > scratch.length) scratch = Buffer.allocUnsafeSlow(most);
+  const w = new Writer(scratch);
   if (m.overall_code != null) {
     w.buf[w.pos++] = (1 << 3) | VARINT;
     w.varint(m.overall_code);
@@ -203,5 +182,15 @@ export function encodeRateLimitResponse(m: WireResponse, framed = false): Buffer
     w.varint(m.raw_body.length);
     w.pos += m.raw_body.copy(w.buf, w.pos);
   }
-  return w.buf;
+  // A write past the scratch buffer is dropped by the typed array: a bound too low would be a corrupt answer.
+  if (w.pos > scratch.length) throw new RangeError('a RateLimitResponse outgrew its bound');
+  // framed: the gRPC length prefix first (flag 0, big-endian length), so the message is sent without a copy.
+  const at = framed ? 5 : 0;
+  const out = Buffer.allocUnsafe(at + w.pos);
+  if (framed) {
+    out[0] = 0;
+    out.writeUInt32BE(w.pos, 1);
+  }
+  scratch.copy(out, at, 0, w.pos);
+  return out;
 }

@@ -145,6 +145,19 @@ describe(`RLS codec against protobufjs (seed ${SEED})`, () => {
       expect(encodeRateLimitResponse(res).equals(reference.responseSerialize(res)), `case ${i}`).toBe(true);
     }
   });
+
+  it('encodes a response larger than its scratch buffer (16 KiB), then a small one, as protobufjs does', () => {
+    // Lengths of 3 bytes (a 20,000-byte value) and a 2-byte one nested in them: contents moved twice.
+    const big: WireResponse = {
+      overall_code: 2,
+      statuses: [{ code: 2, limit_remaining: 0, current_limit: { name: 'é'.repeat(5000), requests_per_unit: 1, unit: 1 } }],
+      response_headers_to_add: [{ key: 'x-long', value: 'v'.repeat(20_000) }],
+      request_headers_to_add: [],
+      raw_body: Buffer.alloc(70_000, 1),
+    };
+    const small: WireResponse = { overall_code: 1, statuses: [{ code: 1, limit_remaining: 3 }], response_headers_to_add: [], request_headers_to_add: [] };
+    for (const res of [big, small, big]) expect(encodeRateLimitResponse(res, true).subarray(5).equals(reference.responseSerialize(res))).toBe(true);
+  });
 });
 
 describe('10-byte varints in 32-bit fields (issue 22, item 4)', () => {
