@@ -86,7 +86,8 @@ export function grpcFailure(deps: HandlerDeps, err: unknown): { code: GrpcStatus
  * reached this process), is one Envoy no longer waits for: its failure mode has already decided, so the request
  * went through unchecked even though it was counted. */
 export function countLate(deps: HandlerDeps, deadline: number, gone = false): void {
-  if (deps.metrics && (gone || Date.now() > deadline)) deps.metrics.unchecked.inc({ reason: 'late' });
+  // No clock read for a call without a deadline (Infinity): none is late.
+  if (deps.metrics && (gone || (deadline !== Infinity && Date.now() > deadline))) deps.metrics.unchecked.inc({ reason: 'late' });
 }
 
 /** Where a gRPC call's answer goes: one object a call (methods, not two closures: the hot path allocates less). */
