@@ -129,7 +129,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     else if (over && !c.shadow && !c.quota) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
     if (r.counted && c.charge) noteCharge(o, c, prev, curr, counted, r);
-    o.windows.push({
+    const state: WindowState = {
       limit,
       remaining: bucket ? bucketRemaining(debt, c.windowMs, c.burst) : windowRemaining(c, prev, curr, counted, r.nowMs),
       resetAtMs: bucket
@@ -139,7 +139,10 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
           : windowEndMs(r.nowMs, c.windowMs, c.calendar),
       over,
       retryAfterMs: wait,
-    });
+    };
+    // A first window as a one-element array: a push onto [] would allocate room for 17.
+    if (o.windows.length === 0) o.windows = [state];
+    else o.windows.push(state);
   }
   if (!r.admitted && quotaGroups && quotaWait && quotaWait.size === quotaGroups.size) {
     // Every quota descriptor is over: the request fits again once any one of them has room.

@@ -243,7 +243,9 @@ export function planForClient(rule: Rule, fingerprint: string, tiers: TierSource
 function rulePlan(rule: Rule, client: string | undefined, key: string, hits: number, mode: Modes, tiers: TierSource): DescriptorPlan {
   const tier = client !== undefined && rule.tierLimits.size > 0 ? tiers.tierOf(client) : undefined;
   const limits = (tier !== undefined && rule.tierLimits.get(tier)) || rule.limits;
-  return { rule, tier, limits, ...mode, hits, key, override: false };
+  // The modes field by field, not spread: every decision makes one, and a spread copies generically.
+  const { shadow, shadowStatus, quota, charge, reservation } = mode;
+  return { rule, tier, limits, shadow, shadowStatus, quota, charge, reservation, hits, key, override: false };
 }
 
 /** The fingerprint of the descriptor's token entry (the domain's token_key), if it has one. */
@@ -273,12 +275,16 @@ function dropReplaced(plans: DescriptorPlan[]): Map<string, string> | undefined 
 /** The store calls of a plan: one per window, grouped by descriptor. `peek`: read only (nothing counted,
  * nothing blocked), for explanations and inspection. */
 export function toChecks(plans: readonly DescriptorPlan[], peek = false): CounterCheck[] {
-  const checks: CounterCheck[] = [];
+  let count = 0;
+  for (const p of plans) count += p.limits.length;
+  // Sized up front: a push onto [] allocates room for 17, and most requests have one or two windows.
+  const checks = new Array<CounterCheck>(count);
+  let at = 0;
   const quotaCannotBlock = plans.some((p) => p.quotaPasses);
   for (let group = 0; group < plans.length; group++) {
     const p = plans[group]!;
     for (const l of p.limits) {
-      checks.push({
+      checks[at++] = {
         key: l.burst > 0 ? bucketKey(p.key, l.windowName) : windowKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
@@ -291,7 +297,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         charge: !peek && p.charge,
         calendar: l.calendar,
         reservation: peek ? undefined : p.reservation,
-      });
+      };
     }
   }
   return checks;

@@ -27,6 +27,10 @@ export const FIXED64 = 1;
 export const LEN = 2;
 export const FIXED32 = 5;
 
+/** Where the reader is, shared by every reader (one per request otherwise, grown on its first field). A
+ * request's nesting is at most five deep (descriptors, an index, entries, an index, a field). */
+const PATH: (string | number)[] = new Array<string | number>(8).fill('');
+
 /** A cursor over the request's bytes. `end` is the end of the message being read (nested messages narrow
  * it); `path` says where the cursor is, for the one message a failure produces; `fail` records the first
  * problem and makes every loop stop. Nothing is allocated per field on the way. */
@@ -35,17 +39,18 @@ export class Reader {
   end: number;
   problem: string | undefined;
   bounds: DecodeBounds = UNBOUNDED;
-  private readonly path: (string | number)[] = [];
+  /** How deep `PATH` is for this reader (decoding is synchronous: one reader at a time uses it). */
+  private depth = 0;
   constructor(readonly buf: Buffer) {
     this.end = buf.length;
   }
 
   enter(name: string | number): void {
-    this.path.push(name);
+    PATH[this.depth++] = name;
   }
 
   leave(): void {
-    this.path.pop();
+    this.depth--;
   }
 
   /** Set by failBound: the problem is a count past its bound, not malformed bytes. */
@@ -58,7 +63,7 @@ export class Reader {
 
   fail(problem: string): void {
     if (this.problem === undefined) {
-      const where = this.path
+      const where = PATH.slice(0, this.depth)
         .map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`))
         .join('')
         .slice(1);
@@ -184,7 +189,7 @@ export function decodeRateLimitRequest(buf: Buffer, bounds: DecodeBounds = UNBOU
       r.enter('descriptors');
       r.enter(req.descriptors.length);
       if (req.descriptors.length >= bounds.maxDescriptors) r.failBound(`more than the maximum of ${bounds.maxDescriptors} descriptors`);
-      else if (r.is(tag, LEN)) req.descriptors.push(r.nested(descriptor));
+      else if (r.is(tag, LEN)) req.descriptors = append(req.descriptors, r.nested(descriptor));
       r.leave();
     } else if (field === 3) {
       r.enter('hits_addend');
@@ -198,6 +203,14 @@ export function decodeRateLimitRequest(buf: Buffer, bounds: DecodeBounds = UNBOU
   return r.problem === undefined ? req : new UndecodableRequest(r.problem, r.overBound);
 }
 
+/** `list` with `x` at its end: a first element as a one-element array, where a push onto `[]` would allocate
+ * room for 17 (most requests have one descriptor of one or two entries). */
+function append<T>(list: T[], x: T): T[] {
+  if (list.length === 0) return [x];
+  list.push(x);
+  return list;
+}
+
 function descriptor(r: Reader): WireDescriptor {
   const d: WireDescriptor = { entries: [], limit: null, hits_addend: null };
   for (let tag = r.tag(); tag !== 0; tag = r.tag()) {
@@ -206,7 +219,7 @@ function descriptor(r: Reader): WireDescriptor {
       r.enter('entries');
       r.enter(d.entries.length);
       if (d.entries.length >= r.bounds.maxEntries) r.failBound(`more than the maximum of ${r.bounds.maxEntries} entries`);
-      else if (r.is(tag, LEN)) d.entries.push(r.nested(entry));
+      else if (r.is(tag, LEN)) d.entries = append(d.entries, r.nested(entry));
       r.leave();
     } else if (field === 2) {
       r.enter('limit');
