@@ -87,7 +87,10 @@ class Writer {
       }
       this.pos = start;
     }
-    this.pos += this.buf.write(s, this.pos, 'utf8');
+    const n = this.buf.write(s, this.pos, 'utf8');
+    // buf.write stops at the buffer's end without a word: a bound too low must not become a cut string.
+    if (n !== Buffer.byteLength(s)) throw outgrew();
+    this.pos += n;
     this.end(start);
   }
 
@@ -127,11 +130,19 @@ class Writer {
   }
 }
 
+/** A write past the scratch buffer: dropped by the typed array, or cut short by write and copy. Thrown, so the
+ * call is answered INTERNAL rather than with a corrupt message; it means `bound` is wrong. */
+const outgrew = (): RangeError => new RangeError('a RateLimitResponse outgrew its bound');
+
 /** The most bytes a string's field can take: its tag, a length of up to 5 bytes, 3 UTF-8 bytes a UTF-16 unit. */
 const stringBound = (s: string): number => 6 + 3 * s.length;
 
 /** The most bytes `m` can take, from string lengths alone (no pass over their characters). */
-function bound(m: WireResponse, statuses: readonly WireStatus[], headers: readonly WireHeader[][]): number {
+export function bound(
+  m: WireResponse,
+  statuses: readonly WireStatus[] = m.statuses ?? NONE,
+  headers = [m.response_headers_to_add ?? NONE, m.request_headers_to_add ?? NONE],
+): number {
   // Per status: 3 tags and lengths, 3 varints of up to 10 bytes, a limit of 3 more, a duration of 2 more.
   let n = 32 + (m.raw_body?.length ?? 0);
   for (const s of statuses) n += 130 + (s.current_limit ? stringBound(s.current_limit.name) : 0);
@@ -180,10 +191,11 @@ export function encodeRateLimitResponse(m: WireResponse, framed = false): Buffer
   if (m.raw_body != null) {
     w.buf[w.pos++] = (5 << 3) | LEN;
     w.varint(m.raw_body.length);
-    w.pos += m.raw_body.copy(w.buf, w.pos);
+    if (m.raw_body.copy(w.buf, w.pos) !== m.raw_body.length) throw outgrew();
+    w.pos += m.raw_body.length;
   }
   // A write past the scratch buffer is dropped by the typed array: a bound too low would be a corrupt answer.
-  if (w.pos > scratch.length) throw new RangeError('a RateLimitResponse outgrew its bound');
+  if (w.pos > scratch.length) throw outgrew();
   // framed: the gRPC length prefix first (flag 0, big-endian length), so the message is sent without a copy.
   const at = framed ? 5 : 0;
   const out = Buffer.allocUnsafe(at + w.pos);

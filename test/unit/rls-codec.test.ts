@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { WireResponse } from '../../src/response/wire.js';
 import { decodeRateLimitRequest, encodeRateLimitResponse, UndecodableRequest } from '../../src/rls/rls-codec.js';
+import { bound } from '../../src/rls/rls-encode.js';
 import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
 
 /** protobufjs, through @grpc/proto-loader with Tollgate's options: the reference both directions must match. */
@@ -144,6 +145,26 @@ describe(`RLS codec against protobufjs (seed ${SEED})`, () => {
       const res = randomResponse(random);
       expect(encodeRateLimitResponse(res).equals(reference.responseSerialize(res)), `case ${i}`).toBe(true);
     }
+  });
+
+  it('bounds every random response from above (the encoder trusts the bound for its scratch buffer)', () => {
+    const random = prng(SEED + 3);
+    for (let i = 0; i < 3000; i++) {
+      const res = randomResponse(random);
+      expect(bound(res), `case ${i}`).toBeGreaterThanOrEqual(encodeRateLimitResponse(res).length);
+    }
+    // Every number at its longest (10-byte varints for negatives and 2^53), every string empty: no slack from strings.
+    const longest = { code: -1, limit_remaining: 2 ** 53, duration_until_reset: { seconds: 2 ** 53, nanos: -1 } };
+    const none: WireResponse = { overall_code: -1, statuses: [], response_headers_to_add: [], request_headers_to_add: [] };
+    const statuses = Array.from({ length: 50 }, () => ({ ...longest, current_limit: { name: '', requests_per_unit: 2 ** 53, unit: -1 } }));
+    const headers = Array.from({ length: 50 }, () => ({ key: '', value: '' }));
+    // Each kind alone, so the slack of one cannot hide another's bound being too low.
+    for (const worst of [
+      { ...none, statuses },
+      { ...none, response_headers_to_add: headers },
+      { ...none, request_headers_to_add: headers },
+    ])
+      expect(bound(worst)).toBeGreaterThanOrEqual(encodeRateLimitResponse(worst).length);
   });
 
   it('encodes a response larger than its scratch buffer (16 KiB), then a small one, as protobufjs does', () => {
