@@ -19,6 +19,11 @@ function varintSize(n: number): number {
  * carries cost less so than in a call to buf.write (a native call each). */
 const SHORT = 64;
 
+/** Header names' encoded fields (tag, length, bytes), by name. Names come from the config, never from a request:
+ * a few, kept up to MAX_NAMES (a config with more writes the rest as any string). */
+const NAMES = new Map<string, Buffer>();
+const MAX_NAMES = 64;
+
 /** Where responses are written, in one pass, before being copied out at their size: one buffer for every call
  * (encoding is synchronous), grown when a response could need more. */
 let scratch = Buffer.allocUnsafeSlow(16 * 1024);
@@ -96,9 +101,22 @@ class Writer {
 
   header(field: number, h: WireHeader): void {
     const start = this.begin((field << 3) | LEN);
-    this.string((1 << 3) | LEN, h.key);
+    this.name(h.key);
     this.string((2 << 3) | LEN, h.value);
     this.end(start);
+  }
+
+  /** A header's name field: the same few names (the config's) in every response, so their bytes are kept. */
+  private name(key: string): void {
+    const known = NAMES.get(key);
+    if (known !== undefined) {
+      this.buf.set(known, this.pos);
+      this.pos += known.length;
+      return;
+    }
+    const from = this.pos;
+    this.string((1 << 3) | LEN, key);
+    if (NAMES.size < MAX_NAMES && this.pos - from <= SHORT) NAMES.set(key, Buffer.from(this.buf.subarray(from, this.pos)));
   }
 
   status(s: WireStatus): void {
