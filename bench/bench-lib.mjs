@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { withGrpcPrefix } from '../dist/rls/rls-codec.js';
 import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
 
 export const freePort = () =>
@@ -83,10 +84,7 @@ function benchFrame() {
     domain: 'bench',
     descriptors: [{ entries: [{ key: 'token', value: 'Bearer bench' }] }],
   });
-  const out = Buffer.alloc(5 + body.length);
-  out.writeUInt32BE(body.length, 1);
-  body.copy(out, 5);
-  return out;
+  return withGrpcPrefix(body);
 }
 
 /** h2load: 4 connections × 32 streams, for `seconds` or `requests`, at full speed or at `rate` calls a second

@@ -5,6 +5,7 @@
 //                            [--connections 4] [--concurrency 128]
 import { connect, constants } from 'node:http2';
 import { parseArgs } from 'node:util';
+import { withGrpcPrefix } from '../dist/rls/rls-codec.js';
 import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
 
 const { values } = parseArgs({
@@ -24,10 +25,7 @@ const method = serviceDefinition(RLS_SERVICE).ShouldRateLimit;
 /** A gRPC message frame: uncompressed flag, 4-byte length, the protobuf bytes. */
 function frame(request) {
   const body = method.requestSerialize(request);
-  const out = Buffer.alloc(5 + body.length);
-  out.writeUInt32BE(body.length, 1);
-  body.copy(out, 5);
-  return out;
+  return withGrpcPrefix(body);
 }
 
 /** property: the property API's traffic (70% read, 20% write, 10% reports; 20% from 20 hot tokens far over

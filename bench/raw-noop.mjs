@@ -3,13 +3,11 @@
 // protobuf work per call.
 //   node bench/raw-noop.mjs PORT
 import { createServer } from 'node:http2';
+import { withGrpcPrefix } from '../dist/rls/rls-codec.js';
 import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
 import { NOOP_RESPONSE } from './noop-response.mjs';
 
-const body = serviceDefinition(RLS_SERVICE).ShouldRateLimit.responseSerialize(NOOP_RESPONSE);
-const frame = Buffer.alloc(5 + body.length);
-frame.writeUInt32BE(body.length, 1);
-body.copy(frame, 5);
+const frame = withGrpcPrefix(serviceDefinition(RLS_SERVICE).ShouldRateLimit.responseSerialize(NOOP_RESPONSE));
 
 const server = createServer();
 server.on('stream', (stream) => {

@@ -4,4 +4,4 @@
  * Writers per call; this does neither. Field numbers are the .proto's (proto/envoy/...); the property test
  * in test/unit/rls-codec.test.ts holds both directions to protobufjs byte for byte. */
 export { type DecodeBounds, decodeRateLimitRequest, UndecodableRequest } from './rls-decode.js';
-export { encodable, encodeRateLimitResponse } from './rls-encode.js';
+export { encodable, encodeRateLimitResponse, withGrpcPrefix } from './rls-encode.js';

@@ -32,7 +32,7 @@ export const FIXED32 = 5;
 const PATH: (string | number)[] = new Array<string | number>(8).fill('');
 
 /** A cursor over the request's bytes. `end` is the end of the message being read (nested messages narrow
- * it); `path` says where the cursor is, for the one message a failure produces; `fail` records the first
+ * it); PATH, to `depth`, says where the cursor is, for the one message a failure produces; `fail` records the first
  * problem and makes every loop stop. Nothing is allocated per field on the way. */
 export class Reader {
   pos = 0;

@@ -156,15 +156,12 @@ const outgrew = (): RangeError => new RangeError('a RateLimitResponse outgrew it
 const stringBound = (s: string): number => 6 + 3 * s.length;
 
 /** The most bytes `m` can take, from string lengths alone (no pass over their characters). */
-export function bound(
-  m: WireResponse,
-  statuses: readonly WireStatus[] = m.statuses ?? NONE,
-  headers = [m.response_headers_to_add ?? NONE, m.request_headers_to_add ?? NONE],
-): number {
+export function bound(m: WireResponse): number {
   // Per status: 3 tags and lengths, 3 varints of up to 10 bytes, a limit of 3 more, a duration of 2 more.
   let n = 32 + (m.raw_body?.length ?? 0);
-  for (const s of statuses) n += 130 + (s.current_limit ? stringBound(s.current_limit.name) : 0);
-  for (const list of headers) for (const h of list) n += 12 + stringBound(h.key) + stringBound(h.value);
+  for (const s of m.statuses ?? NONE) n += 130 + (s.current_limit ? stringBound(s.current_limit.name) : 0);
+  for (const list of [m.response_headers_to_add ?? NONE, m.request_headers_to_add ?? NONE])
+    for (const h of list) n += 12 + stringBound(h.key) + stringBound(h.value);
   return n;
 }
 
@@ -196,7 +193,7 @@ export function encodeRateLimitResponse(m: WireResponse, framed = false): Buffer
   const statuses = m.statuses ?? NONE;
   const response = m.response_headers_to_add ?? NONE;
   const request = m.request_headers_to_add ?? NONE;
-  const most = bound(m, statuses, [response, request]);
+  const most = bound(m);
   if (most > scratch.length) scratch = Buffer.allocUnsafeSlow(most);
   const w = new Writer(scratch);
   if (m.overall_code != null) {
@@ -214,13 +211,16 @@ export function encodeRateLimitResponse(m: WireResponse, framed = false): Buffer
   }
   // A write past the scratch buffer is dropped by the typed array: a bound too low would be a corrupt answer.
   if (w.pos > scratch.length) throw outgrew();
-  // framed: the gRPC length prefix first (flag 0, big-endian length), so the message is sent without a copy.
-  const at = framed ? 5 : 0;
-  const out = Buffer.allocUnsafe(at + w.pos);
-  if (framed) {
-    out[0] = 0;
-    out.writeUInt32BE(w.pos, 1);
-  }
-  scratch.copy(out, at, 0, w.pos);
-  return out;
+  // Copied out of the scratch buffer either way; framed, after the prefix in the same buffer.
+  const body = scratch.subarray(0, w.pos);
+  return framed ? withGrpcPrefix(body) : Buffer.from(body);
+}
+
+/** A message after its gRPC prefix (flag 0: not compressed; its length, big-endian), in one new buffer. */
+export function withGrpcPrefix(body: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(5 + body.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(body.length, 1);
+  body.copy(frame, 5);
+  return frame;
 }

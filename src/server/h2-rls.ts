@@ -1,7 +1,7 @@
 import { status as grpcStatus, Metadata } from '@grpc/grpc-js';
 import type { WireResponse } from '../response/wire.js';
 import { type CallSink, countLate, decideCall, type HandlerDeps } from '../rls/ratelimit-handler.js';
-import { decodeRateLimitRequest, encodable, encodeRateLimitResponse } from '../rls/rls-codec.js';
+import { decodeRateLimitRequest, encodable, encodeRateLimitResponse, withGrpcPrefix } from '../rls/rls-codec.js';
 import { serveUnary, type UnaryCall } from './h2-unary.js';
 import type { StreamHandler } from './hot-path.js';
 
@@ -38,7 +38,7 @@ class H2Sink implements CallSink {
     countLate(this.deps, call.deadline, !call.open);
     let frame: Buffer;
     try {
-      frame = encodable(r) ? encodeRateLimitResponse(r, true) : framed(this.general(r));
+      frame = encodable(r) ? encodeRateLimitResponse(r, true) : withGrpcPrefix(this.general(r));
     } catch (err) {
       // As grpc-js answers a serializer that throws; never an exception in a stream's event handler.
       this.deps.logger.error({ err: (err as Error).name }, 'a RateLimitResponse could not be encoded');
@@ -51,13 +51,4 @@ class H2Sink implements CallSink {
   failed(s: { code: grpcStatus; details: string }): void {
     this.call.fail(s.code, s.details);
   }
-}
-
-/** A message with its gRPC prefix. */
-function framed(body: Buffer): Buffer {
-  const frame = Buffer.allocUnsafe(5 + body.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(body.length, 1);
-  body.copy(frame, 5);
-  return frame;
 }
