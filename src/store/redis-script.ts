@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Cluster, Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
+import { EncodedCommand, encodeCommand } from './resp-command.js';
 
 /** check-and-incr.lua with its parts in place: each `--#include <file>` line is that file of lua/ (the script
  * Redis runs is one text, kept in files of one thing each). */
@@ -25,8 +26,21 @@ export async function runScript<T>(client: Redis | Cluster, script: LuaScript, n
   try {
     return (await client.evalsha(script.sha, numKeys, ...args)) as T;
   } catch (err) {
-    if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
+    if (!noScript(err)) throw err;
     return (await client.eval(script.text, numKeys, ...args)) as T;
+  }
+}
+
+const noScript = (err: unknown): boolean => (err as Error).message?.startsWith('NOSCRIPT') ?? false;
+
+/** runScript on one server's connection, its arguments (`numKeys`, then the lists in turn) written in RESP at once
+ * (resp-command.ts), not copied into one list and encoded by ioredis argument by argument. */
+async function runEncoded<T>(node: Redis, script: LuaScript, numKeys: number, ...lists: (string | number)[][]): Promise<T> {
+  try {
+    return (await node.sendCommand(new EncodedCommand('evalsha', encodeCommand('evalsha', [script.sha, numKeys], ...lists)))) as T;
+  } catch (err) {
+    if (!noScript(err)) throw err;
+    return (await node.sendCommand(new EncodedCommand('eval', encodeCommand('eval', [script.text, numKeys], ...lists)))) as T;
   }
 }
 
@@ -71,12 +85,14 @@ export const CLUSTER_CHECK_SCRIPT = scriptOf(clusterVariant(CHECK_SCRIPT.text));
 
 /** The decision script on one Redis, or through a Cluster client for keys of one slot. */
 export function evalCheckScript(client: Redis | Cluster, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
-  return runScript(client, CHECK_SCRIPT, keys.length, [...keys, ...args]);
+  // A Cluster client routes a command by its keys, which an encoded command does not expose.
+  if (client instanceof Cluster) return runScript(client, CHECK_SCRIPT, keys.length, [...keys, ...args]);
+  return runEncoded(client, CHECK_SCRIPT, keys.length, keys, args);
 }
 
 /** The Cluster variant on one master's connection, for keys of any of its slots. */
 export function evalOnNode(node: Redis, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
-  return runScript(node, CLUSTER_CHECK_SCRIPT, 0, [...args, ...keys, keys.length]);
+  return runEncoded(node, CLUSTER_CHECK_SCRIPT, 0, args, keys, [keys.length]);
 }
 
 /** Whether a master cannot run the Cluster variant at all (Redis before 7 has no script flags): the store then

@@ -344,4 +344,18 @@ describe('redis store specifics', () => {
     expect(ttl).toBeGreaterThan(180_000);
     expect(ttl).toBeLessThanOrEqual(181_000);
   });
+  it('a Redis that lost its scripts (SCRIPT FLUSH, a restart the client did not see) gets the script by EVAL, once', async () => {
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'flush:', logger: silentLogger });
+    opened.push(store);
+    await store.waitReady(5000);
+    expect((await store.check([check({ key: 'f', limit: 10 })])).curr).toEqual([0]);
+    const evals = async (): Promise<number> => Number(/cmdstat_eval:calls=(\d+)/.exec(await redis.cli('INFO', 'commandstats'))?.[1] ?? 0);
+    const before = await evals();
+    await redis.cli('SCRIPT', 'FLUSH');
+    // EVALSHA is refused (NOSCRIPT) having run nothing; EVAL runs the batch: counted once, not twice.
+    expect((await store.check([check({ key: 'f', limit: 10 })])).curr).toEqual([1]);
+    expect(await evals()).toBe(before + 1);
+    expect((await store.check([check({ key: 'f', limit: 10 })])).curr).toEqual([2]);
+    expect(await evals()).toBe(before + 1);
+  });
 });
