@@ -1,5 +1,6 @@
 /** RateLimitRequest, decoded by hand (rls-codec.ts says why). */
 import { isUtf8 } from 'node:buffer';
+import { asciiString } from './ascii-strings.js';
 import type { WireDescriptor, WireRequest } from './request.js';
 
 /** Bytes that are not a RateLimitRequest, or one past a count bound. `reason` names the problem and where,
@@ -107,7 +108,7 @@ export class Reader {
       const bytes = this.buf.subarray(start, end);
       return isUtf8(bytes) ? this.buf.toString('utf8', start, end) : escapeBytes(bytes);
     }
-    return this.buf.toString('latin1', start, end);
+    return asciiString(this.buf, start, end);
   }
 
   /** Skips a field this decoder does not read, as protobuf says; groups are obsolete and refused. */
