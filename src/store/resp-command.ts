@@ -6,13 +6,17 @@ import { Command } from 'ioredis';
  * (about 0.5 µs a decision on this machine). The bytes are exactly ioredis's for the same arguments
  * (test/unit/resp-command.test.ts holds them equal for random ones): a string as UTF-8, a number as String() writes it. */
 
+/** Node's Buffer writers without the encoding lookup of `write(s, at, encoding)` (protobufjs writes with them too):
+ * on Buffer.prototype in Node 20, 22 and 24, not declared by @types/node. */
+type Writable = Buffer & { utf8Write(s: string, at: number): number; latin1Write(s: string, at: number): number };
+
 /** Where commands are written before being copied out at their size; grows (doubles) for a larger one. */
-let scratch = Buffer.allocUnsafe(64 * 1024);
+let scratch = Buffer.allocUnsafe(64 * 1024) as Writable;
 let at = 0;
 
 function room(bytes: number): void {
   if (at + bytes <= scratch.length) return;
-  const larger = Buffer.allocUnsafe(Math.max(scratch.length * 2, at + bytes));
+  const larger = Buffer.allocUnsafe(Math.max(scratch.length * 2, at + bytes)) as Writable;
   scratch.copy(larger, 0, 0, at);
   scratch = larger;
 }
@@ -20,7 +24,7 @@ function room(bytes: number): void {
 /** A decimal integer's digits, without a string for the usual small ones. */
 function writeCount(n: number): void {
   if (n < 10) scratch[at++] = 48 + n;
-  else at += scratch.write(String(n), at, 'latin1');
+  else at += scratch.latin1Write(String(n), at);
 }
 
 /** A bulk string: `$<bytes>\r\n<text>\r\n`. Written as if ASCII (its byte count its length, the usual case: keys
@@ -32,13 +36,13 @@ function writeString(s: string): void {
   writeCount(s.length);
   scratch[at++] = 13;
   scratch[at++] = 10;
-  const bytes = scratch.write(s, at, 'utf8');
+  const bytes = scratch.utf8Write(s, at);
   if (bytes !== s.length) {
     at = start + 1;
     writeCount(Buffer.byteLength(s));
     scratch[at++] = 13;
     scratch[at++] = 10;
-    at += scratch.write(s, at, 'utf8');
+    at += scratch.utf8Write(s, at);
   } else at += bytes;
   scratch[at++] = 13;
   scratch[at++] = 10;
