@@ -90,6 +90,8 @@ export class OverLimitCache implements Store {
   }
 
   private answer(checks: readonly CounterCheck[], now: number): CheckResult | undefined {
+    // Nothing known full (traffic under its limits): no key looked up, nothing allocated.
+    if (this.entries.size === 0) return undefined;
     // Every descriptor must be enforced and blocked by a cached full window; otherwise ask the store.
     const blocked: (Entry | undefined)[] = [];
     for (const c of checks) {
