@@ -14,10 +14,11 @@
 // (5,000 tokens, hot tokens, 429s) driven by bench/h2-driver.mjs (node:http2, frames encoded once, checks
 // every grpc-status). CPU of every process from /proc, and how much of the wall time the service's main thread
 // was on a CPU (near 100 %: the event loop is the bound, not waiting for Redis or the driver). Rounds alternate
-// the targets; figures are medians over rounds. Then the memory store's footprint (bench/memory.mjs), and
-// Tollgate's own cost per decision with the bench limit as a fixed window and as a token bucket
-// (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis spends per decision, against
-// the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
+// the targets (the floor first, the others forwards in odd rounds, backwards in even ones); figures are medians
+// over rounds, and "vs floor, round by round" is the median of each round's ratio to that round's floor. Then the
+// memory store's footprint (bench/memory.mjs), and Tollgate's own cost per decision with the bench limit as a
+// fixed window and as a token bucket (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis
+// spends per decision, against the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -114,7 +115,7 @@ async function main() {
   const runs = Object.fromEntries(names.map((n) => [n, []]));
   for (let round = 1; round <= Number(values.rounds); round++) {
     let rate = values.rate === 'half' ? 5000 : Number(values.rate);
-    for (const name of names) {
+    for (const name of roundOrder(names, round)) {
       const r = await measure(name, targets[name], redis, redisPort, rate);
       if (name === 'noop' && values.rate === 'half') rate = Math.round(r.sat.perSecond / 2);
       runs[name].push(r);
@@ -215,6 +216,15 @@ async function withCpu(processes, fn, redisPort) {
   };
 }
 
+/** The targets in the order of a round: the floor first (its rate sets the fixed-rate runs), the others forwards in
+ * odd rounds and backwards in even ones, so that no target always runs at the same point of a round while the
+ * machine's speed drifts within it. */
+function roundOrder(names, round) {
+  const rest = names.filter((n) => n !== 'noop');
+  const ordered = round % 2 === 1 ? rest : rest.reverse();
+  return names.includes('noop') ? ['noop', ...ordered] : ordered;
+}
+
 function median(xs) {
   const s = xs.filter((x) => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
   return s.length ? s[Math.floor(s.length / 2)] : undefined;
@@ -264,11 +274,17 @@ function print(r) {
   const floor = r.noop?.sat.perSecond;
   const f = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '-');
   const ratio = (a) => (floor ? `${(a / floor).toFixed(2)}×` : '-');
+  // Each round's target against the same round's floor, then the median: the drift between rounds cancels out.
+  const roundRatio = (x) => {
+    const m = r.noop && median(x.satRuns.map((v, i) => v / r.noop.satRuns[i]));
+    return m === undefined ? '-' : `${m.toFixed(2)}×`;
+  };
   const rows = [
     [
       'target',
       'decisions/s',
       'vs grpc floor',
+      'vs floor, round by round',
       'CPU µs/decision',
       'main thread busy',
       'redis µs/decision',
@@ -289,6 +305,7 @@ function print(r) {
       name,
       f(x.sat.perSecond),
       ratio(x.sat.perSecond),
+      roundRatio(x),
       f(x.sat.serviceUs, 1),
       `${f(x.sat.mainShare * 100)}%`,
       f(x.sat.redisUs, 1),
