@@ -1,6 +1,6 @@
 // Pieces of the benchmark: processes, /proc readings, and the two load drivers.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,20 @@ export const freePort = () =>
       s.close(() => resolve(port));
     });
   });
+
+/** The bundled config plus the benchmark's own domain (one token under a limit no run reaches). */
+export function configDir() {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-config-'));
+  for (const f of readdirSync('config')) if (/\.ya?ml$/.test(f)) copyFileSync(join('config', f), join(dir, f));
+  copyFileSync('bench/bench-domain.yaml', join(dir, 'bench.yaml'));
+  return dir;
+}
+
+/** `tollgate serve` of the checkout whose dist/cli.js is `cli`, on loopback ports, the config read once. */
+export function serveArgs(cli, config, port, http) {
+  const ports = ['--grpc-port', String(port), '--http-port', String(http), '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1'];
+  return [cli, 'serve', '--config', config, ...ports, '--config-poll-ms', '0'];
+}
 
 /** Every process the benchmark started, ended when it exits however it exits (an error, a timeout's
  * SIGTERM): none is left running. */

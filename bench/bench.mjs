@@ -20,13 +20,13 @@
 // fixed window and as a token bucket (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis
 // spends per decision, against the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { binDir, PINS, satisfies } from '../scripts/node-lines.mjs';
-import { cpuSeconds, driver, freePort, h2load, peakRssMiB, redisScriptCalls, start, stop } from './bench-lib.mjs';
+import { configDir, cpuSeconds, driver, freePort, h2load, peakRssMiB, redisScriptCalls, serveArgs, start, stop } from './bench-lib.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -53,14 +53,6 @@ if (!values['this-node'] && !satisfies(process.version)) {
 }
 const seconds = Number(values.seconds);
 
-/** The bundled config plus the benchmark's own domain (one token under a limit no run reaches). */
-function configDir() {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-bench-config-'));
-  for (const f of readdirSync('config')) if (/\.ya?ml$/.test(f)) copyFileSync(join('config', f), join(dir, f));
-  copyFileSync('bench/bench-domain.yaml', join(dir, 'bench.yaml'));
-  return dir;
-}
-
 async function main() {
   const redisPort = await freePort();
   const redis = await start(
@@ -72,24 +64,7 @@ async function main() {
   const tollgate = (port, http, ...extra) => tollgateAt('dist/cli.js', port, http, ...extra);
   const tollgateAt = (cli, port, http, ...extra) => [
     process.execPath,
-    [
-      ...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []),
-      cli,
-      'serve',
-      '--config',
-      config,
-      '--grpc-port',
-      String(port),
-      '--http-port',
-      String(http),
-      '--grpc-host',
-      '127.0.0.1',
-      '--http-host',
-      '127.0.0.1',
-      '--config-poll-ms',
-      '0',
-      ...extra,
-    ],
+    [...(values.profile ? ['--cpu-prof', '--cpu-prof-dir', 'bench/profiles'] : []), ...serveArgs(cli, config, port, http), ...extra],
     /tollgate serving/,
   ];
   const targets = {
