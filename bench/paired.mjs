@@ -69,9 +69,7 @@ async function main() {
     const [now, before] = await slice(servers);
     ratios.push(now.perSecond / before.perSecond);
     usRatios.push(now.us / before.us);
-    console.log(
-      `slice ${i}: now ${Math.round(now.perSecond)}/s ${now.us.toFixed(1)} µs, before ${Math.round(before.perSecond)}/s ${before.us.toFixed(1)} µs`,
-    );
+    console.log(`slice ${i}: now ${Math.round(now.perSecond)}/s ${now.us.toFixed(1)} µs, before ${Math.round(before.perSecond)}/s ${before.us.toFixed(1)} µs`);
   }
   for (const s of servers) await stop(s.child);
   if (redis) await stop(redis);
