@@ -3,20 +3,16 @@ import type { WireResponse } from '../../src/response/wire.js';
 import { decodeRateLimitRequest, encodeRateLimitResponse, UndecodableRequest } from '../../src/rls/rls-codec.js';
 import { bound } from '../../src/rls/rls-encode.js';
 import { clientConstructor, RLS_SERVICE } from '../../src/server/proto.js';
+import { Rng } from '../adversarial/fuzz-lib.js';
 
 /** protobufjs, through @grpc/proto-loader with Tollgate's options: the reference both directions must match. */
 const reference = clientConstructor(RLS_SERVICE).service.ShouldRateLimit!;
 const SEED = Number(process.env.CODEC_SEED ?? 20261122);
 
+/** The fuzz library's seeded generator, as a function. */
 function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
+  const rng = new Rng(seed);
+  return () => rng.next();
 }
 
 function generators(random: () => number) {
