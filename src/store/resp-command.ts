@@ -61,7 +61,12 @@ function writeArgument(a: string | number): void {
     scratch[at++] = 10;
     return;
   }
-  writeString(typeof a === 'string' ? a : String(a));
+  writeString(typeof a === 'string' ? a : numberText(a));
+}
+
+/** A number as ioredis writes an argument (utils' toArg): String(), but an integer past 2^53 in all its digits. */
+function numberText(n: number): string {
+  return Number.isInteger(n) && !Number.isSafeInteger(n) ? BigInt(n).toString() : String(n);
 }
 
 /** The RESP of a command: its name, then the arguments of each list in turn (no list is copied or joined). */
@@ -84,8 +89,9 @@ export function encodeCommand(name: string, ...lists: readonly (readonly (string
 
 /** An ioredis command whose bytes are already written: ioredis queues it, times it out, matches its reply and
  * converts the reply to strings as for any command; it writes these bytes instead of encoding arguments. It has no
- * arguments of its own (so nothing of them reaches an error's `command`), hence no keys: only for a connection to
- * one server (never through a Cluster client, which routes by a command's keys). */
+ * arguments of its own (so nothing of them reaches an error's `command` or a tracing subscriber), hence no keys:
+ * only for a connection to one server (never through a Cluster client, which routes by a command's keys), and
+ * ioredis's own `keyPrefix` and `showFriendlyErrorStack`, which the store never sets, would not apply to it. */
 export class EncodedCommand extends Command {
   constructor(
     name: string,

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { counterId, counterKeyOf, storeKey, windowKey } from '../../src/counters/keys.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
+import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT } from '../../src/store/redis-script.js';
 import type { CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { type RedisCluster, startRedisCluster } from '../helpers/redis.js';
@@ -63,6 +64,24 @@ describe('the Redis store on a 3-master Cluster', () => {
     const results = await Promise.all(Array.from({ length: 60 }, (_, i) => store.check([hourly(`many-${i}`)])));
     expect(results.every((r) => r.admitted)).toBe(true);
     expect(await scriptCalls()).toBeLessThanOrEqual(before + 3);
+  });
+
+  it('a master that lost its scripts (SCRIPT FLUSH) gets the per-node script by EVAL, once: the request counted once', async () => {
+    const c = hourly('flushed');
+    await store.check([c]);
+    const evals = async (): Promise<number> => {
+      let sum = 0;
+      for (const n of cluster.nodes) sum += Number(/cmdstat_eval:calls=(\d+)/.exec(await n.cli('INFO', 'commandstats'))?.[1] ?? 0);
+      return sum;
+    };
+    const before = await evals();
+    for (const n of cluster.nodes) await n.cli('SCRIPT', 'FLUSH');
+    expect((await store.check([c])).curr).toEqual([1]);
+    expect(await evals()).toBe(before + 1);
+    expect((await store.check([c])).curr).toEqual([2]);
+    expect(await evals()).toBe(before + 1);
+    // The other masters' scripts back, as the store loads them when it connects: the next tests count calls.
+    for (const n of cluster.nodes) for (const script of [CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT]) await n.cli('SCRIPT', 'LOAD', script.text);
   });
 
   it("decides a request whose two clients' counters are on one master in one call, both counted", async () => {

@@ -21,11 +21,9 @@ describe('decoded ASCII strings kept by their bytes', () => {
     }
   });
 
-  it('gives the same string object for the same bytes, and strings past the kept length and empty ones as they are', () => {
-    const a = asciiString(Buffer.from('domain-bench'), 0, 12);
-    const b = asciiString(Buffer.from('xdomain-bench'), 1, 13);
-    expect(b).toBe('domain-bench');
-    expect(Object.is(a, b)).toBe(true);
+  it('gives the string again for the same bytes at another offset, and strings past the kept length and empty ones as they are', () => {
+    expect(asciiString(Buffer.from('domain-bench'), 0, 12)).toBe('domain-bench');
+    expect(asciiString(Buffer.from('xdomain-bench'), 1, 13)).toBe('domain-bench');
     const long = 'k'.repeat(65);
     expect(asciiString(Buffer.from(long), 0, 65)).toBe(long);
     expect(asciiString(Buffer.from('abc'), 1, 1)).toBe('');

@@ -29,7 +29,18 @@ function randomString(r: () => number): string {
 }
 
 function randomNumber(r: () => number): number {
-  const kinds = [() => Math.floor(r() * 10), () => Math.floor(r() * 1e13), () => -Math.floor(r() * 100), () => r() * 100, () => -0, () => 4e9, () => 2 ** 53];
+  const kinds = [
+    () => Math.floor(r() * 10),
+    () => Math.floor(r() * 1e13),
+    () => -Math.floor(r() * 100),
+    () => r() * 100,
+    () => -0,
+    () => 4e9,
+    () => 2 ** 53,
+    // Integers past 2^53, which ioredis writes in all their digits, and past 1e21, which String() writes as 1e+21.
+    () => 2 ** 64,
+    () => 1e21 * (1 + Math.floor(r() * 100)),
+  ];
   return kinds[Math.floor(r() * kinds.length)]!();
 }
 
