@@ -20,28 +20,26 @@ export function scriptOf(text: string): LuaScript {
   return { text, sha: createHash('sha1').update(text).digest('hex') };
 }
 
-/** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server). `args`: the keys and
- * then the arguments, `numKeys` of them keys. */
-export async function runScript<T>(client: Redis | Cluster, script: LuaScript, numKeys: number, args: (string | number)[]): Promise<T> {
+/** EVALSHA, and EVAL when Redis does not have the script yet (a new or restarted server): `send` sends the
+ * command named with the script's SHA1 or text. The one place that decides when a script is sent whole. */
+async function withScript<T>(script: LuaScript, send: (command: 'evalsha' | 'eval', body: string) => unknown): Promise<T> {
   try {
-    return (await client.evalsha(script.sha, numKeys, ...args)) as T;
+    return (await send('evalsha', script.sha)) as T;
   } catch (err) {
-    if (!noScript(err)) throw err;
-    return (await client.eval(script.text, numKeys, ...args)) as T;
+    if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
+    return (await send('eval', script.text)) as T;
   }
 }
 
-const noScript = (err: unknown): boolean => (err as Error).message?.startsWith('NOSCRIPT') ?? false;
+/** A script through ioredis's own commands. `args`: the keys and then the arguments, `numKeys` of them keys. */
+export function runScript<T>(client: Redis | Cluster, script: LuaScript, numKeys: number, args: (string | number)[]): Promise<T> {
+  return withScript(script, (command, body) => (command === 'evalsha' ? client.evalsha(body, numKeys, ...args) : client.eval(body, numKeys, ...args)));
+}
 
 /** runScript on one server's connection, its arguments (`numKeys`, then the lists in turn) written in RESP at once
  * (resp-command.ts), not copied into one list and encoded by ioredis argument by argument. */
-async function runEncoded<T>(node: Redis, script: LuaScript, numKeys: number, ...lists: (string | number)[][]): Promise<T> {
-  try {
-    return (await node.sendCommand(new EncodedCommand('evalsha', encodeCommand('evalsha', [script.sha, numKeys], ...lists)))) as T;
-  } catch (err) {
-    if (!noScript(err)) throw err;
-    return (await node.sendCommand(new EncodedCommand('eval', encodeCommand('eval', [script.text, numKeys], ...lists)))) as T;
-  }
+function runEncoded<T>(node: Redis, script: LuaScript, numKeys: number, ...lists: (string | number)[][]): Promise<T> {
+  return withScript(script, (command, body) => node.sendCommand(new EncodedCommand(command, encodeCommand(command, [body, numKeys], ...lists))));
 }
 
 /** The script every decision batch runs (redis-batch.ts writes its arguments and reads its reply). */
