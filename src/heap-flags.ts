@@ -13,19 +13,37 @@
  * Not --heap-growing-percent=50 (the old generation grown 1.5 times its live size before a full GC, where V8
  * lets it grow up to 4 times), which this list held until 2026-11-26: it took RSS down to +50-70 MB, but cost
  * 20-25 % more CPU per decision at saturation (44 against 33 µs with the memory store, 49 against 39 with Redis,
- * in the same run), most with the Redis store, whose requests wait long enough to be promoted. */
-export const HEAP_FLAGS = ['--max-semi-space-size=16'] as const;
+ * in the same run), most with the Redis store, whose requests wait long enough to be promoted.
+ *
+ * --no-allocation-site-pretenuring: V8 watches how many objects of each allocation site survive a young-generation
+ * GC and, past a share, allocates that site's objects in the old generation from then on. Under load some of
+ * node:http2's per-stream sites cross it (at a GC, the streams in flight survive), and stay there: every stream's
+ * objects then start old, what they point to survives each scavenge through them, and only a full GC frees any
+ * of it. Measured on Node 24.21 under h2load (--trace-gc-nvp, bench/paired.mjs; BENCHMARKS.md, 2026-11-26 late):
+ * promoted bytes a decision 2,072 -> 63 (Redis store), no full GC in 3 s where there were 4, GC pause a decision
+ * 4.2 -> 0.7 µs; CPU µs a decision 7-17 % lower with either store. Whether a run fell into that state depended
+ * on its first seconds, which is part of why one target's rounds differed by up to 35 %. */
+export const HEAP_FLAGS = ['--max-semi-space-size=16', '--no-allocation-site-pretenuring'] as const;
 
 /** Set in the environment of the re-executed process, so it can never loop. */
 const MARK = 'TOLLGATE_HEAP_FLAGS_SET';
 
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 
+/** A V8 flag's name: no value, dashes for underscores, and no `no-` (`--allocation-site-pretenuring` and
+ * `--no-allocation-site-pretenuring` set the same thing). */
+const flagName = (arg: string): string =>
+  arg
+    .split('=')[0]!
+    .replaceAll('_', '-')
+    .replace(/^--no-/, '--');
+
 /** The flags of HEAP_FLAGS this process was not started with. An operator's own value of one (on the command
- * line or in NODE_OPTIONS) is theirs: it is not replaced. */
+ * line or in NODE_OPTIONS; the pretenuring flag can only be given on the command line) is theirs: it is not
+ * replaced. */
 export function missingHeapFlags(execArgv: readonly string[], nodeOptions = ''): string[] {
-  const given = [...execArgv, ...nodeOptions.split(/\s+/)].map((a) => a.split('=')[0]!.replaceAll('_', '-'));
-  return HEAP_FLAGS.filter((f) => !given.includes(f.split('=')[0]!));
+  const given = [...execArgv, ...nodeOptions.split(/\s+/)].map(flagName);
+  return HEAP_FLAGS.filter((f) => !given.includes(flagName(f)));
 }
 
 /** Replaces this process with itself started with the missing heap flags (process.execve: the same pid, stdio

@@ -49,9 +49,9 @@ export interface Daemon {
   exited: Promise<number | null>;
 }
 
-/** Starts a long-running CLI command and waits until its output matches `ready`. */
-export async function startCli(args: string[], ready: RegExp, env: NodeJS.ProcessEnv = {}): Promise<Daemon> {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env } });
+/** Starts a long-running CLI command (with `nodeFlags` before the script) and waits until its output matches `ready`. */
+export async function startCli(args: string[], ready: RegExp, env: NodeJS.ProcessEnv = {}, nodeFlags: readonly string[] = []): Promise<Daemon> {
+  const child = spawn(process.execPath, [...nodeFlags, CLI, ...args], { env: { ...process.env, ...env } });
   let out = '';
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {

@@ -28,9 +28,16 @@ describe('the heap flags serve runs with', () => {
   it('are missing exactly when neither the command line nor NODE_OPTIONS gives them', () => {
     expect(missingHeapFlags([])).toEqual([...HEAP_FLAGS]);
     expect(missingHeapFlags([...HEAP_FLAGS])).toEqual([]);
-    expect(missingHeapFlags(['--max-semi-space-size=4'])).toEqual([]);
-    expect(missingHeapFlags([], '--max-old-space-size=512 --max_semi_space_size 8')).toEqual([]);
-    expect(missingHeapFlags([], '--max-old-space-size=512')).toEqual(['--max-semi-space-size=16']);
+    expect(missingHeapFlags(['--max-semi-space-size=4', '--no-allocation-site-pretenuring'])).toEqual([]);
+    expect(missingHeapFlags(['--no-allocation-site-pretenuring'], '--max-old-space-size=512 --max_semi_space_size 8')).toEqual([]);
+    expect(missingHeapFlags([], '--max-old-space-size=512')).toEqual([...HEAP_FLAGS]);
+    expect(missingHeapFlags(['--max-semi-space-size=16'])).toEqual(['--no-allocation-site-pretenuring']);
+  });
+
+  it("take an operator's pretenuring choice, either way, as given", () => {
+    // An operator who wants V8's allocation-site pretenuring back says so on the command line: it is not undone.
+    expect(missingHeapFlags(['--allocation-site-pretenuring'])).toEqual(['--max-semi-space-size=16']);
+    expect(missingHeapFlags(['--no-allocation_site_pretenuring'])).toEqual(['--max-semi-space-size=16']);
   });
 
   it.skipIf(!canExec)('are added to a plain `node dist/cli.js serve`, in the same process', async () => {
@@ -43,7 +50,18 @@ describe('the heap flags serve runs with', () => {
   it.skipIf(!canExec)("leave an operator's NODE_OPTIONS value in place", async () => {
     const argv = await serveArgv({ NODE_OPTIONS: '--max-semi-space-size=8' });
     expect(argv).not.toContain('--max-semi-space-size=16');
-    // Nothing was missing: the process it started as is the one serving.
-    expect(argv.reexecuted).toBe(false);
+    // Only what NODE_OPTIONS cannot carry (a V8 flag outside Node's list for it) was added.
+    expect(argv).toContain('--no-allocation-site-pretenuring');
+    expect(argv.reexecuted).toBe(true);
+  });
+
+  it.skipIf(!canExec)('leave a process that was given every one as it started', async () => {
+    const daemon = await startCli(['serve', ...loopback(await freePort(), await freePort())], /tollgate serving/, {}, [...HEAP_FLAGS]);
+    try {
+      expect(environ(daemon.child.pid!).some((e) => e.startsWith('TOLLGATE_HEAP_FLAGS_SET='))).toBe(false);
+    } finally {
+      daemon.child.kill('SIGTERM');
+      await daemon.exited;
+    }
   });
 });
