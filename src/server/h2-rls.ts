@@ -1,4 +1,4 @@
-import { status as grpcStatus, Metadata } from '@grpc/grpc-js';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import type { WireResponse } from '../response/wire.js';
 import { type CallSink, countLate, decideCall, type HandlerDeps } from '../rls/ratelimit-handler.js';
 import { decodeRateLimitRequest, encodable, encodeRateLimitResponse, withGrpcPrefix } from '../rls/rls-codec.js';
@@ -19,7 +19,9 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
       call.fail(grpcStatus.INTERNAL, 'Error deserializing request');
       return;
     }
-    const info = deps.observer && { kind: 'grpc' as const, headers: Metadata.fromHttp2Headers(call.headers) };
+    // The headers as node:http2 gave them: the propagators read the trace headers from them directly
+    // (tracing/propagation.ts), so a call that starts no span builds no Metadata of every header.
+    const info = deps.observer && { kind: 'grpc' as const, headers: call.headers };
     decideCall(deps, request, info, new H2Sink(deps, general, call));
   };
   return (stream, headers) => serveUnary(stream, headers, maxBytes, onMessage);
