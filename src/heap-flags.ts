@@ -20,8 +20,8 @@
  * node:http2's per-stream sites cross it (at a GC, the streams in flight survive), and stay there: every stream's
  * objects then start old, what they point to survives each scavenge through them, and only a full GC frees any
  * of it. Measured on Node 24.21 under h2load (--trace-gc-nvp, bench/paired.mjs; BENCHMARKS.md, 2026-11-26 late):
- * promoted bytes a decision 2,072 -> 63 (Redis store), no full GC in 3 s where there were 4, GC pause a decision
- * 4.2 -> 0.7 µs; CPU µs a decision 7-17 % lower with either store. Whether a run fell into that state depended
+ * promoted bytes a decision 2,072 -> 63 (Redis store), no full GC in 3 s where there were 4, young-GC pause a
+ * decision 2.82 -> 0.68 µs; CPU µs a decision 7-17 % lower with either store. Whether a run fell into that state depended
  * on its first seconds, which is part of why one target's rounds differed by up to 35 %. */
 export const HEAP_FLAGS = ['--max-semi-space-size=16', '--no-allocation-site-pretenuring'] as const;
 
@@ -30,13 +30,13 @@ const MARK = 'TOLLGATE_HEAP_FLAGS_SET';
 
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 
-/** A V8 flag's name: no value, dashes for underscores, and no `no-` (`--allocation-site-pretenuring` and
- * `--no-allocation-site-pretenuring` set the same thing). */
+/** A V8 flag's name: no value, dashes for underscores, two leading dashes, and no `no` (V8 reads `-flag`,
+ * `--no-flag`, `--noflag` and `--no_flag` as the same flag's settings). */
 const flagName = (arg: string): string =>
   arg
     .split('=')[0]!
     .replaceAll('_', '-')
-    .replace(/^--no-/, '--');
+    .replace(/^--?(?:no-?)?/, '--');
 
 /** The flags of HEAP_FLAGS this process was not started with. An operator's own value of one (on the command
  * line or in NODE_OPTIONS; the pretenuring flag can only be given on the command line) is theirs: it is not
@@ -49,8 +49,9 @@ export function missingHeapFlags(execArgv: readonly string[], nodeOptions = ''):
 /** Replaces this process with itself started with the missing heap flags (process.execve: the same pid, stdio
  * and environment, so a supervisor's signals still reach it). Returns, having done nothing, when none is
  * missing, after one re-execution, or on a runtime without process.execve (Node 22.12-22.14): there the young
- * generation is V8's default, and NODE_OPTIONS=--max-semi-space-size=16 sets it. cli.ts calls it for `serve`
- * before loading anything else. */
+ * generation is V8's default (NODE_OPTIONS=--max-semi-space-size=16 sets it) and pretenuring stays on (Node
+ * refuses that flag in NODE_OPTIONS: only the command line sets it). cli.ts calls it for `serve` before loading
+ * anything else. */
 export function reexecWithHeapFlags(): void {
   const missing = missingHeapFlags(process.execArgv, process.env.NODE_OPTIONS);
   const execve = (process as unknown as { execve?: Execve }).execve;

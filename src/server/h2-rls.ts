@@ -20,7 +20,7 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
       return;
     }
     // The headers as node:http2 gave them: the propagators read the trace headers from them directly
-    // (tracing/propagation.ts), so a call that starts no span builds no Metadata of every header.
+    // (tracing/propagation.ts); no grpc-js Metadata of every header is built for a call.
     const info = deps.observer && { kind: 'grpc' as const, headers: call.headers };
     decideCall(deps, request, info, new H2Sink(deps, general, call));
   };

@@ -29,7 +29,7 @@ describe('the heap flags serve runs with', () => {
     expect(missingHeapFlags([])).toEqual([...HEAP_FLAGS]);
     expect(missingHeapFlags([...HEAP_FLAGS])).toEqual([]);
     expect(missingHeapFlags(['--max-semi-space-size=4', '--no-allocation-site-pretenuring'])).toEqual([]);
-    expect(missingHeapFlags(['--no-allocation-site-pretenuring'], '--max-old-space-size=512 --max_semi_space_size 8')).toEqual([]);
+    expect(missingHeapFlags(['--no-allocation-site-pretenuring'], '--max-old-space-size=512 --max_semi_space_size=8')).toEqual([]);
     expect(missingHeapFlags([], '--max-old-space-size=512')).toEqual([...HEAP_FLAGS]);
     expect(missingHeapFlags(['--max-semi-space-size=16'])).toEqual(['--no-allocation-site-pretenuring']);
   });
@@ -38,6 +38,22 @@ describe('the heap flags serve runs with', () => {
     // An operator who wants V8's allocation-site pretenuring back says so on the command line: it is not undone.
     expect(missingHeapFlags(['--allocation-site-pretenuring'])).toEqual(['--max-semi-space-size=16']);
     expect(missingHeapFlags(['--no-allocation_site_pretenuring'])).toEqual(['--max-semi-space-size=16']);
+    // V8's other spellings of the same flag: `--noflag`, a single dash.
+    expect(missingHeapFlags(['--noallocation-site-pretenuring'])).toEqual(['--max-semi-space-size=16']);
+    expect(missingHeapFlags(['-allocation-site-pretenuring'])).toEqual(['--max-semi-space-size=16']);
+  });
+
+  it.skipIf(!canExec)("keep an operator's --allocation-site-pretenuring through the re-execution", async () => {
+    const daemon = await startCli(['serve', ...loopback(await freePort(), await freePort())], /tollgate serving/, {}, ['--allocation-site-pretenuring']);
+    try {
+      const argv = cmdline(daemon.child.pid!);
+      expect(argv).toContain('--allocation-site-pretenuring');
+      expect(argv).toContain('--max-semi-space-size=16');
+      expect(argv).not.toContain('--no-allocation-site-pretenuring');
+    } finally {
+      daemon.child.kill('SIGTERM');
+      await daemon.exited;
+    }
   });
 
   it.skipIf(!canExec)('are added to a plain `node dist/cli.js serve`, in the same process', async () => {
