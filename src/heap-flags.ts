@@ -15,15 +15,25 @@
  * 20-25 % more CPU per decision at saturation (44 against 33 µs with the memory store, 49 against 39 with Redis,
  * in the same run), most with the Redis store, whose requests wait long enough to be promoted.
  *
- * --no-allocation-site-pretenuring: V8 watches how many objects of each allocation site survive a young-generation
- * GC and, past a share, allocates that site's objects in the old generation from then on. Under load some of
- * node:http2's per-stream sites cross it (at a GC, the streams in flight survive), and stay there: every stream's
- * objects then start old, what they point to survives each scavenge through them, and only a full GC frees any
- * of it. Measured on Node 24.21 under h2load (--trace-gc-nvp, bench/paired.mjs; BENCHMARKS.md, 2026-11-26 late):
- * promoted bytes a decision 2,072 -> 63 (Redis store), no full GC in 3 s where there were 4, young-GC pause a
- * decision 2.82 -> 0.68 µs; CPU µs a decision 7-17 % lower with either store. Whether a run fell into that state depended
- * on its first seconds, which is part of why one target's rounds differed by up to 35 %. */
-export const HEAP_FLAGS = ['--max-semi-space-size=16', '--no-allocation-site-pretenuring'] as const;
+ * --no-allocation-site-pretenuring, from Node 24 on: V8 watches how many objects of each allocation site survive a
+ * young-generation GC and, past a share, allocates that site's objects in the old generation from then on. Under
+ * load on Node 24 some of node:http2's per-stream sites cross it (at a GC, the streams in flight survive), and
+ * stay there: every stream's objects then start old, what they point to survives each scavenge through them,
+ * and only a full GC frees any of it. Measured on Node 24.21 under h2load (--trace-gc-nvp, bench/paired.mjs;
+ * BENCHMARKS.md, 2026-11-26 late): promoted bytes a decision 2,072 -> 63 (Redis store), no full GC in 3 s where
+ * there were 4, young-GC pause a decision 2.82 -> 0.68 µs; CPU µs a decision 7-17 % lower with either store.
+ * Whether a run fell into that state depended on its first seconds, which is part of why one target's rounds
+ * differed by up to 35 %. Node 22.23 did not fall into it (176 bytes promoted a Redis decision with
+ * pretenuring, 39 without), and there the flag cost CPU: 5 % a decision with the memory store, nothing with
+ * Redis (paired), so Node 22 keeps V8's pretenuring. */
+const SEMI_SPACE = '--max-semi-space-size=16';
+const NO_PRETENURING = '--no-allocation-site-pretenuring';
+
+/** The heap flags `serve` runs with on a Node version (`process.version`). */
+export function heapFlags(version: string = process.version): string[] {
+  const major = Number(/^v(\d+)\./.exec(version)?.[1] ?? 0);
+  return major >= 24 ? [SEMI_SPACE, NO_PRETENURING] : [SEMI_SPACE];
+}
 
 /** Set in the environment of the re-executed process, so it can never loop. */
 const MARK = 'TOLLGATE_HEAP_FLAGS_SET';
@@ -38,12 +48,12 @@ const flagName = (arg: string): string =>
     .replaceAll('_', '-')
     .replace(/^--?(?:no-?)?/, '--');
 
-/** The flags of HEAP_FLAGS this process was not started with. An operator's own value of one (on the command
+/** The flags of heapFlags() this process was not started with. An operator's own value of one (on the command
  * line or in NODE_OPTIONS; the pretenuring flag can only be given on the command line) is theirs: it is not
  * replaced. */
-export function missingHeapFlags(execArgv: readonly string[], nodeOptions = ''): string[] {
+export function missingHeapFlags(execArgv: readonly string[], nodeOptions = '', flags: readonly string[] = heapFlags()): string[] {
   const given = [...execArgv, ...nodeOptions.split(/\s+/)].map(flagName);
-  return HEAP_FLAGS.filter((f) => !given.includes(flagName(f)));
+  return flags.filter((f) => !given.includes(flagName(f)));
 }
 
 /** Replaces this process with itself started with the missing heap flags (process.execve: the same pid, stdio
