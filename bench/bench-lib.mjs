@@ -1,11 +1,12 @@
 // Pieces of the benchmark: processes, /proc readings, and the two load drivers.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { withGrpcPrefix } from '../dist/rls/rls-codec.js';
 import { RLS_SERVICE, serviceDefinition } from '../dist/server/proto.js';
+import { binDir, PINS, satisfies } from '../scripts/node-lines.mjs';
 
 export const freePort = () =>
   new Promise((resolve) => {
@@ -15,6 +16,22 @@ export const freePort = () =>
       s.close(() => resolve(port));
     });
   });
+
+/** Measured on a Node line Tollgate supports: on another (this machine's own node may be outside package.json's
+ * engines), the calling benchmark runs itself again on the first pinned line (scripts/node-lines.json, the
+ * image's), whose every process it then starts; `keep` (--this-node) keeps the node it was started with. */
+export function onSupportedNode(keep) {
+  if (keep || satisfies(process.version)) return;
+  const node = join(binDir(PINS[0].version), 'node');
+  console.log(`node ${process.version} is not a supported line: running on ${PINS[0].version} (--this-node to keep it)`);
+  process.exit(spawnSync(node, process.argv.slice(1), { stdio: 'inherit' }).status ?? 1);
+}
+
+/** The median of the finite values (undefined when there is none). */
+export function median(xs) {
+  const s = xs.filter((x) => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)] : undefined;
+}
 
 /** The bundled config plus the benchmark's own domain (one token under a limit no run reaches). */
 export function configDir() {

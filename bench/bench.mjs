@@ -19,14 +19,26 @@
 // memory store's footprint (bench/memory.mjs), and Tollgate's own cost per decision with the bench limit as a
 // fixed window and as a token bucket (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis
 // spends per decision, against the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { binDir, PINS, satisfies } from '../scripts/node-lines.mjs';
-import { configDir, cpuSeconds, driver, freePort, h2load, peakRssMiB, redisScriptCalls, serveArgs, start, stop } from './bench-lib.mjs';
+import {
+  configDir,
+  cpuSeconds,
+  driver,
+  freePort,
+  h2load,
+  median,
+  onSupportedNode,
+  peakRssMiB,
+  redisScriptCalls,
+  serveArgs,
+  start,
+  stop,
+} from './bench-lib.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -43,14 +55,7 @@ const { values } = parseArgs({
     'this-node': { type: 'boolean', default: false },
   },
 });
-// Measured on a Node line Tollgate supports: on another (this machine's own node may be outside package.json's
-// engines), the benchmark runs itself again on the first pinned line (scripts/node-lines.json, the image's), whose
-// every process it then starts; --this-node keeps the node it was started with.
-if (!values['this-node'] && !satisfies(process.version)) {
-  const node = join(binDir(PINS[0].version), 'node');
-  console.log(`node ${process.version} is not a supported line: running on ${PINS[0].version} (--this-node to keep it)`);
-  process.exit(spawnSync(node, process.argv.slice(1), { stdio: 'inherit' }).status ?? 1);
-}
+onSupportedNode(values['this-node']);
 const seconds = Number(values.seconds);
 
 async function main() {
@@ -198,11 +203,6 @@ function roundOrder(names, round) {
   const rest = names.filter((n) => n !== 'noop');
   const ordered = round % 2 === 1 ? rest : rest.reverse();
   return names.includes('noop') ? ['noop', ...ordered] : ordered;
-}
-
-function median(xs) {
-  const s = xs.filter((x) => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
-  return s.length ? s[Math.floor(s.length / 2)] : undefined;
 }
 
 function summarize(rs) {

@@ -6,13 +6,11 @@
 // the same for both. Per slice: decisions and CPU µs per decision of each process from /proc; then the median
 // of the slices' ratios and how many slices each was ahead in. Ratios only: the two share the machine's two
 // cores, so their absolute figures are not those of `npm run bench`.
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { binDir, PINS, satisfies } from '../scripts/node-lines.mjs';
-import { configDir, cpuSeconds, freePort, h2load, serveArgs, start, stop } from './bench-lib.mjs';
+import { configDir, cpuSeconds, freePort, h2load, median, onSupportedNode, serveArgs, start, stop } from './bench-lib.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -24,13 +22,7 @@ const { values } = parseArgs({
   },
 });
 if (!values.before) throw new Error('--before DIR: the checkout to compare with (built)');
-if (!values['this-node'] && !satisfies(process.version)) {
-  const node = join(binDir(PINS[0].version), 'node');
-  console.log(`node ${process.version} is not a supported line: running on ${PINS[0].version} (--this-node to keep it)`);
-  process.exit(spawnSync(node, process.argv.slice(1), { stdio: 'inherit' }).status ?? 1);
-}
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+onSupportedNode(values['this-node']);
 
 /** One slice: both driven at once; decisions and CPU seconds of each. */
 async function slice(servers) {
