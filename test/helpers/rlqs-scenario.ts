@@ -21,6 +21,9 @@ export interface ScenarioOptions {
 export interface ScenarioResult {
   /** Admitted per interval, as a share of the limit. */
   windows: number[];
+  /** The same, less what instances admitted before their first answer (Envoy's no-assignment behaviour,
+   * ALLOW_ALL in envoy-rlqs.yaml): what the assignments let through. */
+  assignedWindows: number[];
   /** Intervals in steady state (not the first two, nor the two after the shift). */
   steady: number[];
   /** Of the instances under the water level in each phase, what was admitted of what they offered, in steady
@@ -82,6 +85,7 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
   const { id } = o;
   const admitted = Array.from({ length: INTERVALS }, () => new Array<number>(sims.length).fill(0));
   const offered = Array.from({ length: INTERVALS }, () => new Array<number>(sims.length).fill(0));
+  const unanswered = new Array<number>(INTERVALS).fill(0);
   const carry = new Array<number>(sims.length).fill(0);
   const start = Date.now();
   let last = start;
@@ -97,7 +101,10 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
         while (carry[i]! >= 1) {
           carry[i]! -= 1;
           offered[w]![i]!++;
-          if (sim.request(id, now)) admitted[w]![i]!++;
+          const answered = sim.actions > 0; // each instance holds one bucket
+          if (!sim.request(id, now)) continue;
+          admitted[w]![i]!++;
+          if (!answered) unanswered[w]!++;
         }
       });
       last = now;
@@ -105,12 +112,22 @@ export async function runScenario(o: ScenarioOptions): Promise<ScenarioResult> {
   } finally {
     for (const s of sims) s.close();
   }
-  return summarize(o, sims, admitted, offered, { before, after });
+  return summarize(o, sims, { admitted, offered, unanswered }, { before, after });
 }
 
-function summarize(o: ScenarioOptions, sims: SimEnvoy[], admitted: number[][], offered: number[][], d: { before: number[]; after: number[] }): ScenarioResult {
+interface Counts {
+  /** Per interval, per instance. */
+  admitted: number[][];
+  offered: number[][];
+  /** Per interval: admitted by instances not yet answered. */
+  unanswered: number[];
+}
+
+function summarize(o: ScenarioOptions, sims: SimEnvoy[], c: Counts, d: { before: number[]; after: number[] }): ScenarioResult {
+  const { admitted, offered } = c;
   const perSecond = 1000 / o.intervalMs;
   const windows = admitted.map((row) => (row.reduce((a, b) => a + b, 0) * perSecond) / o.limit);
+  const assignedWindows = windows.map((x, w) => x - (c.unanswered[w]! * perSecond) / o.limit);
   const steadyIdx = windows.map((_, w) => w).filter((w) => (w >= 2 && w < SHIFT_AT) || w >= SHIFT_AT + 2);
   let got = 0;
   let asked = 0;
@@ -127,6 +144,7 @@ function summarize(o: ScenarioOptions, sims: SimEnvoy[], admitted: number[][], o
   const actions = sims.reduce((a, s) => a + s.actions, 0);
   return {
     windows,
+    assignedWindows,
     steady: steadyIdx.map((w) => windows[w]!),
     underServed: asked === 0 ? 1 : got / asked,
     changesPerInstance: changes / sims.length,

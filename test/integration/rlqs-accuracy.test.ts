@@ -8,6 +8,11 @@ import { bounded } from '../helpers/time.js';
 // sharing one redis-server, under both readings of Envoy's changed token bucket (at the old one's share of
 // remaining tokens, or full: releases differ). Reports every second (Envoy's 5 s scaled down; `npm run bench:rlqs`
 // runs the same scenario at 5 s and with 100 instances). Each reading's scenario has a bucket of its own.
+// The bound of 1.15 L an interval is on what the assignments let through: before its first answer an instance
+// admits by Envoy's no-assignment behaviour (ALLOW_ALL, docs/rlqs.md "Accuracy"), which in a fleet started at
+// once is worth a share of the first interval that grows with the machine's load (20 streams opened and answered
+// by cold processes: 0.1-0.3 s on this 2-core machine), five times as much of a 1 s interval as of Envoy's 5 s.
+// Every instance must have its first answer within the first interval.
 
 /** The fixture's `fleet` rule: with reports every second, 1,000 a second keeps whole tokens from dominating, as
  * Envoy's 5 s interval does for a few hundred. */
@@ -36,19 +41,20 @@ afterAll(async () => {
 });
 
 describe('20 instances, 3.6 L of skewed demand that shifts mid-run, over two replicas', () => {
-  it('admit 0.9-1.1 L in steady state, never over 1.15 L an interval, and serve those under their fair share, either reading of a changed bucket', async () => {
+  it('admit 0.9-1.1 L in steady state, never over 1.15 L an interval by their assignments, and serve those under their fair share, either reading of a changed bucket', async () => {
     const [share, full] = await Promise.all(
       (['share', 'full'] as const).map((changedBucket, i) =>
         runScenario({ ports, net: 1 + i, instances: 20, limit: LIMIT, intervalMs: INTERVAL_MS, changedBucket, id: { fleet: `accuracy-${changedBucket}` } }),
       ),
     );
     for (const r of [share!, full!]) {
-      const shown = r.windows.map((x) => x.toFixed(2)).join(' ');
+      const shown = `${r.windows.map((x) => x.toFixed(2)).join(' ')}; assigned ${r.assignedWindows.map((x) => x.toFixed(2)).join(' ')}`;
       for (const x of r.steady) {
         expect(x, shown).toBeGreaterThanOrEqual(0.9);
         expect(x, shown).toBeLessThanOrEqual(1.1);
       }
-      for (const x of r.windows) expect(x, shown).toBeLessThanOrEqual(1.15);
+      for (const x of r.assignedWindows) expect(x, shown).toBeLessThanOrEqual(1.15);
+      expect(r.windows.slice(1), shown).toEqual(r.assignedWindows.slice(1));
       expect(r.underServed, shown).toBeGreaterThanOrEqual(0.95);
     }
   }, 60_000);
