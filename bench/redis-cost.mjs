@@ -10,7 +10,8 @@
 // --cluster: also a 3-master Redis Cluster (one redis-server each), alternating with one Redis in the same
 // rounds: redis-server CPU per decision over all masters, and how the counters spread over them; both once with
 // one replica's batches (a Redis that waits for them) and once with R replicas' at a time (--replicas, default 4:
-// Redis never idle, as at the capacity plan's load). Prints one JSON line.
+// Redis never idle, as at the capacity plan's load); and the two parts of its figure: one Redis at a third of the
+// batch, and a 1-master Cluster at that size (cluster mode's own cost). Prints one JSON line.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -171,10 +172,16 @@ async function main() {
     'tollgate 2 windows, batch 1': [one, () => tollgate(url, twoWindows, 1)],
   };
   const cluster = values.cluster ? await startCluster() : undefined;
+  const solo = values.cluster ? await startSoloCluster() : undefined;
   if (cluster) {
     const curl = `redis://${cluster.map((n) => `127.0.0.1:${n.port}`).join(',')}`;
     const R = Number(values.replicas);
     variants['cluster 2 windows'] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster')];
+    // What the Cluster's figure is made of: a master gets a third of each batch (one Redis at B/3), and runs in
+    // cluster mode (a 1-master Cluster at B/3, which checks every command's slot).
+    const third = Math.max(1, Math.round(BATCH / 3));
+    variants[`tollgate 2 windows, batch ${third}`] = [one, () => tollgate(url, twoWindows, third)];
+    variants[`1-master cluster, batch ${third}`] = [solo, () => tollgate(`redis://127.0.0.1:${solo[0].port}`, twoWindows, third, 'cluster')];
     variants[`tollgate 2 windows, ${R} replicas`] = [one, () => tollgate(url, twoWindows, BATCH, 'single', R)];
     variants[`cluster 2 windows, ${R} replicas`] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster', R)];
   }
@@ -192,7 +199,7 @@ async function main() {
         .trim(),
     ),
   );
-  await Promise.all([redis, ...(cluster ?? [])].map((n) => stop(n.process ?? n)));
+  await Promise.all([redis, ...(cluster ?? []), ...(solo ?? [])].map((n) => stop(n.process ?? n)));
   const out = {};
   for (const [name, rs] of Object.entries(runs)) {
     out[name] = {
@@ -208,6 +215,7 @@ async function main() {
   }
   const ratio = (a, b) => out[a] && out[b] && out[a].redisUsPerDecision / out[b].redisUsPerDecision;
   const R = values.replicas;
+  const third = Math.max(1, Math.round(BATCH / 3));
   console.log(
     JSON.stringify({
       decisions: N,
@@ -217,6 +225,9 @@ async function main() {
       tollgateOverFloor: ratio('tollgate 2 windows', 'lean floor 2 windows'),
       clusterOverOne: ratio('cluster 2 windows', 'tollgate 2 windows'),
       clusterOverOneBusy: ratio(`cluster 2 windows, ${R} replicas`, `tollgate 2 windows, ${R} replicas`),
+      // The Cluster's figure in two factors: a third of each batch per call, and cluster mode at that size.
+      thirdBatchOverOne: ratio(`tollgate 2 windows, batch ${third}`, 'tollgate 2 windows'),
+      clusterModeOverOne: ratio(`1-master cluster, batch ${third}`, `tollgate 2 windows, batch ${third}`),
       keysPerMaster,
       results: out,
     }),
@@ -236,7 +247,25 @@ async function startCluster() {
   }
   const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
   execFileSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
-  for (const { port } of nodes) {
+  await clusterOk(nodes.map((n) => n.port));
+  return nodes;
+}
+
+/** A Cluster of one master holding every slot: the Cluster's own costs without the split of the batches. It
+ * announces its address, which a master that never met another leaves empty in CLUSTER SLOTS. */
+async function startSoloCluster() {
+  const port = await clusterPort();
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-rcc-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--cluster-enabled', 'yes'];
+  const child = await startRedis([...args, '--cluster-announce-ip', '127.0.0.1', '--cluster-node-timeout', '2000', '--dir', dir]);
+  execFileSync('redis-cli', ['-p', String(port), 'cluster', 'addslotsrange', '0', '16383'], { stdio: 'ignore' });
+  await clusterOk([port]);
+  return [{ port, pid: child.pid, process: child }];
+}
+
+/** Waits until every node says cluster_state:ok (10 s at most). */
+async function clusterOk(ports) {
+  for (const port of ports) {
     for (
       let i = 0;
       i < 100 &&
@@ -247,7 +276,6 @@ async function startCluster() {
     )
       await new Promise((r) => setTimeout(r, 100));
   }
-  return nodes;
 }
 
 /** A port whose cluster-bus twin (port + 10000) is free too. */
