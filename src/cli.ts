@@ -40,11 +40,12 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`tollgate ${VERSION}\n`);
     return 0;
   }
-  const cmd = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
-  if (!cmd) {
+  const load = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  if (!load) {
     process.stderr.write(`tollgate: unknown command "${command.slice(0, 40)}"\n\n${USAGE}`);
     return 2;
   }
+  const cmd = await load();
   if (rest.includes('--help') || rest.includes('-h')) {
     process.stdout.write(cmd.help());
     return 0;

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { COMMANDS } from '../../src/commands/index.js';
+import { loadCommands } from '../../src/commands/index.js';
 import { SERVE_OPTIONS, serveHelp } from '../../src/settings/settings.js';
 import { defaultText } from '../../src/settings/table.js';
 import { codeSpans, type Table, tablesOf } from '../helpers/markdown.js';
@@ -12,6 +12,7 @@ import { codeSpans, type Table, tablesOf } from '../helpers/markdown.js';
 
 type ServeFlag = keyof typeof SERVE_OPTIONS;
 const serveFlags = Object.keys(SERVE_OPTIONS) as ServeFlag[];
+const COMMANDS = await loadCommands();
 const others = Object.entries(COMMANDS).filter(([name]) => name !== 'serve');
 
 /** `--name VALUE` → name. */
