@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, copyFileSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,8 +17,13 @@ const list = (JSON.parse(readFileSync('scripts/system-programs.json', 'utf8')) a
 /** Where a program is on this machine's PATH. */
 function locate(name: string): string {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const r = spawnSync('test', ['-x', join(dir, name)]);
-    if (dir && r.status === 0) return join(dir, name);
+    if (!dir) continue;
+    try {
+      accessSync(join(dir, name), constants.X_OK);
+      return join(dir, name);
+    } catch {
+      // not in this directory
+    }
   }
   throw new Error(`${name} is not on PATH (npm test's pretest should have installed it)`);
 }
