@@ -1,7 +1,8 @@
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { eventsChannel, tierHashKey } from '../counters/keys.js';
 import { redisFailure } from '../store/redis-connection.js';
+import { subscriber } from '../store/redis-subscriber.js';
 import { withTimeout } from '../store/timeout.js';
 import type { TierAssignment, TierStore } from './tier-store.js';
 
@@ -32,13 +33,12 @@ export class RedisTierStore implements TierStore {
   constructor(private readonly opts: RedisTierStoreOptions) {
     this.key = tierHashKey(opts.keyPrefix);
     this.channel = eventsChannel(opts.keyPrefix);
-    this.subscriber = opts.client instanceof Cluster ? opts.client.duplicate() : opts.client.duplicate();
-    // ioredis resubscribes after a reconnect by itself; the first subscription waits for the connection.
-    this.subscriber.once('ready', () => {
-      this.subscriber.subscribe(this.channel).catch((err: Error) => opts.logger.warn({ err: err.message }, 'tier events: subscribe failed'));
-    });
-    this.subscriber.on('error', () => undefined); // the store's client logs connection trouble
-    this.subscriber.on('message', (_channel: string, message: string) => this.onEvent(message));
+    this.subscriber = subscriber(
+      opts.client,
+      this.channel,
+      (message) => this.onEvent(message),
+      (err) => opts.logger.warn({ err: err.message }, 'tier events: subscribe failed'),
+    );
   }
 
   /** Loads the assignments (best effort) and starts the periodic refresh. */

@@ -1,5 +1,6 @@
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { subscriber } from '../../store/redis-subscriber.js';
 
 /** "An RLQS bucket's shares moved": told to every replica, so each re-assigns its own Envoys of that bucket at
  * once instead of at their next report. A grant that shrank frees room another instance is waiting for; an
@@ -45,16 +46,11 @@ export class RedisShareEvents implements ShareEvents {
   ) {}
 
   private subscribe(): Redis | Cluster {
-    const sub = this.client instanceof Cluster ? this.client.duplicate() : this.client.duplicate();
-    sub.once('ready', () => {
-      sub.subscribe(this.channel).catch((err: Error) => this.logger.warn({ err: err.message }, 'rlqs share events: subscribe failed'));
-    });
-    sub.on('error', () => undefined); // the store's client logs connection trouble
-    sub.on('message', (_c: string, message: string) => {
+    const told = (message: string): void => {
       if (!SHARE_KEY.test(message)) return;
       for (const l of this.listeners) l(message);
-    });
-    return sub;
+    };
+    return subscriber(this.client, this.channel, told, (err) => this.logger.warn({ err: err.message }, 'rlqs share events: subscribe failed'));
   }
 
   publish(key: string): void {
