@@ -6,7 +6,11 @@
  * meanwhile: RLQS gives way the more the process is busy, never the other way round.
  * Reports are not on any request's path (Envoy decides locally and keeps its assignments meanwhile), so waiting
  * costs their clients nothing but a later answer; a decision waits for nobody. Turns are first come, first
- * served, so one busy stream cannot starve the others. */
+ * served, so one busy stream cannot starve the others.
+ * The share holds only while RLS is deciding: when no RLS decision was made for QUIET_MS, there is no decision
+ * whose latency RLQS could take, and RLQS work runs at the process's full speed (a fleet of Envoys opening their
+ * streams at once is answered sooner, and admits less by its no-assignment behaviour meanwhile). The first RLS
+ * call after a quiet spell waits for one slice at most, as it does behind the burst. */
 
 function processCpuMs(): number {
   const { user, system } = process.cpuUsage();
@@ -15,6 +19,9 @@ function processCpuMs(): number {
 
 /** Time RLQS may spend at once after being idle: two slices' work, about (slices.ts). */
 const BURST_MS = 40;
+/** RLS is quiet when it made no decision for this long: longer than the gaps between an Envoy's calls under any
+ * load worth protecting. */
+export const QUIET_MS = 100;
 
 export class CpuShare {
   /** Time RLQS may still spend now (negative: in debt), as of `atMs`. */
@@ -22,14 +29,22 @@ export class CpuShare {
   private atMs: number;
   private readonly waiting: (() => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** The rate credit came back at, at the last refill: the share, or 1 while RLS is quiet. */
+  private rate: number;
+  private rlsSeen = 0;
+  private rlsAtMs: number;
 
   constructor(
     private readonly share: number,
     private readonly now: () => number = () => performance.now(),
     /** The process's CPU time so far, in ms. */
     private readonly spentMs: () => number = processCpuMs,
+    /** RLS decisions made so far in this process; without it RLS is taken as always deciding. */
+    private readonly rlsDecisions?: () => number,
   ) {
     this.atMs = now();
+    this.rlsAtMs = this.atMs;
+    this.rate = share;
   }
 
   /** Resolves when RLQS may run its next piece of work. */
@@ -58,9 +73,22 @@ export class CpuShare {
 
   private refill(): number {
     const now = this.now();
-    this.credit = Math.min(BURST_MS, this.credit + (now - this.atMs) * this.share);
+    // The time since the last refill comes back at the share if RLS decided anything in it or just before.
+    this.rate = this.rlsQuiet(now) ? 1 : this.share;
+    this.credit = Math.min(BURST_MS, this.credit + (now - this.atMs) * this.rate);
     this.atMs = now;
     return this.credit;
+  }
+
+  /** Whether RLS made no decision in the last QUIET_MS (as far as the calls to this can tell). */
+  private rlsQuiet(now: number): boolean {
+    if (!this.rlsDecisions) return false;
+    const seen = this.rlsDecisions();
+    if (seen !== this.rlsSeen) {
+      this.rlsSeen = seen;
+      this.rlsAtMs = now;
+    }
+    return now - this.rlsAtMs >= QUIET_MS;
   }
 
   /** Lets the waiters go, one per turn while there is credit, and waits for the credit the next one needs. */
@@ -73,7 +101,7 @@ export class CpuShare {
       if (this.waiting.length > 0) this.timer = setTimeout(() => this.wake(), 0).unref();
       return;
     }
-    this.timer = setTimeout(() => this.wake(), Math.ceil(-credit / this.share) + 1).unref();
+    this.timer = setTimeout(() => this.wake(), Math.ceil(-credit / this.rate) + 1).unref();
   }
 
   private wake(): void {

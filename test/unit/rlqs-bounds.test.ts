@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_BUCKETS_PER_ADDRESS, MAX_STREAMS_PER_ADDRESS, MAX_STREAMS_PER_CONNECTION, RlqsBounds } from '../../src/rlqs/bounds.js';
-import { CpuShare, Meter } from '../../src/rlqs/cpu.js';
+import { CpuShare, Meter, QUIET_MS } from '../../src/rlqs/cpu.js';
 import { RareLines } from '../../src/rlqs/log.js';
 
 describe('RLQS stream and bucket bounds', () => {
@@ -57,6 +57,37 @@ describe("RLQS's share of the process", () => {
     expect(cpu.held).toBe(1);
     now = 241; // 40 + 241 × 0.25 − 100 > 0
     await next;
+    expect(turned).toBe(true);
+  });
+
+  it('runs at full speed while RLS is quiet, and holds to its share again once RLS decides', async () => {
+    let now = 0;
+    let rls = 0;
+    const cpu = new CpuShare(
+      0.25,
+      () => now,
+      () => now,
+      () => rls,
+    );
+    now = QUIET_MS; // no RLS decision since the start
+    await cpu.turn();
+    cpu.charge(100); // 100 ms of work: at full speed, paid back in the 60 ms past the 40 ms burst
+    let turned = false;
+    const next = cpu.turn().then(() => (turned = true));
+    now = QUIET_MS + 61;
+    await next;
+    expect(turned).toBe(true);
+    // RLS decides again: the same work now takes its share's time to pay back (as in the test above).
+    rls++;
+    cpu.charge(100);
+    turned = false;
+    const held = cpu.turn().then(() => (turned = true));
+    now += 61;
+    await new Promise((r) => setTimeout(r, 5));
+    expect([turned, cpu.held]).toEqual([false, 1]);
+    rls++; // still deciding
+    now += 340; // −99 + 401 × 0.25 > 0
+    await held;
     expect(turned).toBe(true);
   });
 
