@@ -7,10 +7,11 @@
  * Reports are not on any request's path (Envoy decides locally and keeps its assignments meanwhile), so waiting
  * costs their clients nothing but a later answer; a decision waits for nobody. Turns are first come, first
  * served, so one busy stream cannot starve the others.
- * The share holds only while RLS is deciding: when no RLS decision was made for QUIET_MS, there is no decision
- * whose latency RLQS could take, and RLQS work runs at the process's full speed (a fleet of Envoys opening their
- * streams at once is answered sooner, and admits less by its no-assignment behaviour meanwhile). The first RLS
- * call after a quiet spell waits for one slice at most, as it does behind the burst. */
+ * While RLS is quiet (no decision for QUIET_MS) there is no decision whose latency RLQS could take, and RLQS may
+ * spend more at once (QUIET_BURST_MS, from the start): a fleet of Envoys opening their streams at once is answered
+ * at the process's full speed, and admits less by its no-assignment behaviour meanwhile. The rate stays the share,
+ * so a client flooding RLQS with nothing else running still gets the share over time (a sidecar's CPU limit is not
+ * spent on it), and the first RLS decision cuts what is left back to BURST_MS. */
 
 function processCpuMs(): number {
   const { user, system } = process.cpuUsage();
@@ -19,18 +20,19 @@ function processCpuMs(): number {
 
 /** Time RLQS may spend at once after being idle: two slices' work, about (slices.ts). */
 const BURST_MS = 40;
+/** Time RLQS may spend at once while RLS is quiet: the first answers of a fleet of a few dozen Envoys from a cold
+ * process (~10 ms each on this machine). */
+export const QUIET_BURST_MS = 250;
 /** RLS is quiet when it made no decision for this long: longer than the gaps between an Envoy's calls under any
  * load worth protecting. */
 export const QUIET_MS = 100;
 
 export class CpuShare {
   /** Time RLQS may still spend now (negative: in debt), as of `atMs`. */
-  private credit = BURST_MS;
+  private credit: number;
   private atMs: number;
   private readonly waiting: (() => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
-  /** The rate credit came back at, at the last refill: the share, or 1 while RLS is quiet. */
-  private rate: number;
   private rlsSeen = 0;
   private rlsAtMs: number;
 
@@ -43,8 +45,8 @@ export class CpuShare {
     private readonly rlsDecisions?: () => number,
   ) {
     this.atMs = now();
-    this.rlsAtMs = this.atMs;
-    this.rate = share;
+    this.rlsAtMs = this.atMs - QUIET_MS; // no decision yet
+    this.credit = rlsDecisions ? QUIET_BURST_MS : BURST_MS;
   }
 
   /** Resolves when RLQS may run its next piece of work. */
@@ -73,9 +75,8 @@ export class CpuShare {
 
   private refill(): number {
     const now = this.now();
-    // The time since the last refill comes back at the share if RLS decided anything in it or just before.
-    this.rate = this.rlsQuiet(now) ? 1 : this.share;
-    this.credit = Math.min(BURST_MS, this.credit + (now - this.atMs) * this.rate);
+    const most = this.rlsQuiet(now) ? QUIET_BURST_MS : BURST_MS;
+    this.credit = Math.min(most, this.credit + (now - this.atMs) * this.share);
     this.atMs = now;
     return this.credit;
   }
@@ -101,7 +102,7 @@ export class CpuShare {
       if (this.waiting.length > 0) this.timer = setTimeout(() => this.wake(), 0).unref();
       return;
     }
-    this.timer = setTimeout(() => this.wake(), Math.ceil(-credit / this.rate) + 1).unref();
+    this.timer = setTimeout(() => this.wake(), Math.ceil(-credit / this.share) + 1).unref();
   }
 
   private wake(): void {

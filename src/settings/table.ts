@@ -154,7 +154,7 @@ export const SERVE_OPTIONS = {
     default: '50000',
     help: 'RLQS: most buckets held at once by all streams (20000 per address); ~5 KB each',
   },
-  'rlqs-cpu-share': { env: 'RLQS_CPU_SHARE', default: '0.25', help: "RLQS: the share of the process's time RLQS work may take while RLS is deciding, 0-1" },
+  'rlqs-cpu-share': { env: 'RLQS_CPU_SHARE', default: '0.25', help: "RLQS: the share of the process's time RLQS work may take, 0-1" },
   'rlqs-unmatched': { env: 'RLQS_UNMATCHED', default: 'allow', help: 'RLQS: what a bucket no rule matches gets: allow (ALLOW_ALL) | deny (DENY_ALL)' },
   tracing: {
     env: 'TRACING_ENABLED',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_BUCKETS_PER_ADDRESS, MAX_STREAMS_PER_ADDRESS, MAX_STREAMS_PER_CONNECTION, RlqsBounds } from '../../src/rlqs/bounds.js';
-import { CpuShare, Meter, QUIET_MS } from '../../src/rlqs/cpu.js';
+import { CpuShare, Meter } from '../../src/rlqs/cpu.js';
 import { RareLines } from '../../src/rlqs/log.js';
 
 describe('RLQS stream and bucket bounds', () => {
@@ -60,7 +60,7 @@ describe("RLQS's share of the process", () => {
     expect(turned).toBe(true);
   });
 
-  it('runs at full speed while RLS is quiet, and holds to its share again once RLS decides', async () => {
+  it('may spend more at once while RLS is quiet, at the same rate; the first RLS decision cuts it back', async () => {
     let now = 0;
     let rls = 0;
     const cpu = new CpuShare(
@@ -69,24 +69,27 @@ describe("RLQS's share of the process", () => {
       () => now,
       () => rls,
     );
-    now = QUIET_MS; // no RLS decision since the start
     await cpu.turn();
-    cpu.charge(100); // 100 ms of work: at full speed, paid back in the 60 ms past the 40 ms burst
+    cpu.charge(100); // 100 ms of a cold fleet's first answers: within the quiet burst, the next turn at once
+    await cpu.turn();
+    cpu.charge(200); // past it: in debt by 50 ms, paid back at the share (200 ms)
     let turned = false;
-    const next = cpu.turn().then(() => (turned = true));
-    now = QUIET_MS + 61;
-    await next;
-    expect(turned).toBe(true);
-    // RLS decides again: the same work now takes its share's time to pay back (as in the test above).
-    rls++;
+    const paid = cpu.turn().then(() => (turned = true));
+    now = 150;
+    await new Promise((r) => setTimeout(r, 5));
+    expect([turned, cpu.held]).toEqual([false, 1]);
+    now = 201; // −50 + 201 × 0.25 > 0
+    await paid;
+    now = 2000; // quiet for long: the credit is back to the quiet burst
+    rls++; // and RLS decides: cut back to 40 ms, so 100 ms of work puts RLQS 60 ms in debt (as in the first test)
     cpu.charge(100);
     turned = false;
     const held = cpu.turn().then(() => (turned = true));
-    now += 61;
+    now = 2200;
     await new Promise((r) => setTimeout(r, 5));
     expect([turned, cpu.held]).toEqual([false, 1]);
-    rls++; // still deciding
-    now += 340; // −99 + 401 × 0.25 > 0
+    rls++;
+    now = 2241;
     await held;
     expect(turned).toBe(true);
   });
