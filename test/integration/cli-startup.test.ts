@@ -6,7 +6,7 @@ import { CLI } from '../helpers/process.js';
  * gRPC, Redis and tracing too (0.46 s a start against 0.10 s on Node 24), a cost every script and test that
  * runs it paid. Seen through the Node modules loaded (test/fixtures/preload/loaded-builtins.cjs). */
 function builtinsLoadedBy(args: string[]): string[] {
-  const run = spawnSync(process.execPath, ['--require', './test/fixtures/preload/loaded-builtins.cjs', CLI, ...args], { encoding: 'utf8' });
+  const run = spawnSync(process.execPath, ['--require', './test/fixtures/preload/loaded-builtins.cjs', CLI, ...args], { encoding: 'utf8', timeout: 15_000 });
   expect(run.status).toBe(0);
   return /loaded-builtins: (.*)/.exec(run.stderr)?.[1]?.split(' ') ?? [];
 }

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createClient, parseRedisUrl } from '../../src/store/redis-connection.js';
 import { subscriber } from '../../src/store/redis-subscriber.js';
 import { within } from '../helpers/time.js';
@@ -13,6 +13,8 @@ class FlakyRedis {
   subscribed = 0;
   subscriberSocket: net.Socket | undefined;
   dropAfterInfo = 0;
+  /** That many SUBSCRIBEs are refused (as a master still loading its data, or an ACL, refuses one). */
+  refuseSubscribe = 0;
 
   private serve(socket: net.Socket): void {
     this.sockets.push(socket);
@@ -24,7 +26,18 @@ class FlakyRedis {
       buf += d.toString('latin1');
       for (let cmd = takeCommand(); cmd; cmd = takeCommand()) {
         const name = cmd[0]!.toUpperCase();
-        if (name === 'INFO') {
+        const sub = cmd[1]?.toUpperCase();
+        if (name === 'CLUSTER' && sub === 'SLOTS') {
+          // One master holding every slot: this server.
+          const { port } = this.server.address() as net.AddressInfo;
+          socket.write(`*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:${port}\r\n`);
+        } else if (name === 'CLUSTER' && sub === 'INFO') {
+          const body = 'cluster_state:ok\r\n';
+          socket.write(`$${body.length}\r\n${body}\r\n`);
+        } else if (name === 'SUBSCRIBE' && this.refuseSubscribe > 0) {
+          this.refuseSubscribe--;
+          socket.write('-LOADING Redis is loading the dataset in memory\r\n');
+        } else if (name === 'INFO') {
           const body = '# Server\r\nloading:0\r\n';
           socket.write(`$${body.length}\r\n${body}\r\n`);
           if (drop) socket.destroy();
@@ -54,18 +67,19 @@ class FlakyRedis {
   }
 }
 
-describe('a subscriber whose Redis drops it again while it reconnects', () => {
-  const flaky = new FlakyRedis();
+describe('a subscriber whose Redis drops it', () => {
+  let flaky: FlakyRedis;
   let port = 0;
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown): number => unhandled.push(reason);
 
-  beforeAll(async () => {
+  beforeEach(async () => {
     process.on('unhandledRejection', onUnhandled);
+    flaky = new FlakyRedis();
     await new Promise<void>((r) => flaky.server.listen(0, '127.0.0.1', r));
     port = (flaky.server.address() as net.AddressInfo).port;
   });
-  afterAll(async () => {
+  afterEach(async () => {
     process.off('unhandledRejection', onUnhandled);
     for (const s of flaky.sockets) s.destroy();
     await new Promise((r) => flaky.server.close(r));
@@ -89,6 +103,27 @@ describe('a subscriber whose Redis drops it again while it reconnects', () => {
       await new Promise((r) => setImmediate(r));
       expect(unhandled).toEqual([]);
       expect(failures.length).toBeGreaterThanOrEqual(1); // the SUBSCRIBE on the dropped connection, told
+    } finally {
+      sub.disconnect();
+      client.disconnect();
+    }
+  });
+  it('on a Cluster, a SUBSCRIBE refused is sent again while the Cluster is up (no new ready comes)', async () => {
+    const client = createClient(parseRedisUrl(`redis://127.0.0.1:${port}`, 'cluster'), { commandTimeoutMs: 25, sentinelPassword: undefined });
+    client.on('error', () => undefined);
+    const failures: Error[] = [];
+    flaky.refuseSubscribe = 1;
+    const sub = subscriber(
+      client,
+      'events',
+      () => undefined,
+      (err) => failures.push(err),
+    );
+    try {
+      await within(10_000, () => flaky.subscribed === 1, 'subscribed after the refused SUBSCRIBE');
+      await new Promise((r) => setImmediate(r));
+      expect(unhandled).toEqual([]);
+      expect(failures.length).toBe(1);
     } finally {
       sub.disconnect();
       client.disconnect();

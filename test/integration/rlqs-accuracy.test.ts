@@ -12,7 +12,8 @@ import { bounded } from '../helpers/time.js';
 // admits by Envoy's no-assignment behaviour (ALLOW_ALL, docs/rlqs.md "Accuracy"), which in a fleet started at
 // once is worth a share of the first interval that grows with the machine's load (20 streams opened and answered
 // by cold processes: 0.1-0.3 s on this 2-core machine), five times as much of a 1 s interval as of Envoy's 5 s.
-// Every instance must have its first answer within the first interval.
+// Every instance must have its first answer within the first two intervals (a stream that failed before its
+// first answer is opened again at the next report, as Envoy does).
 
 /** The fixture's `fleet` rule: with reports every second, 1,000 a second keeps whole tokens from dominating, as
  * Envoy's 5 s interval does for a few hundred. */
@@ -54,7 +55,7 @@ describe('20 instances, 3.6 L of skewed demand that shifts mid-run, over two rep
         expect(x, shown).toBeLessThanOrEqual(1.1);
       }
       for (const x of r.assignedWindows) expect(x, shown).toBeLessThanOrEqual(1.15);
-      expect(r.windows.slice(1), shown).toEqual(r.assignedWindows.slice(1));
+      expect(r.windows.slice(2), shown).toEqual(r.assignedWindows.slice(2));
       expect(r.underServed, shown).toBeGreaterThanOrEqual(0.95);
     }
   }, 60_000);
