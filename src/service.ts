@@ -92,8 +92,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> =>
     explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit });
-  const rlsDecisions = (): number => limiter.decisions;
-  const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned, rlsDecisions });
+  const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });
   const servers = await startServers(settings, { handler, rlqs: rlqs.implementation, health, ready, explain: explainLive, admin, logger }).catch(
     async (err: unknown) => {
       await Promise.all([tiers.close(), store.close()]);

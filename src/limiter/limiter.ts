@@ -74,7 +74,6 @@ export interface LimiterDeps {
 /** Decides requests: plans every descriptor (plan.ts), checks all their windows in one store call. */
 export class Limiter {
   private readonly ctx: PlanContext;
-  private made = 0;
   constructor(private readonly deps: LimiterDeps) {
     this.ctx = {
       tiers: deps.tiers ?? noTiers,
@@ -84,15 +83,9 @@ export class Limiter {
     };
   }
 
-  /** Decisions asked of this limiter so far: RLQS's share of the process holds while RLS is deciding (rlqs/cpu.ts). */
-  get decisions(): number {
-    return this.made;
-  }
-
   /** The decision, at once when the store answers at once (see Maybe). `trace`: the sampled span this
    * decision is traced under, for the store's batch span. */
   decide(input: DecisionInput, trace?: TraceLink): Maybe<Decision> {
-    this.made++;
     const config = this.deps.config();
     if (config.pending) throw new NoConfigError();
     const domain = config.domains.get(input.domain);

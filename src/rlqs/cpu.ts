@@ -6,12 +6,7 @@
  * meanwhile: RLQS gives way the more the process is busy, never the other way round.
  * Reports are not on any request's path (Envoy decides locally and keeps its assignments meanwhile), so waiting
  * costs their clients nothing but a later answer; a decision waits for nobody. Turns are first come, first
- * served, so one busy stream cannot starve the others.
- * While RLS is quiet (no decision for QUIET_MS) there is no decision whose latency RLQS could take, and RLQS may
- * spend more at once (QUIET_BURST_MS, from the start): a fleet of Envoys opening their streams at once is answered
- * at the process's full speed, and admits less by its no-assignment behaviour meanwhile. The rate stays the share,
- * so a client flooding RLQS with nothing else running still gets the share over time (a sidecar's CPU limit is not
- * spent on it), and the first RLS decision cuts what is left back to BURST_MS. */
+ * served, so one busy stream cannot starve the others. */
 
 function processCpuMs(): number {
   const { user, system } = process.cpuUsage();
@@ -20,33 +15,21 @@ function processCpuMs(): number {
 
 /** Time RLQS may spend at once after being idle: two slices' work, about (slices.ts). */
 const BURST_MS = 40;
-/** Time RLQS may spend at once while RLS is quiet: the first answers of a fleet of a few dozen Envoys from a cold
- * process (~10 ms each on this machine). */
-export const QUIET_BURST_MS = 250;
-/** RLS is quiet when it made no decision for this long: longer than the gaps between an Envoy's calls under any
- * load worth protecting. */
-export const QUIET_MS = 100;
 
 export class CpuShare {
   /** Time RLQS may still spend now (negative: in debt), as of `atMs`. */
-  private credit: number;
+  private credit = BURST_MS;
   private atMs: number;
   private readonly waiting: (() => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private rlsSeen = 0;
-  private rlsAtMs: number;
 
   constructor(
     private readonly share: number,
     private readonly now: () => number = () => performance.now(),
     /** The process's CPU time so far, in ms. */
     private readonly spentMs: () => number = processCpuMs,
-    /** RLS decisions made so far in this process; without it RLS is taken as always deciding. */
-    private readonly rlsDecisions?: () => number,
   ) {
     this.atMs = now();
-    this.rlsAtMs = this.atMs - QUIET_MS; // no decision yet
-    this.credit = rlsDecisions ? QUIET_BURST_MS : BURST_MS;
   }
 
   /** Resolves when RLQS may run its next piece of work. */
@@ -75,21 +58,9 @@ export class CpuShare {
 
   private refill(): number {
     const now = this.now();
-    const most = this.rlsQuiet(now) ? QUIET_BURST_MS : BURST_MS;
-    this.credit = Math.min(most, this.credit + (now - this.atMs) * this.share);
+    this.credit = Math.min(BURST_MS, this.credit + (now - this.atMs) * this.share);
     this.atMs = now;
     return this.credit;
-  }
-
-  /** Whether RLS made no decision in the last QUIET_MS (as far as the calls to this can tell). */
-  private rlsQuiet(now: number): boolean {
-    if (!this.rlsDecisions) return false;
-    const seen = this.rlsDecisions();
-    if (seen !== this.rlsSeen) {
-      this.rlsSeen = seen;
-      this.rlsAtMs = now;
-    }
-    return now - this.rlsAtMs >= QUIET_MS;
   }
 
   /** Lets the waiters go, one per turn while there is credit, and waits for the credit the next one needs. */

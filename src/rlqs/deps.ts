@@ -26,8 +26,6 @@ export interface RlqsDeps {
   domainLabel: (domain: string) => string;
   /** Called with what each report was answered with (decision log, traces), and when it began. */
   onAssigned?: (a: AssignmentSummary, startMs: number) => void;
-  /** RLS decisions made so far in this process: RLQS's share of it holds while RLS is deciding (cpu.ts). */
-  rlsDecisions?: () => number;
 }
 
 export interface RlqsProcessLimits extends RlqsBoundSettings {

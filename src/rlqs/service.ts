@@ -34,7 +34,7 @@ export function rlqsService(rlqs: RlqsDeps): RlqsServer {
     unanswered: new UnansweredReports(lines, rlqs.metrics),
     lines,
     bounds: new RlqsBounds(limits),
-    cpu: new CpuShare(limits.cpuShare, undefined, undefined, rlqs.rlsDecisions),
+    cpu: new CpuShare(limits.cpuShare),
     slots: new AnswerSlots(),
     pending: { bytes: 0 },
   };

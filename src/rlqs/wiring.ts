@@ -28,8 +28,6 @@ export interface RlqsWiring {
   registry: ConstructorParameters<typeof RlqsMetrics>[0];
   logger: Logger;
   onAssigned?: (a: AssignmentSummary, startMs: number) => void;
-  /** RLS decisions made so far in this process (cpu.ts). */
-  rlsDecisions?: () => number;
 }
 
 export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
@@ -50,7 +48,6 @@ export function rlqsServer(settings: Settings, w: RlqsWiring): RlqsServer {
     metrics: new RlqsMetrics(w.registry),
     domainLabel: (d) => (w.config().domains.has(d) ? d : UNKNOWN_DOMAIN),
     onAssigned: w.onAssigned,
-    rlsDecisions: w.rlsDecisions,
   });
   const drain = (): void => {
     server.drain();
