@@ -85,8 +85,9 @@ describe('a subscriber whose Redis drops it', () => {
     await new Promise((r) => flaky.server.close(r));
   });
 
-  it('subscribes again once it is back, and no failed SUBSCRIBE goes unhandled (which would end the process)', async () => {
-    const client = createClient(parseRedisUrl(`redis://127.0.0.1:${port}`, 'single'), { commandTimeoutMs: 25, sentinelPassword: undefined });
+  /** A subscriber on the fake server, through the service's own client; `test` runs with it, then both close. */
+  async function withSubscriber(type: 'single' | 'cluster', test: (failures: Error[]) => Promise<void>): Promise<void> {
+    const client = createClient(parseRedisUrl(`redis://127.0.0.1:${port}`, type), { commandTimeoutMs: 25, sentinelPassword: undefined });
     client.on('error', () => undefined);
     const failures: Error[] = [];
     const sub = subscriber(
@@ -96,37 +97,30 @@ describe('a subscriber whose Redis drops it', () => {
       (err) => failures.push(err),
     );
     try {
+      await test(failures);
+      await new Promise((r) => setImmediate(r));
+      expect(unhandled).toEqual([]);
+    } finally {
+      sub.disconnect();
+      client.disconnect();
+    }
+  }
+
+  it('subscribes again once it is back, and no failed SUBSCRIBE goes unhandled (which would end the process)', async () => {
+    await withSubscriber('single', async (failures) => {
       await within(5000, () => flaky.subscribed === 1, 'the first subscription');
       flaky.dropAfterInfo = 1;
       flaky.subscriberSocket!.destroy(); // Redis goes away; the subscriber's next connection is dropped after its ready check
       await within(10_000, () => flaky.subscribed === 2, 'subscribed again on the connection after');
-      await new Promise((r) => setImmediate(r));
-      expect(unhandled).toEqual([]);
       expect(failures.length).toBeGreaterThanOrEqual(1); // the SUBSCRIBE on the dropped connection, told
-    } finally {
-      sub.disconnect();
-      client.disconnect();
-    }
+    });
   });
+
   it('on a Cluster, a SUBSCRIBE refused is sent again while the Cluster is up (no new ready comes)', async () => {
-    const client = createClient(parseRedisUrl(`redis://127.0.0.1:${port}`, 'cluster'), { commandTimeoutMs: 25, sentinelPassword: undefined });
-    client.on('error', () => undefined);
-    const failures: Error[] = [];
     flaky.refuseSubscribe = 1;
-    const sub = subscriber(
-      client,
-      'events',
-      () => undefined,
-      (err) => failures.push(err),
-    );
-    try {
+    await withSubscriber('cluster', async (failures) => {
       await within(10_000, () => flaky.subscribed === 1, 'subscribed after the refused SUBSCRIBE');
-      await new Promise((r) => setImmediate(r));
-      expect(unhandled).toEqual([]);
       expect(failures.length).toBe(1);
-    } finally {
-      sub.disconnect();
-      client.disconnect();
-    }
+    });
   });
 });
