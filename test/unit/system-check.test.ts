@@ -1,10 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, copyFileSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without type declarations
 import { kubectlPath } from '../../scripts/kubectl.mjs';
+// @ts-expect-error: a plain .mjs script without type declarations
+import { onPath } from '../../scripts/on-path.mjs';
 
 interface Entry {
   program: string;
@@ -16,16 +18,9 @@ const list = (JSON.parse(readFileSync('scripts/system-programs.json', 'utf8')) a
 
 /** Where a program is on this machine's PATH. */
 function locate(name: string): string {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (!dir) continue;
-    try {
-      accessSync(join(dir, name), constants.X_OK);
-      return join(dir, name);
-    } catch {
-      // not in this directory
-    }
-  }
-  throw new Error(`${name} is not on PATH (npm test's pretest should have installed it)`);
+  const path = onPath(name);
+  if (!path) throw new Error(`${name} is not on PATH (npm test's pretest should have installed it)`);
+  return path;
 }
 
 /** Runs the check with a PATH holding only links to these programs. */
@@ -73,7 +68,7 @@ describe('a system dependency found by a probe command (a Python module)', () =>
   function probeWith(probe: string[], install?: { path: string }): { status: number | null; stderr: string } {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-probe-'));
     copyFileSync('scripts/check-system.mjs', join(dir, 'check-system.mjs'));
-    copyFileSync('scripts/kubectl.mjs', join(dir, 'kubectl.mjs'));
+    for (const f of ['kubectl.mjs', 'on-path.mjs']) copyFileSync(join('scripts', f), join(dir, f));
     const entry = { program: 'python3 grpc', probe, package: 'python3-grpcio', for: ['test'] };
     writeFileSync(join(dir, 'system-programs.json'), JSON.stringify({ programs: [entry] }));
     const env = { PATH: install?.path ?? process.env.PATH, KUBECTL: kubectlPath() };
