@@ -43,6 +43,8 @@ if (values.pin) execFileSync('taskset', ['-p', '-c', '0', String(process.pid)], 
 const startRedis = (args) =>
   values.pin ? start('taskset', ['-c', '1', 'redis-server', ...args], /Ready to accept/) : start('redis-server', args, /Ready to accept/);
 const [N, ROUNDS, BATCH, TOKENS] = [values.decisions, values.rounds, values.batch, values.tokens].map(Number);
+/** What one of a 3-master Cluster's masters gets of each batch. */
+const THIRD = Math.max(1, Math.round(BATCH / 3));
 
 const fps = Array.from({ length: TOKENS }, (_, i) => fingerprint(`Bearer token-${i}`));
 /** Skewed like real traffic: a quarter of the calls from 1% of the tokens. */
@@ -179,9 +181,8 @@ async function main() {
     variants['cluster 2 windows'] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster')];
     // What the Cluster's figure is made of: a master gets a third of each batch (one Redis at B/3), and runs in
     // cluster mode (a 1-master Cluster at B/3, which checks every command's slot).
-    const third = Math.max(1, Math.round(BATCH / 3));
-    variants[`tollgate 2 windows, batch ${third}`] = [one, () => tollgate(url, twoWindows, third)];
-    variants[`1-master cluster, batch ${third}`] = [solo, () => tollgate(`redis://127.0.0.1:${solo[0].port}`, twoWindows, third, 'cluster')];
+    variants[`tollgate 2 windows, batch ${THIRD}`] = [one, () => tollgate(url, twoWindows, THIRD)];
+    variants[`1-master cluster, batch ${THIRD}`] = [solo, () => tollgate(`redis://127.0.0.1:${solo[0].port}`, twoWindows, THIRD, 'cluster')];
     variants[`tollgate 2 windows, ${R} replicas`] = [one, () => tollgate(url, twoWindows, BATCH, 'single', R)];
     variants[`cluster 2 windows, ${R} replicas`] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster', R)];
   }
@@ -215,7 +216,6 @@ async function main() {
   }
   const ratio = (a, b) => out[a] && out[b] && out[a].redisUsPerDecision / out[b].redisUsPerDecision;
   const R = values.replicas;
-  const third = Math.max(1, Math.round(BATCH / 3));
   console.log(
     JSON.stringify({
       decisions: N,
@@ -226,8 +226,8 @@ async function main() {
       clusterOverOne: ratio('cluster 2 windows', 'tollgate 2 windows'),
       clusterOverOneBusy: ratio(`cluster 2 windows, ${R} replicas`, `tollgate 2 windows, ${R} replicas`),
       // The Cluster's figure in two factors: a third of each batch per call, and cluster mode at that size.
-      thirdBatchOverOne: ratio(`tollgate 2 windows, batch ${third}`, 'tollgate 2 windows'),
-      clusterModeOverOne: ratio(`1-master cluster, batch ${third}`, `tollgate 2 windows, batch ${third}`),
+      thirdBatchOverOne: ratio(`tollgate 2 windows, batch ${THIRD}`, 'tollgate 2 windows'),
+      clusterModeOverOne: ratio(`1-master cluster, batch ${THIRD}`, `tollgate 2 windows, batch ${THIRD}`),
       keysPerMaster,
       results: out,
     }),
@@ -238,13 +238,7 @@ async function main() {
  * port and process. */
 async function startCluster() {
   const nodes = [];
-  for (let i = 0; i < 3; i++) {
-    const port = await clusterPort();
-    const dir = mkdtempSync(join(tmpdir(), 'tollgate-rcc-'));
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--cluster-enabled', 'yes'];
-    const child = await startRedis([...args, '--cluster-node-timeout', '2000', '--dir', dir]);
-    nodes.push({ port, pid: child.pid, process: child });
-  }
+  for (let i = 0; i < 3; i++) nodes.push(await clusterNode());
   const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
   execFileSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
   await clusterOk(nodes.map((n) => n.port));
@@ -254,13 +248,19 @@ async function startCluster() {
 /** A Cluster of one master holding every slot: the Cluster's own costs without the split of the batches. It
  * announces its address, which a master that never met another leaves empty in CLUSTER SLOTS. */
 async function startSoloCluster() {
+  const node = await clusterNode(['--cluster-announce-ip', '127.0.0.1']);
+  execFileSync('redis-cli', ['-p', String(node.port), 'cluster', 'addslotsrange', '0', '16383'], { stdio: 'ignore' });
+  await clusterOk([node.port]);
+  return [node];
+}
+
+/** A redis-server in cluster mode on a port of its own: its port, pid and process. */
+async function clusterNode(extra = []) {
   const port = await clusterPort();
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-rcc-'));
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--cluster-enabled', 'yes'];
-  const child = await startRedis([...args, '--cluster-announce-ip', '127.0.0.1', '--cluster-node-timeout', '2000', '--dir', dir]);
-  execFileSync('redis-cli', ['-p', String(port), 'cluster', 'addslotsrange', '0', '16383'], { stdio: 'ignore' });
-  await clusterOk([port]);
-  return [{ port, pid: child.pid, process: child }];
+  const child = await startRedis([...args, ...extra, '--cluster-node-timeout', '2000', '--dir', dir]);
+  return { port, pid: child.pid, process: child };
 }
 
 /** Waits until every node says cluster_state:ok (10 s at most). */
