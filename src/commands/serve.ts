@@ -26,6 +26,7 @@ async function serve(args: string[]): Promise<number> {
     logSettingNotes(settings, logger); // once, not once per worker (a worker does not log them)
     return runPrimary(settings.workers, logger);
   }
+  const whenUp = signals();
   let service: Awaited<ReturnType<typeof startService>>;
   try {
     service = await startService(settings, { logger });
@@ -62,7 +63,25 @@ async function serve(args: string[]): Promise<number> {
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  whenUp(stop);
   return new Promise<number>(() => {});
+}
+
+/** SIGTERM and SIGINT, listened for from before the service starts: one that comes while it starts (its
+ * "serving" line already written, or not) stops it as soon as it is up. Listened for only once it was up, such a
+ * signal found no listener and ended the process by its default action, with no exit code (seen in CI: a
+ * SIGTERM sent on the "serving" line). Returns what to call with the service's stop once it is up. */
+export function signals(target: Pick<NodeJS.EventEmitter, 'on'> = process): (stop: (signal: string) => void) => void {
+  let handler: ((signal: string) => void) | undefined;
+  let early: string | undefined;
+  const on = (signal: string): void => {
+    if (handler) handler(signal);
+    else early ??= signal;
+  };
+  target.on('SIGTERM', () => on('SIGTERM'));
+  target.on('SIGINT', () => on('SIGINT'));
+  return (stop) => {
+    handler = stop;
+    if (early) stop(early);
+  };
 }
