@@ -1,7 +1,7 @@
 // What Redis spends per decision: redis-server CPU (from /proc) and Redis commands (INFO commandstats, which
 // counts the commands a script runs) per decision, for Tollgate's store and for the lean floor of the same
 // job (bench/lean-floor.lua), in the same run on the same redis-server, alternating, medians over rounds.
-//   node bench/redis-cost.mjs [--decisions N] [--rounds R] [--batch B] [--tokens T] [--cluster] [--replicas R] [--pin]
+//   node bench/redis-cost.mjs [--decisions N] [--rounds R] [--batch B] [--tokens T] [--cluster] [--replicas R] [--pin] [--only REGEX]
 // Load: batches of B decisions (default 63, what one event-loop turn carries at saturation) over T tokens
 // (default 5,000, hot tokens first), each decision two fixed windows (10 a second, 1,000 an hour: the
 // property API's read limits), through RedisStore.check as the limiter calls it; and the same shape through
@@ -11,7 +11,9 @@
 // rounds: redis-server CPU per decision over all masters, and how the counters spread over them; both once with
 // one replica's batches (a Redis that waits for them) and once with R replicas' at a time (--replicas, default 4:
 // Redis never idle, as at the capacity plan's load); and the two parts of its figure: one Redis at a third of the
-// batch, and a 1-master Cluster at that size (cluster mode's own cost). Prints one JSON line.
+// batch, and a 1-master Cluster at that size (cluster mode's own cost); then both with 128 decisions always in
+// flight through one store, each answer sending the next (the store's own batching decides the calls' sizes, as
+// under h2load's 4 × 32 streams). Prints one JSON line.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -35,6 +37,7 @@ const { values } = parseArgs({
     cluster: { type: 'boolean', default: false },
     replicas: { type: 'string', default: '4' },
     pin: { type: 'boolean', default: false },
+    only: { type: 'string' },
   },
 });
 // --pin: this process on CPU 0, every redis-server on CPU 1 (taskset), so that one Redis and three masters run
@@ -90,6 +93,32 @@ async function tollgate(url, shape, batch = BATCH, type = 'single', replicas = 1
   };
   await Promise.all(stores.map(loop));
   await Promise.all(stores.map((s) => s.close()));
+  return admitted;
+}
+
+/** N decisions through one store with `inFlight` of them always waiting, each answer sending the next, as h2load's
+ * streams (4 × 32) reach a saturated replica: how the store itself batches them (per event-loop turn, and held
+ * while its call to that destination waits for a reply) decides the calls' sizes, not this driver. */
+async function flowing(url, shape, type = 'single', inFlight = 128) {
+  const store = new RedisStore({ connection: parseRedisUrl(url, type), timeoutMs: 2000, keyPrefix: 'bench:', logger: pino({ level: 'silent' }) });
+  await store.waitReady(5000);
+  let admitted = 0;
+  let next = 0;
+  await new Promise((resolve, reject) => {
+    let open = 0;
+    const one = () => {
+      const i = next++;
+      open++;
+      store.check(shape(pick(i))).then((r) => {
+        if (r.admitted) admitted++;
+        open--;
+        if (next < N) one();
+        else if (open === 0) resolve();
+      }, reject);
+    };
+    for (let j = 0; j < inFlight && next < N; j++) one();
+  });
+  await store.close();
   return admitted;
 }
 
@@ -185,10 +214,15 @@ async function main() {
     variants[`1-master cluster, batch ${THIRD}`] = [solo, () => tollgate(`redis://127.0.0.1:${solo[0].port}`, twoWindows, THIRD, 'cluster')];
     variants[`tollgate 2 windows, ${R} replicas`] = [one, () => tollgate(url, twoWindows, BATCH, 'single', R)];
     variants[`cluster 2 windows, ${R} replicas`] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster', R)];
+    // The store batching by itself, 128 decisions always waiting (as h2load's 4 × 32 streams keep a replica busy).
+    variants['tollgate 2 windows, 128 in flight'] = [one, () => flowing(url, twoWindows)];
+    variants['cluster 2 windows, 128 in flight'] = [cluster, () => flowing(curl, twoWindows, 'cluster')];
   }
   const runs = {};
+  // --only REGEX: the variants whose names match (the ratios of the others are then left out).
+  const chosen = Object.entries(variants).filter(([name]) => !values.only || new RegExp(values.only).test(name));
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [name, [servers, run]] of Object.entries(variants)) {
+    for (const [name, [servers, run]] of chosen) {
       runs[name] ??= [];
       runs[name].push(await round(servers, name, run));
     }
@@ -225,6 +259,7 @@ async function main() {
       tollgateOverFloor: ratio('tollgate 2 windows', 'lean floor 2 windows'),
       clusterOverOne: ratio('cluster 2 windows', 'tollgate 2 windows'),
       clusterOverOneBusy: ratio(`cluster 2 windows, ${R} replicas`, `tollgate 2 windows, ${R} replicas`),
+      clusterOverOneFlowing: ratio('cluster 2 windows, 128 in flight', 'tollgate 2 windows, 128 in flight'),
       // The Cluster's figure in two factors: a third of each batch per call, and cluster mode at that size.
       thirdBatchOverOne: ratio(`tollgate 2 windows, batch ${THIRD}`, 'tollgate 2 windows'),
       clusterModeOverOne: ratio(`1-master cluster, batch ${THIRD}`, `tollgate 2 windows, batch ${THIRD}`),
