@@ -323,8 +323,10 @@ function print(r) {
     if (c.clusterOverOne)
       console.log(
         `  3-master Cluster over one Redis, all masters' CPU: ${f(c.clusterOverOne, 2)}× (one replica's batches), ` +
-          `${f(c.clusterOverOneBusy, 2)}× (several replicas' at once), ${f(c.clusterOverOneFlowing, 2)}× (128 always in flight); keys ${c.keysPerMaster.join(' / ')}; of which a third of ` +
-          `each batch per call ${f(c.thirdBatchOverOne, 2)}×, cluster mode at that size ${f(c.clusterModeOverOne, 2)}×`,
+          `${f(c.clusterOverOneBusy, 2)}× (several replicas' at once), ` +
+          `${f(c.clusterOverOneFlowing, 2)}× (128 always in flight); ` +
+          `keys ${c.keysPerMaster.join(' / ')}; of which a third of each batch per call ${f(c.thirdBatchOverOne, 2)}×, ` +
+          `cluster mode at that size ${f(c.clusterModeOverOne, 2)}×`,
       );
   }
   if (r.memoryStore) {

@@ -2,6 +2,7 @@ import { ConfigError } from '../config/errors.js';
 import { ListenError } from '../errors.js';
 import { LogSink } from '../log-sink.js';
 import { createLogger } from '../logger.js';
+import { guardProcess } from '../process-guard.js';
 import { logSettingNotes, startService } from '../service.js';
 import { parseServeArgs, SERVE_OPTIONS, serveHelp } from '../settings/settings.js';
 import { isWorker, runPrimary } from '../workers.js';
@@ -46,6 +47,8 @@ async function serve(args: string[]): Promise<number> {
     throw err;
   }
   const running = service;
+  const exitNow = (code: number): void => void sink.flush(START_FAILURE_FLUSH_MS).then(() => process.exit(code));
+  guardProcess(logger, { unhandled: () => running.metrics.unhandledRejections.inc(), exit: exitNow });
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

@@ -105,6 +105,11 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly unhandledRejections = new Counter({
+    name: 'tollgate_unhandled_rejections_total',
+    help: 'Promises rejected with no handler (a bug in Tollgate or a library): each logged, and the service went on (process-guard.ts)',
+    registers: [this.registry],
+  });
   readonly httpErrors = new Counter({
     name: 'tollgate_http_errors_total',
     help: 'HTTP calls answered with an error, by endpoint (/json, /explain, /admin, …, other) and HTTP status (gRPC calls count in tollgate_grpc_errors_total)',
