@@ -6,8 +6,12 @@ import { fingerprint } from './fingerprint.js';
  * request's descriptor value), and request strings reach logs only so. */
 export function describeUnknown(reason: unknown): Record<string, unknown> {
   if (!(reason instanceof Error)) return { kind: typeof reason };
-  const frame = reason.stack
-    ?.split('\n')
+  // The frames come after V8's "<name>: <message>" (which may hold lines that look like frames); a stack made
+  // some other way is not read at all.
+  const head = reason.message ? `${reason.name}: ${reason.message}` : reason.name;
+  const stack = reason.stack?.startsWith(head) ? reason.stack.slice(head.length) : '';
+  const frame = stack
+    .split('\n')
     .find((l) => l.trimStart().startsWith('at '))
     ?.trim();
   return { kind: reason.constructor.name, messageLength: reason.message.length, messageFingerprint: fingerprint(reason.message), at: frame };
