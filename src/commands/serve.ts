@@ -1,7 +1,9 @@
+import type { Logger } from 'pino';
 import { ConfigError } from '../config/errors.js';
 import { ListenError } from '../errors.js';
 import { LogSink } from '../log-sink.js';
 import { createLogger } from '../logger.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { guardProcess } from '../process-guard.js';
 import { logSettingNotes, startService } from '../service.js';
 import { parseServeArgs, SERVE_OPTIONS, serveHelp } from '../settings/settings.js';
@@ -23,6 +25,7 @@ async function serve(args: string[]): Promise<number> {
   const settings = parseServeArgs(args);
   const sink = new LogSink();
   const logger = createLogger(settings.logLevel, settings.logFormat, sink);
+  const counted = guard(logger, sink);
   if (settings.workers > 1 && !isWorker()) {
     logSettingNotes(settings, logger); // once, not once per worker (a worker does not log them)
     return runPrimary(settings.workers, logger);
@@ -47,8 +50,7 @@ async function serve(args: string[]): Promise<number> {
     throw err;
   }
   const running = service;
-  const exitNow = (code: number): void => void sink.flush(START_FAILURE_FLUSH_MS).then(() => process.exit(code));
-  guardProcess(logger, { unhandled: () => running.metrics.unhandledRejections.inc(), exit: exitNow });
+  counted(running.metrics);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -57,7 +59,7 @@ async function serve(args: string[]): Promise<number> {
     logger.info({ signal }, 'shutting down');
     // Log lines still queued (a slow or stuck reader) get what is left of the shutdown timeout, and no more:
     // a log reader that is gone or stuck never holds the exit past it.
-    const exit = (code: number): void => void sink.flush(deadline - Date.now()).then(() => process.exit(code));
+    const exit = (code: number): void => void sink.flush(deadline - Date.now()).then(() => process.exit(Math.max(code, Number(process.exitCode ?? 0))));
     running.stop().then(
       () => exit(0),
       (err: unknown) => {
@@ -68,6 +70,23 @@ async function serve(args: string[]): Promise<number> {
   };
   whenUp(stop);
   return new Promise<number>(() => {});
+}
+
+/** The process guard (process-guard.ts), from the start (a stray rejection while Redis or xDS come up too) and
+ * in a --workers primary. Returns what to call once the metrics exist: rejections are counted from then, and
+ * those before. */
+function guard(logger: Logger, sink: LogSink): (metrics: Metrics) => void {
+  let before = 0;
+  let count = (): void => void before++;
+  const crash = (code: number): void => {
+    process.exitCode = code; // a shutdown racing the log line's flush still exits with it
+    void sink.flush(START_FAILURE_FLUSH_MS).then(() => process.exit(code));
+  };
+  guardProcess(logger, { unhandled: () => count(), exit: crash });
+  return (metrics) => {
+    metrics.unhandledRejections.inc(before);
+    count = () => metrics.unhandledRejections.inc();
+  };
 }
 
 /** SIGTERM and SIGINT, listened for from before the service starts: one that comes while it starts (its

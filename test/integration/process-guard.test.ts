@@ -53,6 +53,8 @@ describe('a bug that nothing handled, in a serving process', () => {
     const { d } = await serve('throw');
     d.child.kill('SIGUSR2');
     expect(await bounded(d.exited, 10_000, 'exit after the exception')).toBe(1);
+    // 'exit' can come before the last output is read.
+    await within(5000, () => d.output().includes('uncaught exception'), 'the fatal line');
     expect(logLine(d.output(), 'uncaught exception')).toMatchObject({ level: 'fatal', kind: 'Error' });
     expect(d.output()).not.toContain(SECRET);
   });

@@ -20,10 +20,33 @@ describe('describeUnknown: what a log line says of an error nobody handled', () 
     expect(describeUnknown('secret-7')).toEqual({ kind: 'string' });
     expect(describeUnknown(undefined)).toEqual({ kind: 'undefined' });
   });
+
+  it('never throws: a revoked Proxy, a getter that throws, a message that is not a string', () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const throwing = new Error('secret-8');
+    Object.defineProperty(throwing, 'stack', {
+      get() {
+        throw new Error('secret-9');
+      },
+    });
+    const numeric = new Error('x');
+    (numeric as { message: unknown }).message = 42;
+    for (const odd of [proxy, throwing, numeric]) expect(JSON.stringify(describeUnknown(odd))).not.toContain('secret');
+    expect(describeUnknown(proxy)).toEqual({ kind: 'unreadable' });
+    expect(describeUnknown(numeric)).toEqual({ kind: 'unreadable' });
+  });
+
+  it('an empty message, and a name set after the error was made: the frame is still found', () => {
+    expect(String(describeUnknown(new Error()).at)).toContain('process-guard.test.ts');
+    const renamed = new Error('m');
+    renamed.name = 'Renamed';
+    expect(String(describeUnknown(renamed).at)).toContain('process-guard.test.ts');
+  });
 });
 
 describe('guardProcess', () => {
-  it('counts each unhandled rejection and exits 1 on an uncaught exception', () => {
+  it('counts each unhandled rejection, and exits 1 once on uncaught exceptions', () => {
     const target = new EventEmitter();
     let unhandled = 0;
     const exits: number[] = [];
@@ -32,6 +55,7 @@ describe('guardProcess', () => {
     target.emit('unhandledRejection', 'b');
     expect([unhandled, exits]).toEqual([2, []]);
     target.emit('uncaughtException', new Error('c'));
+    target.emit('uncaughtException', new Error('d')); // while the first one's line leaves: not a second exit
     expect(exits).toEqual([1]);
   });
 });
