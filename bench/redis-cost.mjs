@@ -1,7 +1,7 @@
 // What Redis spends per decision: redis-server CPU (from /proc) and Redis commands (INFO commandstats, which
 // counts the commands a script runs) per decision, for Tollgate's store and for the lean floor of the same
 // job (bench/lean-floor.lua), in the same run on the same redis-server, alternating, medians over rounds.
-//   node bench/redis-cost.mjs [--decisions N] [--rounds R] [--batch B] [--tokens T] [--cluster] [--replicas R] [--pin] [--only REGEX]
+//   node bench/redis-cost.mjs [--decisions N] [--rounds R] [--batch B] [--tokens T] [--cluster] [--replicas R] [--pin] [--sidecar] [--only REGEX]
 // Load: batches of B decisions (default 63, what one event-loop turn carries at saturation) over T tokens
 // (default 5,000, hot tokens first), each decision two fixed windows (10 a second, 1,000 an hour: the
 // property API's read limits), through RedisStore.check as the limiter calls it; and the same shape through
@@ -13,7 +13,8 @@
 // Redis never idle, as at the capacity plan's load); and the two parts of its figure: one Redis at a third of the
 // batch, and a 1-master Cluster at that size (cluster mode's own cost); then both with 128 decisions always in
 // flight through one store, each answer sending the next (the store's own batching decides the calls' sizes, as
-// under h2load's 4 × 32 streams). Prints one JSON line.
+// under h2load's 4 × 32 streams). --sidecar: a sidecar's 2,000 decisions a second, each in a turn of its own,
+// without a batch window and with REDIS_PIPELINE_WINDOW=2ms. Prints one JSON line.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     cluster: { type: 'boolean', default: false },
     replicas: { type: 'string', default: '4' },
     pin: { type: 'boolean', default: false },
+    sidecar: { type: 'boolean', default: false },
     only: { type: 'string' },
   },
 });
@@ -48,6 +50,8 @@ const startRedis = (args) =>
 const [N, ROUNDS, BATCH, TOKENS] = [values.decisions, values.rounds, values.batch, values.tokens].map(Number);
 /** What one of a 3-master Cluster's masters gets of each batch. */
 const THIRD = Math.max(1, Math.round(BATCH / 3));
+/** Decisions of a --sidecar variant: 5 s at 2,000 a second. */
+const SIDECAR_N = 10_000;
 
 const fps = Array.from({ length: TOKENS }, (_, i) => fingerprint(`Bearer token-${i}`));
 /** Skewed like real traffic: a quarter of the calls from 1% of the tokens. */
@@ -122,6 +126,47 @@ async function flowing(url, shape, type = 'single', inFlight = 128) {
   return admitted;
 }
 
+/** A sidecar's load: `n` decisions at `rate` a second, every millisecond's share each in an event-loop turn of
+ * its own (a lightly loaded replica reads its requests one by one), through one store whose batch window is
+ * `windowMs` (REDIS_PIPELINE_WINDOW). Also returns the decisions' latencies, p50 and p99 in ms. */
+async function paced(url, windowMs, rate, n) {
+  const store = new RedisStore({
+    connection: parseRedisUrl(url, 'single'),
+    timeoutMs: 2000,
+    keyPrefix: 'bench:',
+    logger: pino({ level: 'silent' }),
+    batch: { windowMs, limit: 0 },
+  });
+  await store.waitReady(5000);
+  const answers = [];
+  const latencies = [];
+  let sent = 0;
+  await new Promise((resolve) => {
+    const tick = setInterval(async () => {
+      for (let k = 0; k < rate / 1000 && sent < n; k++) {
+        const at = performance.now();
+        const answered = (r) => {
+          latencies.push(performance.now() - at);
+          return r.admitted;
+        };
+        answers.push(store.check(twoWindows(pick(sent++))).then(answered));
+        await new Promise((r) => setImmediate(r));
+      }
+      if (sent >= n) {
+        clearInterval(tick);
+        resolve();
+      }
+    }, 1);
+  });
+  const admitted = (await Promise.all(answers)).filter(Boolean).length;
+  await store.close();
+  latencies.sort((a, b) => a - b);
+  pacedLatency[windowMs] = [latencies[latencies.length >> 1], latencies[Math.floor(latencies.length * 0.99)]];
+  return admitted;
+}
+/** The last paced run's p50 and p99 by window. */
+const pacedLatency = {};
+
 const LEAN = readFileSync(new URL('./lean-floor.lua', import.meta.url), 'utf8');
 async function lean(port) {
   const client = new Redis({ port, host: '127.0.0.1', lazyConnect: false });
@@ -157,7 +202,7 @@ function commands(port) {
 }
 
 /** One variant's run on these servers (one Redis, or a Cluster's masters): their CPU and commands, summed. */
-async function round(servers, name, run) {
+async function round(servers, name, run, n = N) {
   for (const { port } of servers) {
     const admin = new Redis({ port, host: '127.0.0.1' });
     await admin.flushall();
@@ -173,14 +218,14 @@ async function round(servers, name, run) {
   const total = stats.reduce((a, st) => a + st.total, 0);
   return {
     name,
-    usPerDecision: (cpu.reduce((a, b) => a + b, 0) / N) * 1e6,
+    usPerDecision: (cpu.reduce((a, b) => a + b, 0) / n) * 1e6,
     // Time inside the script calls (commandstats), without reading, parsing and writing them: the part of a
     // decision's cost that stays when a busy Redis serves many calls per wake-up.
-    scriptUsPerDecision: stats.reduce((a, st) => a + st.scriptUs, 0) / N,
-    usPerDecisionPerServer: cpu.map((c) => (c / N) * 1e6),
-    commandsPerDecision: total / N,
-    scriptCallsPerDecision: ((by.evalsha ?? 0) + (by.eval ?? 0)) / N,
-    admittedShare: admitted / N,
+    scriptUsPerDecision: stats.reduce((a, st) => a + st.scriptUs, 0) / n,
+    usPerDecisionPerServer: cpu.map((c) => (c / n) * 1e6),
+    commandsPerDecision: total / n,
+    scriptCallsPerDecision: ((by.evalsha ?? 0) + (by.eval ?? 0)) / n,
+    admittedShare: admitted / n,
     by,
   };
 }
@@ -202,6 +247,8 @@ async function main() {
     'tollgate 2 windows, batch 8': [one, () => tollgate(url, twoWindows, 8)],
     'tollgate 2 windows, batch 1': [one, () => tollgate(url, twoWindows, 1)],
   };
+  // --sidecar: 2,000 decisions a second from one store, with no batch window and with 2 ms (REDIS_PIPELINE_WINDOW).
+  if (values.sidecar) for (const ms of [0, 2]) variants[`sidecar 2,000/s, window ${ms} ms`] = [one, () => paced(url, ms, 2000, SIDECAR_N), SIDECAR_N];
   const cluster = values.cluster ? await startCluster() : undefined;
   const solo = values.cluster ? await startSoloCluster() : undefined;
   if (cluster) {
@@ -222,9 +269,9 @@ async function main() {
   // --only REGEX: the variants whose names match (the ratios of the others are then left out).
   const chosen = Object.entries(variants).filter(([name]) => !values.only || new RegExp(values.only).test(name));
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [name, [servers, run]] of chosen) {
+    for (const [name, [servers, run, n]] of chosen) {
       runs[name] ??= [];
-      runs[name].push(await round(servers, name, run));
+      runs[name].push(await round(servers, name, run, n));
     }
   }
   const keysPerMaster = cluster?.map((n) =>
@@ -264,6 +311,7 @@ async function main() {
       thirdBatchOverOne: ratio(`tollgate 2 windows, batch ${THIRD}`, 'tollgate 2 windows'),
       clusterModeOverOne: ratio(`1-master cluster, batch ${THIRD}`, `tollgate 2 windows, batch ${THIRD}`),
       keysPerMaster,
+      sidecarLatencyMs: values.sidecar ? pacedLatency : undefined,
       results: out,
     }),
   );

@@ -71,8 +71,6 @@ const UNSUPPORTED: readonly Unsupported[] = [
   { name: 'REDIS_CLUSTER_PIPELINE_PARALLELISM' },
   { name: 'REDIS_TIMEOUT' },
   { name: 'REDIS_STARTUP_*' },
-  { name: 'REDIS_PIPELINE_WINDOW' },
-  { name: 'REDIS_PIPELINE_LIMIT' },
   { name: 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', same: FALSE },
   { name: 'REDIS_PERSECOND', same: FALSE },
   { name: 'REDIS_PERSECOND_*' },

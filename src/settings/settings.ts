@@ -4,6 +4,7 @@ import { DECISION_LOG_MODES, type DecisionLogMode } from '../observe/decision-lo
 import type { ResponseSettings } from '../response/header-policy.js';
 import type { RequestBounds } from '../rls/request.js';
 import type { GrpcTlsFiles } from '../server/tls.js';
+import type { BatchWindow } from '../store/batch-queues.js';
 import { FAILURE_POLICIES, type FailurePolicy } from '../store/failure-policy.js';
 import type { RedisConnection } from '../store/redis-connection.js';
 import type { TracingOptions } from '../tracing/tracing.js';
@@ -14,7 +15,7 @@ import { settingsReader, storeInferredFrom } from './reader.js';
 import { type RlqsSettings, redisConnection, rlqsSettings, tracingOptions, xdsOptions } from './sections.js';
 import { type LogLevel, type OptionName, SERVE_OPTIONS } from './table.js';
 import { grpcTlsFiles } from './tls.js';
-import { choice, logLevelOf, type NUMBERS, numberOf, workersOf } from './values.js';
+import { batchWindowOf, choice, logLevelOf, type NUMBERS, numberOf, workersOf } from './values.js';
 
 /** What the service runs with, read from flags and environment: this file assembles it, reader.ts finds each
  * setting's text (flag, variable, envoyproxy/ratelimit's variable, default), values.ts and sections.ts parse it. */
@@ -40,6 +41,8 @@ export interface Settings {
   /** Parsed from redisUrl and redisType when the store is redis. */
   redis: RedisConnection | undefined;
   redisTimeoutMs: number;
+  /** REDIS_PIPELINE_WINDOW and REDIS_PIPELINE_LIMIT: how long requests wait to share a Redis call. */
+  redisBatch: BatchWindow;
   redisFailure: FailurePolicy;
   /** /readyz fails while the store is degraded, whatever the policy absorbs (docs/kubernetes.md: central vs sidecar). */
   readyRequiresStore: boolean;
@@ -127,6 +130,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     redisUrl: get('redis-url'),
     redis: store === 'redis' ? redisConnection(setting, env) : undefined,
     redisTimeoutMs: num('redis-timeout-ms', 'positive'),
+    redisBatch: batchWindowOf(setting('redis-pipeline-window'), setting('redis-pipeline-limit')),
     redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
     readyRequiresStore: flag('ready-requires-store'),
     redisKeyPrefix: get('redis-key-prefix'),

@@ -20,6 +20,23 @@ export function numberOf(s: Setting, kind: keyof typeof NUMBERS): number {
   return n;
 }
 
+/** The longest REDIS_PIPELINE_WINDOW: a decision waits for it before its Redis call, and Envoy's rate-limit filter
+ * gives the whole call 20 ms by default. */
+export const MAX_PIPELINE_WINDOW_MS = 10;
+
+/** REDIS_PIPELINE_WINDOW (a Go duration, as envoyproxy/ratelimit reads it) and REDIS_PIPELINE_LIMIT. Node's timers
+ * count whole milliseconds, so a window is rounded to one; one under a millisecond (radix's 150us, say) is what
+ * batching per event-loop turn already does under load: 0. */
+export function batchWindowOf(window: Setting, limit: Setting): { windowMs: number; limit: number } {
+  const ms = durationOf(window);
+  if (ms > MAX_PIPELINE_WINDOW_MS)
+    throw new SettingsError(
+      `${window.from} must be at most ${MAX_PIPELINE_WINDOW_MS}ms (got "${window.value}"): each decision waits for it before its Redis call, ` +
+        "within Envoy's rate-limit timeout (20 ms by default)",
+    );
+  return { windowMs: ms < 1 ? 0 : Math.round(ms), limit: numberOf(limit, 'whole') };
+}
+
 export function durationOf(s: Setting): number {
   const ms = parseGoDuration(s.value);
   if (ms === undefined) throw new SettingsError(`${s.from} must be a duration such as 3s, 500ms or 1m30s (got "${s.value}")`);

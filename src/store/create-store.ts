@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../counters/clock.js';
+import type { BatchWindow } from './batch-queues.js';
 import { type FailurePolicy, PolicyStore } from './failure-policy.js';
 import { MemoryStore } from './memory-store.js';
 import { OverLimitCache } from './over-limit-cache.js';
@@ -14,6 +15,7 @@ export interface StoreOptions {
   maxCounters: number;
   redis: RedisConnection | undefined;
   redisTimeoutMs: number;
+  redisBatch: BatchWindow;
   redisKeyPrefix: string;
   redisSentinelPassword: string | undefined;
   redisFailure: FailurePolicy;
@@ -56,6 +58,7 @@ export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
   const redis = new RedisStore({
     connection: opts.redis!,
     timeoutMs: opts.redisTimeoutMs,
+    batch: opts.redisBatch,
     keyPrefix: opts.redisKeyPrefix,
     // Every line of the store names where it connects (host:port of each node), never the credentials.
     logger: deps.logger.child({ redis: redisAddress(opts.redis!) }),

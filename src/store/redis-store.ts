@@ -5,6 +5,7 @@ import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
+import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
 import { answerBatch, batchSpan, byHashTag, encodeBatch, merge, type Pending, pick } from './redis-batch.js';
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
@@ -25,10 +26,9 @@ export interface RedisStoreOptions {
   clock?: Clock;
   /** Traces each script call that carries a sampled decision (tracing/). */
   tracer?: BatchTracer;
+  /** REDIS_PIPELINE_WINDOW and _LIMIT; unset, each event-loop turn's requests go at its end. */
+  batch?: BatchWindow;
 }
-
-/** Most keys in one script call; a larger batch is split (a single request is never split). */
-const MAX_BATCH_KEYS = 512;
 
 /** Redis counts as not answering (the connection may look fine: a frozen or stuck server) after this many
  * timeouts in a row with no reply at all for SILENCE_TO_DEGRADE timeouts' time; calls then fail at once
@@ -53,9 +53,8 @@ export class RedisStore implements Store {
   private waitingSince: number | undefined;
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
-  /** Requests waiting for the next flush, by Cluster master or hash tag (cluster-routes.ts; '' outside Cluster). */
-  private queues = new Map<string, Pending[]>();
-  private flushing = false;
+  /** Requests waiting for their script call, by Cluster master or hash tag (batch-queues.ts, cluster-routes.ts). */
+  private readonly queues: BatchQueues;
   /** The script loaded on every master (and, in Cluster, a connection to each), after each 'ready'. */
   private preloaded: Promise<void> = Promise.resolve();
   private readonly refusals: KeyRefusals;
@@ -63,6 +62,7 @@ export class RedisStore implements Store {
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
+    this.queues = new BatchQueues((batch, to) => this.send(batch, to), opts.batch);
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
     this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
     this.client.on('ready', () => {
@@ -158,39 +158,10 @@ export class RedisStore implements Store {
     return result;
   }
 
-  /** Queues a request for the flush at the end of this event-loop turn (setImmediate runs after the poll
-   * phase, so every request read from the sockets in this turn joins). */
+  /** Queues a request for the next script call to `tag` (batch-queues.ts). */
   private enqueue(mode: Pending['mode'], checks: readonly CounterCheck[], tag: string, trace: TraceLink | undefined): Promise<CheckResult> {
-    return new Promise((resolve, reject) => {
-      const queue = this.queues.get(tag);
-      if (queue) queue.push({ mode, checks, trace, resolve, reject });
-      else this.queues.set(tag, [{ mode, checks, trace, resolve, reject }]);
-      if (!this.flushing) {
-        this.flushing = true;
-        setImmediate(this.flush);
-      }
-    });
+    return new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject }));
   }
-
-  private readonly flush = (): void => {
-    this.flushing = false;
-    const queues = this.queues;
-    this.queues = new Map();
-    for (const [to, queue] of queues) {
-      let from = 0;
-      let keys = 0;
-      for (let i = 0; i < queue.length; i++) {
-        const n = queue[i]!.checks.length;
-        if (keys > 0 && keys + n > MAX_BATCH_KEYS) {
-          this.send(queue.slice(from, i), to);
-          from = i;
-          keys = 0;
-        }
-        keys += n;
-      }
-      this.send(from === 0 ? queue : queue.slice(from), to);
-    }
-  };
 
   /** One script call for a batch. Its deadline runs from here, when the command is written, not from when
    * each request arrived: time this process spent reading a burst is not Redis's delay. Time the process
@@ -278,6 +249,8 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.probe);
+    // What waits for the batch window goes now, ahead of QUIT, which Redis answers after it.
+    this.queues.flushNow();
     try {
       await this.client.quit();
     } catch {

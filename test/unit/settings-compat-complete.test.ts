@@ -70,6 +70,8 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   REDIS_TLS: { base: { BACKEND_TYPE: 'redis' }, value: 'true' },
   REDIS_SOCKET_TYPE: { base: { BACKEND_TYPE: 'redis', REDIS_URL: 'r:6379' }, value: 'unix' },
   REDIS_SENTINEL_AUTH: { value: 's3cr3t' },
+  REDIS_PIPELINE_WINDOW: { value: '2ms' },
+  REDIS_PIPELINE_LIMIT: { base: { REDIS_PIPELINE_WINDOW: '2ms' }, value: '64' },
   CONFIG_TYPE: { value: 'GRPC_XDS_SOTW' },
   // Files are checked readable at start: a path that is not there is refused, naming the variable.
   GRPC_SERVER_USE_TLS: { value: 'true' },

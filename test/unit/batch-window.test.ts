@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { SettingsError } from '../../src/settings/compat.js';
+import { parseServeArgs } from '../../src/settings/settings.js';
+
+// REDIS_PIPELINE_WINDOW / --redis-pipeline-window and REDIS_PIPELINE_LIMIT, read as envoyproxy/ratelimit writes
+// them (Go durations), into whole milliseconds.
+
+const batch = (env: NodeJS.ProcessEnv, args: string[] = []) => parseServeArgs(args, env).redisBatch;
+
+describe('the Redis batch window settings', () => {
+  it('unset: each event-loop turn, no limit', () => {
+    expect(batch({})).toEqual({ windowMs: 0, limit: 0 });
+  });
+
+  it("Go durations in whole milliseconds; under one (radix's 150us) is each turn", () => {
+    expect(batch({ REDIS_PIPELINE_WINDOW: '150us' })).toEqual({ windowMs: 0, limit: 0 });
+    expect(batch({ REDIS_PIPELINE_WINDOW: '2ms', REDIS_PIPELINE_LIMIT: '64' })).toEqual({ windowMs: 2, limit: 64 });
+    expect(batch({ REDIS_PIPELINE_WINDOW: '1400us' })).toEqual({ windowMs: 1, limit: 0 });
+    expect(batch({ REDIS_PIPELINE_WINDOW: '0' })).toEqual({ windowMs: 0, limit: 0 });
+    expect(batch({ REDIS_PIPELINE_WINDOW: '1ms' }, ['--redis-pipeline-window', '5ms']).windowMs).toBe(5);
+  });
+
+  it('past 10 ms, not a duration, or a limit that is not a whole number: a clear error naming the setting', () => {
+    expect(() => batch({ REDIS_PIPELINE_WINDOW: '1s' })).toThrow(SettingsError);
+    expect(() => batch({ REDIS_PIPELINE_WINDOW: '11ms' })).toThrow(/REDIS_PIPELINE_WINDOW must be at most 10ms \(got "11ms"\)/);
+    expect(() => batch({ REDIS_PIPELINE_WINDOW: 'soon' })).toThrow(/REDIS_PIPELINE_WINDOW must be a duration/);
+    expect(() => batch({ REDIS_PIPELINE_LIMIT: '-1' })).toThrow(/REDIS_PIPELINE_LIMIT must be a whole number/);
+  });
+});
