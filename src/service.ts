@@ -134,6 +134,8 @@ function logServing(
       configHash: p.config.hash,
       domains: [...p.config.domains.keys()],
       shadowMode: settings.shadowMode,
+      ...(settings.store === 'redis' &&
+        settings.redisBatch.windowMs > 0 && { redisBatchWindowMs: settings.redisBatch.windowMs, redisBatchLimit: settings.redisBatch.limit }),
       adminApi: p.adminApi,
       sharedTiers: p.sharedTiers,
     },

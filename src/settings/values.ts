@@ -1,3 +1,4 @@
+import { MAX_BATCH_KEYS } from '../store/batch-queues.js';
 import { parseGoDuration, SettingsError } from './compat.js';
 import { LEVEL_ALIASES, LOG_LEVELS, type LogLevel, type Setting } from './table.js';
 
@@ -23,18 +24,25 @@ export function numberOf(s: Setting, kind: keyof typeof NUMBERS): number {
 /** The longest REDIS_PIPELINE_WINDOW: a decision waits for it before its Redis call, and Envoy's rate-limit filter
  * gives the whole call 20 ms by default. */
 export const MAX_PIPELINE_WINDOW_MS = 10;
+/** The largest REDIS_PIPELINE_LIMIT: past it a call is split anyway. */
+export const MAX_PIPELINE_LIMIT = MAX_BATCH_KEYS;
 
 /** REDIS_PIPELINE_WINDOW (a Go duration, as envoyproxy/ratelimit reads it) and REDIS_PIPELINE_LIMIT. Node's timers
  * count whole milliseconds, so a window is rounded to one; one under a millisecond (radix's 150us, say) is what
  * batching per event-loop turn already does under load: 0. */
 export function batchWindowOf(window: Setting, limit: Setting): { windowMs: number; limit: number } {
   const ms = durationOf(window);
-  if (ms > MAX_PIPELINE_WINDOW_MS)
+  const windowMs = ms < 1 ? 0 : Math.round(ms);
+  if (windowMs > MAX_PIPELINE_WINDOW_MS)
     throw new SettingsError(
       `${window.from} must be at most ${MAX_PIPELINE_WINDOW_MS}ms (got "${window.value}"): each decision waits for it before its Redis call, ` +
         "within Envoy's rate-limit timeout (20 ms by default)",
     );
-  return { windowMs: ms < 1 ? 0 : Math.round(ms), limit: numberOf(limit, 'whole') };
+  const most = numberOf(limit, 'whole');
+  if (most > MAX_PIPELINE_LIMIT)
+    throw new SettingsError(`${limit.from} must be at most ${MAX_PIPELINE_LIMIT}, the most keys one Redis call carries (got "${limit.value}")`);
+  // Without a window there is nothing to send sooner: a limit would only cut each turn's call into smaller ones.
+  return { windowMs, limit: windowMs > 0 ? most : 0 };
 }
 
 export function durationOf(s: Setting): number {

@@ -62,7 +62,7 @@ export class RedisStore implements Store {
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
-    this.queues = new BatchQueues((batch, to) => this.send(batch, to), opts.batch);
+    this.queues = new BatchQueues((batch, to, heldMs) => this.send(batch, to, heldMs), opts.batch);
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
     this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
     this.client.on('ready', () => {
@@ -124,27 +124,29 @@ export class RedisStore implements Store {
 
   /** A Cluster request slot by slot, through the client's redirects: while the map of slots is not known, and
    * for the requests a per-node call did not decide because it found a key not local (it wrote nothing for them). */
-  private bySlot(mode: Pending['mode'], checks: readonly CounterCheck[], trace: TraceLink | undefined): Promise<CheckResult> {
+  private bySlot(mode: Pending['mode'], checks: readonly CounterCheck[], trace: TraceLink | undefined, urgent = false): Promise<CheckResult> {
     const slots = byHashTag(checks);
     const queues = slots.map((idx) => TAG + hashTag(checks[idx[0]!]!.key));
-    if (slots.length === 1) return this.enqueue(mode, checks, queues[0]!, trace);
-    return this.acrossParts(mode, checks, slots, queues, trace);
+    if (slots.length === 1) return this.enqueue(mode, checks, queues[0]!, trace, urgent);
+    return this.acrossParts(mode, checks, slots, queues, trace, urgent);
   }
 
   /** A request whose counters are on several masters (or slots), which one script call cannot reach. Every part
    * is first asked without writing ('peek'); only when the request fits everywhere is each part counted,
    * atomically within the part. A request that loses a race between the two phases can be counted in one part
-   * yet rejected by another: the one inexactness, and only for such requests. */
+   * yet rejected by another: the one inexactness, and only for such requests. The count does not wait for a
+   * batch window (the peek did), which would widen that gap. */
   private async acrossParts(
     mode: Pending['mode'],
     checks: readonly CounterCheck[],
     parts: number[][],
     queues: string[],
     trace?: TraceLink,
+    urgent = false,
   ): Promise<CheckResult> {
-    const part = (m: Pending['mode'], of: readonly CounterCheck[]): Promise<CheckResult[]> =>
-      Promise.all(parts.map((idx, i) => this.enqueue(m, pick(of, idx), queues[i]!, trace)));
-    const peeked = merge(checks, parts, await part('peek', checks));
+    const part = (m: Pending['mode'], of: readonly CounterCheck[], now: boolean): Promise<CheckResult[]> =>
+      Promise.all(parts.map((idx, i) => this.enqueue(m, pick(of, idx), queues[i]!, trace, now)));
+    const peeked = merge(checks, parts, await part('peek', checks, urgent));
     if (mode === 'peek') return peeked;
     const charges = checks.some((c) => c.charge);
     if (!peeked.admitted && !charges) return peeked;
@@ -153,21 +155,22 @@ export class RedisStore implements Store {
     let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
     // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
     if (!peeked.admitted) counted = counted.map((c) => (c.charge ? c : { ...c, hits: 0, shadow: true }));
-    const result = merge(checks, parts, await part('count', counted));
+    const result = merge(checks, parts, await part('count', counted, true));
     if (!peeked.admitted) result.admitted = false;
     return result;
   }
 
-  /** Queues a request for the next script call to `tag` (batch-queues.ts). */
-  private enqueue(mode: Pending['mode'], checks: readonly CounterCheck[], tag: string, trace: TraceLink | undefined): Promise<CheckResult> {
-    return new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject }));
+  /** Queues a request for the next script call to `tag` (batch-queues.ts); `urgent`, past any batch window. */
+  private enqueue(mode: Pending['mode'], checks: readonly CounterCheck[], tag: string, trace: TraceLink | undefined, urgent = false): Promise<CheckResult> {
+    return new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject }, urgent));
   }
 
   /** One script call for a batch. Its deadline runs from here, when the command is written, not from when
    * each request arrived: time this process spent reading a burst is not Redis's delay. Time the process
    * could not run extends it, up to twice the timeout in all (see withTimeout): with the defaults, 50 ms,
-   * Envoy's filter timeout in the shipped envoy.yaml. */
-  private send(batch: Pending[], to: string): void {
+   * Envoy's filter timeout in the shipped envoy.yaml. What a batch window held them (`heldMs`) comes off it:
+   * the window is this process's choice, and the budget is Envoy's. */
+  private send(batch: Pending[], to: string, heldMs = 0): void {
     const node = to.startsWith(NODE) ? this.routes!.connection(to) : undefined;
     if (to.startsWith(NODE) && !node) {
       this.reroute(batch);
@@ -176,7 +179,8 @@ export class RedisStore implements Store {
     const { keys, args } = encodeBatch(batch, this.opts.keyPrefix, this.opts.clock?.now() ?? 0);
     const span = this.opts.tracer && batchSpan(this.opts.tracer, batch, keys.length);
     const call = node ? evalOnNode(node, keys, args) : evalCheckScript(this.client, keys, args);
-    withTimeout(this.waiting(call), this.opts.timeoutMs, this.opts.timeoutMs).then(
+    const timeoutMs = Math.max(1, this.opts.timeoutMs - heldMs);
+    withTimeout(this.waiting(call), timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
         this.replied();
         span?.end();
@@ -201,7 +205,7 @@ export class RedisStore implements Store {
    * again, each goes slot by slot; the call wrote nothing for them (redis-script.ts), so none counts twice. */
   private reroute(batch: Pending[], unsupported = false): void {
     this.routes!.refresh(unsupported);
-    for (const p of batch) this.bySlot(p.mode, p.checks, p.trace).then(p.resolve, p.reject);
+    for (const p of batch) this.bySlot(p.mode, p.checks, p.trace, true).then(p.resolve, p.reject);
   }
 
   /** A command of another part (the RLQS share table) on this connection, under the store's health: refused at

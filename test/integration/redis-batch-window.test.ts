@@ -69,7 +69,11 @@ describe('a batch window for the Redis store', () => {
     const store = await storeWith({ windowMs: 10, limit: 3 });
     const before = await scriptCalls();
     const results = await turnByTurn(store, 7);
-    expect((await scriptCalls()) - before).toBe(3);
+    // Three: at the 3rd and 6th request, the 7th at the window's end (a fourth if a turn took the machine 10 ms);
+    // without the limit, one or two.
+    const calls = (await scriptCalls()) - before;
+    expect(calls).toBeGreaterThanOrEqual(3);
+    expect(calls).toBeLessThanOrEqual(4);
     expect(results.map((r) => r.curr[0])).toEqual([0, 1, 2, 3, 4, 5, 6]);
   });
 

@@ -99,6 +99,31 @@ describe('the Redis store on a 3-master Cluster', () => {
     expect(r.curr).toEqual([1, 1]);
   });
 
+  it('with a 10 ms batch window, a request whose clients are on two masters is checked, then counted once on each', async () => {
+    const windowed = new RedisStore({
+      connection: parseRedisUrl(cluster.url, 'cluster'),
+      timeoutMs: 2000,
+      keyPrefix: PREFIX,
+      logger: silentLogger,
+      batch: { windowMs: 10, limit: 0 },
+    });
+    try {
+      expect(await windowed.waitReady(10_000)).toBe(true);
+      await windowed.check([hourly('window-warm')]); // the map of slots read
+      const first = hourly('window-a');
+      const master = (await owner(slotOf(first))).port;
+      let second: CounterCheck | undefined;
+      for (let i = 0; !second; i++) {
+        const c = hourly(`window-b-${i}`);
+        if ((await owner(slotOf(c))).port !== master) second = c;
+      }
+      expect((await windowed.check([first, second])).admitted).toBe(true);
+      expect((await windowed.check([first, second])).curr).toEqual([1, 1]);
+    } finally {
+      await windowed.close();
+    }
+  });
+
   it('follows a slot moved to another master: the call that finds it not local writes nothing, and the request is counted once', async () => {
     const check = hourly('moving');
     expect((await store.check([check])).curr).toEqual([0]);

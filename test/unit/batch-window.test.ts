@@ -25,5 +25,12 @@ describe('the Redis batch window settings', () => {
     expect(() => batch({ REDIS_PIPELINE_WINDOW: '11ms' })).toThrow(/REDIS_PIPELINE_WINDOW must be at most 10ms \(got "11ms"\)/);
     expect(() => batch({ REDIS_PIPELINE_WINDOW: 'soon' })).toThrow(/REDIS_PIPELINE_WINDOW must be a duration/);
     expect(() => batch({ REDIS_PIPELINE_LIMIT: '-1' })).toThrow(/REDIS_PIPELINE_LIMIT must be a whole number/);
+    expect(() => batch({ REDIS_PIPELINE_WINDOW: '2ms', REDIS_PIPELINE_LIMIT: '513' })).toThrow(/REDIS_PIPELINE_LIMIT must be at most 512/);
+  });
+
+  it('the bound applies to the rounded window; a limit without a window is none', () => {
+    expect(batch({ REDIS_PIPELINE_WINDOW: '10.4ms' }).windowMs).toBe(10);
+    // ratelimit's usual 150us with a limit: here no window, so no limit either (it would only cut each turn's call)
+    expect(batch({ REDIS_PIPELINE_WINDOW: '150us', REDIS_PIPELINE_LIMIT: '8' })).toEqual({ windowMs: 0, limit: 0 });
   });
 });

@@ -1,0 +1,100 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { BatchQueues } from '../../src/store/batch-queues.js';
+import type { Pending } from '../../src/store/redis-batch.js';
+import { counterCheck } from '../helpers/checks.js';
+
+// The store's queues (src/store/batch-queues.ts) on fake timers and a fake clock: when a batch window sends, what
+// it tells the store about the time it held a call, urgent requests, and a send that throws.
+
+let clock = 0;
+const sent: { to: string; n: number; heldMs: number }[] = [];
+beforeEach(() => {
+  vi.useFakeTimers();
+  clock = 0;
+  sent.length = 0;
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+function pending(): Pending & { failed: () => unknown } {
+  let failure: unknown;
+  return {
+    mode: 'count',
+    checks: [counterCheck()],
+    trace: undefined,
+    resolve: () => undefined,
+    reject: (e) => (failure = e),
+    failed: () => failure,
+  };
+}
+
+const queues = (windowMs: number, limit = 0): BatchQueues =>
+  new BatchQueues(
+    (batch, to, heldMs) => sent.push({ to, n: batch.length, heldMs }),
+    { windowMs, limit },
+    () => clock,
+  );
+
+describe('BatchQueues', () => {
+  it('with a window: every queue goes at its end, each saying how long its first request waited', () => {
+    const q = queues(10);
+    q.add('a', pending());
+    clock = 4;
+    q.add('b', pending());
+    q.add('a', pending());
+    vi.advanceTimersByTime(9);
+    expect(sent).toEqual([]);
+    clock = 10;
+    vi.advanceTimersByTime(1);
+    expect(sent).toEqual([
+      { to: 'a', n: 2, heldMs: 10 },
+      { to: 'b', n: 1, heldMs: 6 },
+    ]);
+  });
+
+  it('without one: at the end of the turn, held for nothing', () => {
+    const q = queues(0);
+    q.add('a', pending());
+    q.add('a', pending());
+    vi.runAllTicks();
+    vi.advanceTimersByTime(0);
+    expect(sent).toEqual([{ to: 'a', n: 2, heldMs: 0 }]);
+  });
+
+  it('an urgent request ends the window: what waits goes with it at the end of the turn', () => {
+    const q = queues(10);
+    q.add('a', pending());
+    clock = 3;
+    q.add('a', pending(), true);
+    vi.advanceTimersByTime(0);
+    expect(sent).toEqual([{ to: 'a', n: 2, heldMs: 3 }]);
+    vi.advanceTimersByTime(20);
+    expect(sent).toHaveLength(1); // the window's timer is gone with it
+  });
+
+  it('the limit sends a full queue at once; the window still sends the rest', () => {
+    const q = queues(10, 2);
+    q.add('a', pending());
+    q.add('b', pending());
+    clock = 1;
+    q.add('a', pending());
+    expect(sent).toEqual([{ to: 'a', n: 2, heldMs: 1 }]);
+    clock = 10;
+    vi.advanceTimersByTime(10);
+    expect(sent).toEqual([
+      { to: 'a', n: 2, heldMs: 1 },
+      { to: 'b', n: 1, heldMs: 10 },
+    ]);
+  });
+
+  it('a send that throws fails every request of its call, none is left waiting', () => {
+    const q = new BatchQueues(() => {
+      throw new Error('encode failed');
+    });
+    const ps = [pending(), pending(), pending()];
+    for (const p of ps) q.add('a', p);
+    vi.advanceTimersByTime(0);
+    for (const p of ps) expect(p.failed()).toBeInstanceOf(Error);
+  });
+});
