@@ -130,7 +130,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     redisUrl: get('redis-url'),
     redis: store === 'redis' ? redisConnection(setting, env) : undefined,
     redisTimeoutMs: num('redis-timeout-ms', 'positive'),
-    redisBatch: batchWindowOf(setting('redis-pipeline-window'), setting('redis-pipeline-limit')),
+    redisBatch: batchWindowOf(setting('redis-pipeline-window'), setting('redis-pipeline-limit'), num('redis-timeout-ms', 'positive')),
     redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
     readyRequiresStore: flag('ready-requires-store'),
     redisKeyPrefix: get('redis-key-prefix'),

@@ -30,13 +30,18 @@ export const MAX_PIPELINE_LIMIT = MAX_BATCH_KEYS;
 /** REDIS_PIPELINE_WINDOW (a Go duration, as envoyproxy/ratelimit reads it) and REDIS_PIPELINE_LIMIT. Node's timers
  * count whole milliseconds, so a window is rounded to one; one under a millisecond (radix's 150us, say) is what
  * batching per event-loop turn already does under load: 0. */
-export function batchWindowOf(window: Setting, limit: Setting): { windowMs: number; limit: number } {
+export function batchWindowOf(window: Setting, limit: Setting, timeoutMs: number): { windowMs: number; limit: number } {
   const ms = durationOf(window);
   const windowMs = ms < 1 ? 0 : Math.round(ms);
   if (windowMs > MAX_PIPELINE_WINDOW_MS)
     throw new SettingsError(
       `${window.from} must be at most ${MAX_PIPELINE_WINDOW_MS}ms (got "${window.value}"): each decision waits for it before its Redis call, ` +
         "within Envoy's rate-limit timeout (20 ms by default)",
+    );
+  // What a window holds a call comes off its Redis deadline (store/redis-store.ts send): it must leave some.
+  if (windowMs > 0 && windowMs >= timeoutMs)
+    throw new SettingsError(
+      `${window.from} must be shorter than the Redis timeout (${timeoutMs} ms; got "${window.value}"): the time a call is held comes off its deadline`,
     );
   const most = numberOf(limit, 'whole');
   if (most > MAX_PIPELINE_LIMIT)

@@ -172,18 +172,24 @@ describe.each(stores)('%s share store', (_name, { make, lose }) => {
     granted(await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 50, REBUILD)], Date.now()));
     expect(granted(await store.reserve([ask(k, 'i2', Infinity, 100, 60_000, 0, REBUILD)], Date.now()))[0]!.rate).toBe(50);
     await lose(store, k);
-    const lostAt = Date.now();
+    // The rebuild runs from each call that finds the table lost (the newcomer's, then each instance's that runs a
+    // grant and has no entry), on that call's clock: it ends REBUILD after the last of them, `foundAt`, not after
+    // the loss (on a slow machine those calls can come well after it; CI saw the rebuild outlast such a wait).
+    const firstAt = Date.now();
+    let foundAt = firstAt;
     // A newcomer first: without the others' entries it would be granted all 100 while they still run 50 each.
-    const [newcomer] = granted(await store.reserve([ask(k, 'i3', Infinity, 100, 60_000, 0, REBUILD)], Date.now()));
+    const [newcomer] = granted(await store.reserve([ask(k, 'i3', Infinity, 100, 60_000, 0, REBUILD)], foundAt));
     // i1 reports what it runs: its entry is back, its grant kept, not grown.
-    const [i1] = granted(await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 50, REBUILD)], Date.now()));
-    const [i2] = granted(await store.reserve([ask(k, 'i2', Infinity, 100, 60_000, 50, REBUILD)], Date.now()));
-    if (Date.now() - lostAt < REBUILD) {
+    foundAt = Date.now();
+    const [i1] = granted(await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 50, REBUILD)], foundAt));
+    foundAt = Date.now();
+    const [i2] = granted(await store.reserve([ask(k, 'i2', Infinity, 100, 60_000, 50, REBUILD)], foundAt));
+    if (Date.now() - firstAt < REBUILD) {
       expect(newcomer!.rate).toBe(0);
       expect(i1!.rate + i2!.rate + newcomer!.rate).toBeLessThanOrEqual(100);
     }
     // Rebuilt: each instance's entry holds what it runs, and shares move again.
-    await within(5000, () => Date.now() - lostAt > REBUILD, 'the rebuild over');
+    await within(5000, () => Date.now() - foundAt > REBUILD, 'the rebuild over');
     granted(await store.reserve([ask(k, 'i1', Infinity, 100, 60_000, 50, REBUILD)], Date.now()));
     granted(await store.reserve([ask(k, 'i2', Infinity, 100, 60_000, 50, REBUILD)], Date.now()));
     // i3 is owed a third; i1 and i2 still run 50 each, which leaves it the headroom pool until they shrink.
