@@ -75,15 +75,18 @@ const window = (fp, unit, ms, limit) => ({
 const twoWindows = (fp) => [window(fp, 'second', 1000, 1_000_000_000), window(fp, 'hour', 3_600_000, 4_000_000_000)];
 const oneWindow = (fp) => [{ ...window(fp, 'hour', 3_600_000, 4_000_000_000), key: windowKey(counterKeyOf(counterId('bench', 'token'), fp), 'hour') }];
 
+/** A Redis store as the benchmark's variants use it, ready: `batch` is its batch window (REDIS_PIPELINE_WINDOW). */
+async function benchStore(url, type = 'single', batch = undefined) {
+  const store = new RedisStore({ connection: parseRedisUrl(url, type), timeoutMs: 2000, keyPrefix: 'bench:', logger: pino({ level: 'silent' }), batch });
+  await store.waitReady(5000);
+  return store;
+}
+
 /** N decisions through RedisStore.check in batches of `batch`, from `replicas` stores at once (each its own
  * connection, sending its next batch when its last is answered, as a replica's turns do): 1 is a replica whose
  * Redis waits for it; more is a Redis that is never idle, as masters are at the capacity plan's load. */
 async function tollgate(url, shape, batch = BATCH, type = 'single', replicas = 1) {
-  const stores = Array.from(
-    { length: replicas },
-    () => new RedisStore({ connection: parseRedisUrl(url, type), timeoutMs: 2000, keyPrefix: 'bench:', logger: pino({ level: 'silent' }) }),
-  );
-  await Promise.all(stores.map((s) => s.waitReady(5000)));
+  const stores = await Promise.all(Array.from({ length: replicas }, () => benchStore(url, type)));
   let admitted = 0;
   let next = 0;
   const loop = async (store) => {
@@ -101,11 +104,10 @@ async function tollgate(url, shape, batch = BATCH, type = 'single', replicas = 1
 }
 
 /** N decisions through one store with `inFlight` of them always waiting, each answer sending the next, as h2load's
- * streams (4 × 32) reach a saturated replica: how the store itself batches them (per event-loop turn, and held
- * while its call to that destination waits for a reply) decides the calls' sizes, not this driver. */
+ * streams (4 × 32) reach a saturated replica: how the store itself batches them (per event-loop turn) decides the
+ * calls' sizes, not this driver. */
 async function flowing(url, shape, type = 'single', inFlight = 128) {
-  const store = new RedisStore({ connection: parseRedisUrl(url, type), timeoutMs: 2000, keyPrefix: 'bench:', logger: pino({ level: 'silent' }) });
-  await store.waitReady(5000);
+  const store = await benchStore(url, type);
   let admitted = 0;
   let next = 0;
   await new Promise((resolve, reject) => {
@@ -130,14 +132,7 @@ async function flowing(url, shape, type = 'single', inFlight = 128) {
  * its own (a lightly loaded replica reads its requests one by one), through one store whose batch window is
  * `windowMs` (REDIS_PIPELINE_WINDOW). Also returns the decisions' latencies, p50 and p99 in ms. */
 async function paced(url, windowMs, rate, n) {
-  const store = new RedisStore({
-    connection: parseRedisUrl(url, 'single'),
-    timeoutMs: 2000,
-    keyPrefix: 'bench:',
-    logger: pino({ level: 'silent' }),
-    batch: { windowMs, limit: 0 },
-  });
-  await store.waitReady(5000);
+  const store = await benchStore(url, 'single', { windowMs, limit: 0 });
   const answers = [];
   const latencies = [];
   let sent = 0;

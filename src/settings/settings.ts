@@ -117,6 +117,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
   const flag = (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from);
   const store = choice(setting('store'), ['memory', 'redis'] as const, { memcache: 'Tollgate has no memcache store' });
   const fromXds = choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw';
+  const redisTimeoutMs = num('redis-timeout-ms', 'positive');
   return {
     configDir: get('config'),
     grpcHost: get('grpc-host'),
@@ -129,8 +130,8 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     store,
     redisUrl: get('redis-url'),
     redis: store === 'redis' ? redisConnection(setting, env) : undefined,
-    redisTimeoutMs: num('redis-timeout-ms', 'positive'),
-    redisBatch: batchWindowOf(setting('redis-pipeline-window'), setting('redis-pipeline-limit'), num('redis-timeout-ms', 'positive')),
+    redisTimeoutMs,
+    redisBatch: batchWindowOf(setting('redis-pipeline-window'), setting('redis-pipeline-limit'), redisTimeoutMs),
     redisFailure: choice(setting('redis-failure'), FAILURE_POLICIES),
     readyRequiresStore: flag('ready-requires-store'),
     redisKeyPrefix: get('redis-key-prefix'),
