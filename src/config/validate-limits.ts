@@ -126,10 +126,19 @@ function readWindowShape(r: Reader, f: Map<string, Node>, path: string, unit: Un
   }
   const unitMultiplier = r.count(f.get('unit_multiplier'), `${path}.unit_multiplier`);
   if (unitMultiplier === 0) r.fail(f.get('unit_multiplier'), `${path}.unit_multiplier`, 'must be at least 1');
-  else if (unitMultiplier !== undefined && UNITS[unit].seconds * unitMultiplier > MAX_WINDOW_SECONDS) {
+  else if (unitMultiplier !== undefined && tooLong(unit, unitMultiplier, calendar === true)) {
     r.fail(f.get('unit_multiplier'), `${path}.unit_multiplier`, `${unitMultiplier} ${unit}s is longer than ten years`);
   }
   return { calendar: calendar || undefined, unitMultiplier: unitMultiplier || undefined };
+}
+
+/** Calendar months and years are counted as such (121 months of up to 31 days pass ten years, though 121 × 30
+ * days do not); other windows by their length in seconds. */
+const CALENDAR_MOST: Partial<Record<Unit, number>> = { month: 120, year: 10 };
+
+function tooLong(unit: Unit, multiplier: number, calendar: boolean): boolean {
+  const most = calendar ? CALENDAR_MOST[unit] : undefined;
+  return most !== undefined ? multiplier > most : UNITS[unit].seconds * multiplier > MAX_WINDOW_SECONDS;
 }
 
 /** A limit's own `algorithm`, and its `burst`, which only a token bucket has (whole number >= 1). */

@@ -39,3 +39,21 @@ describe('window shapes from the config', () => {
     expect(d.descriptors[0]!.windows[2]!.resetAtMs).toBe(Date.UTC(2027, 2, 1));
   });
 });
+
+describe('the ten-year bound on a window', () => {
+  const limit = (unit: string, multiplier: number, calendar: boolean): string => `domain: bound
+descriptors:
+  - key: tenant
+    rate_limit: {unit: ${unit}, unit_multiplier: ${multiplier}, requests_per_unit: 1${calendar ? ', calendar: true' : ''}}
+`;
+
+  it('counts calendar months and years as such: 121 months pass ten years though 121 × 30 days do not', () => {
+    expect(() => compileYaml(limit('month', 120, true))).not.toThrow();
+    expect(() => compileYaml(limit('month', 121, true))).toThrow(/121 months is longer than ten years/);
+    expect(() => compileYaml(limit('year', 10, true))).not.toThrow();
+    expect(() => compileYaml(limit('year', 11, true))).toThrow(/longer than ten years/);
+    // Fixed-length months (30 days, as envoyproxy/ratelimit counts them) by their seconds: 121 × 30 days fit.
+    expect(() => compileYaml(limit('month', 121, false))).not.toThrow();
+    expect(() => compileYaml(limit('day', 3651, false))).toThrow(/longer than ten years/);
+  });
+});
