@@ -6,6 +6,7 @@ import { decideWire, type HandlerDeps } from '../rls/ratelimit-handler.js';
 import { toDecisionInput } from '../rls/request.js';
 import { type Refuse, readJsonBody, send } from './http-util.js';
 import { requestFromJson, responseToJson } from './json.js';
+import { SharedRender } from './shared-render.js';
 
 export interface HttpDeps {
   handler: HandlerDeps;
@@ -93,11 +94,20 @@ export function createMetricsServer(deps: Pick<HttpDeps, 'handler' | 'metricsTex
   });
 }
 
+/** Scrapes of one listener share renders, at most one each RENDER_INTERVAL_MS (shared-render.ts). */
+const RENDER_INTERVAL_MS = 100;
+const renders = new WeakMap<object, SharedRender>();
+
 async function metrics(deps: Pick<HttpDeps, 'handler' | 'metricsText'>, res: ServerResponse): Promise<void> {
   const registry = deps.handler.metrics!.registry;
+  let render = renders.get(deps);
+  if (!render) {
+    render = new SharedRender(deps.metricsText ?? (() => registry.metrics()), RENDER_INTERVAL_MS);
+    renders.set(deps, render);
+  }
   let text: string;
   try {
-    text = await (deps.metricsText ?? (() => registry.metrics()))();
+    text = await render.text();
   } catch (err) {
     deps.handler.logger.warn({ err: (err as Error).message }, 'metrics not gathered');
     return send(res, 503, { error: 'metrics not gathered: the other workers did not answer in time' });
