@@ -1,5 +1,6 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { StoreConnectionError, StoreUnavailableError } from '../errors.js';
+import { keepSocketErrorsHeard } from './socket-errors.js';
 import { TimeoutError } from './timeout.js';
 
 export type RedisType = 'single' | 'sentinel' | 'cluster';
@@ -99,6 +100,7 @@ const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(tim
 /** An ioredis client that never queues commands while disconnected (they fail at once, so decisions stay
  * fast) and batches concurrent commands into one write (auto-pipelining). */
 export function createClient(conn: RedisConnection, opts: ClientOptions): Redis | Cluster {
+  keepSocketErrorsHeard();
   const perNode = {
     username: conn.username,
     password: conn.password,
