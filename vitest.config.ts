@@ -9,6 +9,7 @@ const ALONE = [
   'test/integration/reload.test.ts',
   'test/adversarial/rlqs-frozen-redis.test.ts',
   'test/adversarial/rlqs-bounds.test.ts',
+  'test/adversarial/port-attacks.test.ts',
   // RLQS accuracy in real time: Envoy's token buckets refill on the clock, so a busy machine shows as error.
   'test/integration/rlqs-fleet.test.ts',
   'test/integration/rlqs-accuracy.test.ts',

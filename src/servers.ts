@@ -5,12 +5,15 @@ import type { AdminHandler } from './control/admin-api.js';
 import { createAdminServer, createHttpServer, createMetricsServer } from './http/http-server.js';
 import type { Explanation } from './limiter/explain.js';
 import type { DecisionInput } from './limiter/limiter.js';
+import type { WireResponse } from './response/wire.js';
 import { type HandlerDeps, rateLimitService } from './rls/ratelimit-handler.js';
+import { ByteBudget } from './server/byte-budget.js';
+import { ConnectionGate } from './server/connection-gate.js';
 import { shouldRateLimitOnH2 } from './server/h2-rls.js';
-import { MAX_RECEIVE_BYTES } from './server/h2-unary.js';
 import type { HealthService } from './server/health.js';
-import { takeMethod } from './server/hot-path.js';
+import { guardPort, type PortGuard } from './server/hot-path.js';
 import { bindGrpc, type ListenAddress, listen } from './server/listen.js';
+import * as bounds from './server/port-bounds.js';
 import { HEALTH_SERVICE, RLQS_SERVICE, RLS_SERVICE, serviceDefinition } from './server/proto.js';
 import { grpcServerCredentials } from './server/tls.js';
 import { SERVE_OPTIONS, type Settings } from './settings/settings.js';
@@ -53,20 +56,30 @@ export async function startServers(
     logger: Logger;
   },
 ): Promise<Servers> {
-  const grpcServer = new grpc.Server();
+  const grpcServer = new grpc.Server(bounds.grpcServerOptions());
   const rls = serviceDefinition(RLS_SERVICE, deps.handler.bounds);
   grpcServer.addService(rls, rateLimitService(deps.handler));
-  if (settings.grpcServer === 'http2') {
-    const method = rls.ShouldRateLimit!;
-    takeMethod(grpcServer, method.path, shouldRateLimitOnH2(deps.handler, method.responseSerialize, MAX_RECEIVE_BYTES));
-  }
-  grpcServer.addService(serviceDefinition(RLQS_SERVICE), deps.rlqs);
-  grpcServer.addService(serviceDefinition(HEALTH_SERVICE), deps.health.handlers());
+  const rlqs = serviceDefinition(RLQS_SERVICE);
+  grpcServer.addService(rlqs, deps.rlqs);
+  const health = serviceDefinition(HEALTH_SERVICE);
+  grpcServer.addService(health, deps.health.handlers());
+  guardPort(grpcServer, portGuard(settings, deps.handler, [rlqs.StreamRateLimitQuotas!.path, health.Watch!.path], rls.ShouldRateLimit!));
   const https: HttpServer[] = [];
   try {
-    const grpcPort = await bindGrpc(grpcServer, address(settings.grpcHost, settings.grpcPort, 'gRPC', 'grpc'), await grpcServerCredentials(settings.grpcTls));
+    const port = await grpcServerCredentials(settings.grpcTls, undefined, {
+      onUnusable: (what, code) => {
+        deps.logger.warn({ files: what, code }, 'gRPC TLS files changed and cannot be used: the last good ones stay in force');
+        deps.handler.metrics?.tlsReloadFailures.inc();
+      },
+    });
+    const grpcPort = await bindGrpc(grpcServer, address(settings.grpcHost, settings.grpcPort, 'gRPC', 'grpc'), port.credentials);
     const metricsText = isWorker() && deps.handler.metrics ? workerMetrics(deps.handler.metrics.registry) : undefined;
-    const http = createHttpServer({ handler: deps.handler, ready: deps.ready, explain: deps.explain, metricsText });
+    // The port's certificate is part of readiness: one that has expired takes no new client.
+    const ready: Readiness = () => {
+      const problem = port.problem();
+      return problem ? { ready: false, reason: problem } : deps.ready();
+    };
+    const http = createHttpServer({ handler: deps.handler, ready, explain: deps.explain, metricsText });
     https.push(http);
     const httpPort = await listen(http, address(settings.httpHost, settings.httpPort, 'HTTP', 'http'));
     const prometheusPort = settings.prometheus && (await listenMetrics(settings.prometheus, { handler: deps.handler, metricsText }, https));
@@ -79,6 +92,35 @@ export async function startServers(
     for (const h of https) h.close();
     throw err;
   }
+}
+
+/** The port's bounds (port-bounds.ts), and under GRPC_SERVER=http2 ShouldRateLimit taken from grpc-js. */
+function portGuard(settings: Settings, handler: HandlerDeps, streaming: string[], method: grpc.MethodDefinition<unknown, unknown>): PortGuard {
+  const budget = new ByteBudget(bounds.MAX_HELD_BYTES_PER_CONNECTION, bounds.MAX_HELD_BYTES);
+  const gate = new ConnectionGate({
+    perAddress: bounds.MAX_CONNECTIONS_PER_ADDRESS,
+    inAll: bounds.MAX_CONNECTIONS,
+    burst: bounds.NEW_CONNECTIONS_BURST,
+    perSecond: bounds.NEW_CONNECTIONS_PER_SECOND,
+  });
+  const screen = {
+    budget,
+    maxMessageBytes: bounds.MAX_GRPC_JS_MESSAGE_BYTES,
+    defaultDeadlineMs: bounds.DEFAULT_DEADLINE_MS,
+    streaming: new Set(streaming),
+  };
+  const limits = { maxBytes: bounds.MAX_RLS_MESSAGE_BYTES, budget, defaultDeadlineMs: bounds.DEFAULT_DEADLINE_MS };
+  handler.metrics?.gauge(
+    'tollgate_grpc_request_bytes_held',
+    'Bytes of gRPC request messages held now, buffered or inflated (docs/security.md "Bounds")',
+    () => budget.total,
+  );
+  handler.metrics?.gauge('tollgate_grpc_connections', 'gRPC connections open now', () => gate.size);
+  const hot =
+    settings.grpcServer === 'http2'
+      ? { path: method.path, handle: shouldRateLimitOnH2(handler, method.responseSerialize as (m: WireResponse) => Buffer, limits) }
+      : undefined;
+  return { gate, screen, hot, onRefused: (why) => handler.metrics?.portRefusals.inc({ reason: why }) };
 }
 
 /** A listener's address, and for its error the flags and variables that set it. */

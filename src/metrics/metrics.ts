@@ -105,6 +105,17 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly portRefusals = new Counter({
+    name: 'tollgate_grpc_connections_refused_total',
+    help: 'gRPC connections closed by a bound of the port (docs/security.md "Bounds"), by reason: address, total, pace, refusals, protocol',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly tlsReloadFailures = new Counter({
+    name: 'tollgate_tls_reload_failures_total',
+    help: 'gRPC TLS files that changed and could not be used: the last good ones stay in force (docs/security.md)',
+    registers: [this.registry],
+  });
   readonly unhandledRejections = new Counter({
     name: 'tollgate_unhandled_rejections_total',
     help: 'Promises rejected with no handler (a bug in Tollgate or a library): each logged, and the service went on (process-guard.ts)',

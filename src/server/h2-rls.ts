@@ -2,13 +2,13 @@ import { status as grpcStatus } from '@grpc/grpc-js';
 import type { WireResponse } from '../response/wire.js';
 import { type CallSink, countLate, decideCall, type HandlerDeps } from '../rls/ratelimit-handler.js';
 import { decodeRateLimitRequest, encodable, encodeRateLimitResponse, withGrpcPrefix } from '../rls/rls-codec.js';
-import { serveUnary, type UnaryCall } from './h2-unary.js';
+import { serveUnary, type UnaryCall, type UnaryLimits } from './h2-unary.js';
 import type { StreamHandler } from './hot-path.js';
 
 /** RateLimitService/ShouldRateLimit on node:http2 (h2-unary.ts): the same decision path, codec, statuses and
  * counts as the grpc-js service (rls/ratelimit-handler.ts), without grpc-js's per-call work. `general` encodes a
  * response the hand-written encoder does not (protobufjs, as grpc-js's serializer does). */
-export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse) => Buffer, maxBytes: number): StreamHandler {
+export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse) => Buffer, limits: UnaryLimits): StreamHandler {
   const onMessage = (message: Buffer, call: UnaryCall): void => {
     // What is not a request decodes to an UndecodableRequest, which decideWire refuses; a decoder that threw
     // anyway (a bug) is answered as grpc-js answers a throwing deserializer, never thrown in the stream's handler.
@@ -24,7 +24,7 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
     const info = deps.observer && { kind: 'grpc' as const, headers: call.headers };
     decideCall(deps, request, info, new H2Sink(deps, general, call));
   };
-  return (stream, headers) => serveUnary(stream, headers, maxBytes, onMessage);
+  return (stream, headers) => serveUnary(stream, headers, limits, onMessage);
 }
 
 /** A call's answer on node:http2: the response encoded and framed, or its status. */

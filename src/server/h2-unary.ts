@@ -1,14 +1,27 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from 'node:http2';
-import { gunzip, inflate } from 'node:zlib';
+import { createGunzip, createInflate } from 'node:zlib';
 import { status } from '@grpc/grpc-js';
+import { type ByteBudget, Hold } from './byte-budget.js';
 
 /** One unary gRPC call served on node:http2 directly (PROTOCOL-HTTP2.md), for the method the service answers
  * most (hot-path.ts): what grpc-js does per call, without its interceptor chain, Metadata objects, decoder
  * state machine and per-call timers. Statuses, messages and limits are grpc-js 1.14's (server-interceptors.js),
  * so a client sees the same answers from either server; no request text is echoed in a grpc-message. */
 
-/** grpc-js's default receive limit (grpc.max_receive_message_length): 4 MiB. */
-export const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
+/** What a call may hold: its message's largest size (as sent or inflated), the budget its bytes are taken from
+ * (port-bounds.ts), and the deadline of a call that names none. */
+export interface UnaryLimits {
+  maxBytes: number;
+  budget: ByteBudget;
+  defaultDeadlineMs: number;
+}
+
+/** A message buffer starts this small and doubles as bytes arrive, up to its declared length: a declared length
+ * costs nothing until its bytes come (grpc-js grows its buffer so too). */
+const FIRST_BUFFER_BYTES = 1024;
+const BUSY = 'the server holds too many request bytes now; try again';
+/** What an inflation holds beside its output: zlib's window (32 KiB) and state. */
+const ZLIB_STATE_BYTES = 48 * 1024;
 
 /** No grpc-encoding: its absence means identity (PROTOCOL-HTTP2.md), one header fewer to write per call. */
 const RESPONSE_HEADERS = {
@@ -46,12 +59,14 @@ export class UnaryCall {
     private readonly stream: ServerHttp2Stream,
     readonly headers: IncomingHttpHeaders,
     timeoutMs: number,
+    /** The bytes its message holds, given back when the call ends. */
+    readonly hold: Hold,
   ) {
     this.deadline = Number.isFinite(timeoutMs) ? Date.now() + timeoutMs : Infinity;
+    stream.once('close', () => this.finish()); // a client gone: its timer and its bytes with it
     // From the headers on, as grpc-js: a body that never ends is answered at the deadline, and dropped after.
     if (timeoutMs >= MAX_TIMER_MS || !Number.isFinite(timeoutMs)) return;
     this.timer = setTimeout(() => this.fail(status.DEADLINE_EXCEEDED, 'Deadline exceeded'), timeoutMs);
-    stream.once('close', () => this.finish()); // a client gone: its timer with it
   }
 
   /** Whether an answer would still reach anyone. */
@@ -73,24 +88,37 @@ export class UnaryCall {
   fail(code: status, details: string): void {
     if (!this.open) return;
     this.finish();
-    const headers = { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(code), 'grpc-message': encodeURI(details) };
-    this.stream.respond(headers, NO_DATE_END);
+    respondStatus(this.stream, code, details);
   }
 
   private finish(): void {
     this.answered = true;
+    this.hold.release();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }
 }
 
+/** A status alone (trailers-only): `details` is the server's own text, never the request's. */
+export function respondStatus(stream: ServerHttp2Stream, code: status, details: string): void {
+  const headers = { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(code), 'grpc-message': encodeURI(details) };
+  stream.respond(headers, NO_DATE_END);
+}
+
+/** Milliseconds of a grpc-timeout header, or undefined if it is not one grpc-js would read. */
+export function timeoutMs(value: string | string[] | undefined): number | undefined {
+  const match = typeof value === 'string' ? TIMEOUT.exec(value) : null;
+  return match ? Number(match[1]) * UNIT_MS[match[2]!]! : undefined;
+}
+
 /** Reads a unary call's one message and hands it to `onMessage` with the call to answer, or answers itself
  * what is not a call: another content type (415, as grpc-js), an unreadable grpc-timeout, no message or two,
- * a message over `maxBytes` (before or after decompression), an encoding it does not know. */
+ * a message over `maxBytes` (before or after decompression) or past the byte budget, an encoding it does not
+ * know. A call without grpc-timeout gets the server's deadline. */
 export function serveUnary(
   stream: ServerHttp2Stream,
   headers: IncomingHttpHeaders,
-  maxBytes: number,
+  limits: UnaryLimits,
   onMessage: (message: Buffer, call: UnaryCall) => void,
 ): void {
   stream.on('error', ignore); // a reset stream; 'close' follows, and the call is no longer open
@@ -100,18 +128,20 @@ export function serveUnary(
     return;
   }
   const timeout = headers['grpc-timeout'];
-  const match = typeof timeout === 'string' ? TIMEOUT.exec(timeout) : null;
-  const call = new UnaryCall(stream, headers, match ? Number(match[1]) * UNIT_MS[match[2]!]! : Infinity);
-  if (timeout !== undefined && !match) {
+  const ms = timeoutMs(timeout);
+  const hold = new Hold(limits.budget, limits.budget.ledger(stream.session ?? stream));
+  const call = new UnaryCall(stream, headers, ms ?? limits.defaultDeadlineMs, hold);
+  if (timeout !== undefined && ms === undefined) {
     call.fail(status.INTERNAL, `Invalid grpc-timeout value (${String(timeout).length} characters)`);
     return;
   }
-  readBody(stream, call, maxBytes, (framer) => unframe(framer, call, maxBytes, onMessage));
+  readBody(stream, call, limits.maxBytes, (framer) => unframe(framer, call, limits.maxBytes, onMessage));
 }
 
 /** The request's one message as it arrives: the 5-byte prefix first, its length checked at once, the message
- * copied into one buffer of that length (so a client sending a byte a DATA frame costs one buffer, not millions),
- * bytes past it only noted. */
+ * copied into one buffer that grows (doubling, up to that length) as its bytes come, each growth taken from the
+ * call's hold (so a client sending a byte a DATA frame costs one buffer, not millions, and a declared length that
+ * never comes costs nothing), bytes past it only noted. */
 class Framer {
   /** The prefix, when it comes in pieces; the usual whole message in one chunk needs no buffer of its own. */
   private head: Buffer | undefined;
@@ -122,16 +152,24 @@ class Framer {
   /** Bytes came after the message: a second one. */
   extra = false;
 
-  constructor(private readonly maxBytes: number) {}
+  /** The message's declared length. */
+  private length = 0;
 
-  /** Takes a chunk; returns the declared length when it is over maxBytes (nothing more is to be taken then). */
-  push(chunk: Buffer): number | undefined {
+  constructor(
+    private readonly maxBytes: number,
+    private readonly hold: Hold,
+  ) {}
+
+  /** Takes a chunk; returns the declared length when it is over maxBytes, or 'busy' when the budget cannot hold
+   * its bytes (nothing more is to be taken then). */
+  push(chunk: Buffer): number | 'busy' | undefined {
     // The usual case, a whole message in one chunk: kept as it is, no copy.
     if (this.headBytes === 0 && chunk.length >= 5 && chunk.length === 5 + chunk.readUInt32BE(1) && chunk.length - 5 <= this.maxBytes) {
+      if (!this.hold.take(chunk.length)) return 'busy';
       this.flag = chunk[0]!;
       this.headBytes = 5;
       this.message = chunk.subarray(5);
-      this.got = this.message.length;
+      this.got = this.length = this.message.length;
       return undefined;
     }
     let at = 0;
@@ -142,14 +180,29 @@ class Framer {
       this.headBytes += at;
       if (this.headBytes < 5) return undefined;
       this.flag = this.head[0]!;
-      const length = this.head.readUInt32BE(1);
-      if (length > this.maxBytes) return length;
-      this.message = Buffer.allocUnsafe(length);
+      this.length = this.head.readUInt32BE(1);
+      if (this.length > this.maxBytes) return this.length;
+      this.message = Buffer.alloc(0);
     }
-    const n = Math.min(this.message!.length - this.got, chunk.length - at);
-    if (n > 0) this.got += chunk.copy(this.message!, this.got, at, at + n);
+    const n = Math.min(this.length - this.got, chunk.length - at);
+    if (n > 0) {
+      if (!this.room(this.got + n)) return 'busy';
+      this.got += chunk.copy(this.message!, this.got, at, at + n);
+    }
     if (chunk.length - at > n) this.extra = true;
     return undefined;
+  }
+
+  /** Grows the buffer to hold `need` bytes (doubling, capped at the declared length), taking what it adds. */
+  private room(need: number): boolean {
+    const have = this.message!.length;
+    if (need <= have) return true;
+    const size = Math.min(this.length, Math.max(need, have * 2, FIRST_BUFFER_BYTES));
+    if (!this.hold.take(size - have)) return false;
+    const grown = Buffer.allocUnsafe(size);
+    this.message!.copy(grown, 0, 0, this.got);
+    this.message = grown;
+    return true;
   }
 
   /** gRPC's compressed flag: 1, and only 1, says the message is compressed (as grpc-js reads it). */
@@ -158,14 +211,14 @@ class Framer {
   }
 
   get complete(): boolean {
-    return this.message !== undefined && this.got === this.message.length;
+    return this.message !== undefined && this.got === this.length && this.got === this.message.length;
   }
 }
 
 /** Reads the body into a Framer; past one message of `maxBytes` (declared, or sent), RESOURCE_EXHAUSTED and the
  * rest dropped as it comes. */
 function readBody(stream: ServerHttp2Stream, call: UnaryCall, maxBytes: number, done: (framer: Framer) => void): void {
-  const framer = new Framer(maxBytes);
+  const framer = new Framer(maxBytes, call.hold);
   let size = 0;
   stream.on('data', (chunk: Buffer) => {
     if (!call.open) return;
@@ -174,7 +227,7 @@ function readBody(stream: ServerHttp2Stream, call: UnaryCall, maxBytes: number, 
     if (over === undefined) return;
     // The status ends this side; what the client still sends is read and dropped (as grpc-js does), nothing held.
     // Not RST_STREAM at once: Node 22 may send it before the status, which the client then never sees.
-    call.fail(status.RESOURCE_EXHAUSTED, `Received message larger than max (${over} vs ${maxBytes})`);
+    call.fail(status.RESOURCE_EXHAUSTED, over === 'busy' ? BUSY : `Received message larger than max (${over} vs ${maxBytes})`);
   });
   stream.once('end', () => {
     if (call.open) done(framer);
@@ -196,22 +249,59 @@ function unframe(framer: Framer, call: UnaryCall, maxBytes: number, onMessage: (
   const encoding = call.headers['grpc-encoding'];
   // The compressed flag with no encoding, or identity: the bytes as they are (grpc-js's identity handler).
   if (!framer.compressed || encoding === undefined || encoding === 'identity') {
-    onMessage(message, call);
+    handOver(message, call, onMessage);
     return;
   }
-  const inflater = encoding === 'gzip' ? gunzip : encoding === 'deflate' ? inflate : undefined;
-  if (!inflater) {
+  if (encoding !== 'gzip' && encoding !== 'deflate') {
     const name = typeof encoding === 'string' ? `a ${encoding.length}-character encoding` : 'no encoding';
     call.fail(status.UNIMPLEMENTED, `Received message compressed with unsupported encoding (${name})`);
     return;
   }
-  inflater(message, { maxOutputLength: maxBytes }, (err, plain) => {
-    if (!err) {
-      onMessage(plain, call);
-      return;
-    }
-    if (err instanceof RangeError || (err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE')
-      call.fail(status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
-    else call.fail(status.INTERNAL, 'Failed to decompress message');
+  inflateHeld(message, encoding, call, maxBytes, onMessage);
+}
+
+/** Inflates a message as a stream whose output is taken from the call's hold chunk by chunk as zlib gives it
+ * (16 KiB at most past the budget, never a chunk after the one refused), its zlib state first: so concurrent
+ * small messages take what they inflate to, and a bomb stops at the receive limit or the budget, whichever
+ * comes first. Past the limit RESOURCE_EXHAUSTED, as grpc-js says it; past the budget, RESOURCE_EXHAUSTED too. */
+function inflateHeld(
+  message: Buffer,
+  encoding: 'gzip' | 'deflate',
+  call: UnaryCall,
+  maxBytes: number,
+  onMessage: (message: Buffer, call: UnaryCall) => void,
+): void {
+  if (!call.hold.take(ZLIB_STATE_BYTES)) {
+    call.fail(status.RESOURCE_EXHAUSTED, BUSY);
+    return;
+  }
+  const z = encoding === 'gzip' ? createGunzip() : createInflate();
+  const parts: Buffer[] = [];
+  let total = 0;
+  const stop = (code: status, details: string): void => {
+    z.destroy();
+    parts.length = 0;
+    call.fail(code, details);
+  };
+  z.on('data', (chunk: Buffer) => {
+    if (!call.open) return void z.destroy();
+    total += chunk.length;
+    if (total > maxBytes) stop(status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
+    else if (!call.hold.take(chunk.length)) stop(status.RESOURCE_EXHAUSTED, BUSY);
+    else parts.push(chunk);
   });
+  z.on('error', () => stop(status.INTERNAL, 'Failed to decompress message'));
+  z.on('end', () => {
+    if (call.open) handOver(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total), call, onMessage);
+  });
+  z.end(message);
+}
+
+/** The message to its handler, which decodes it at once: its bytes are given back when that returns. */
+function handOver(message: Buffer, call: UnaryCall, onMessage: (message: Buffer, call: UnaryCall) => void): void {
+  try {
+    onMessage(message, call);
+  } finally {
+    call.hold.release();
+  }
 }

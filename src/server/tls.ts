@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { ListenError } from '../errors.js';
+import { KeptCertificates, type KeptEvents } from './kept-certificates.js';
 
 /** GRPC_SERVER_USE_TLS: the files of the gRPC port's certificate, and of the CA its clients' certificates must
  * chain to (GRPC_CLIENT_TLS_CACERT, as envoyproxy/ratelimit reads it in src/settings/settings.go, or
@@ -19,54 +18,28 @@ export interface GrpcTlsFiles {
  * a restart, as envoyproxy/ratelimit's cert provider does. */
 const REFRESH_MS = 60_000;
 
-/** Plaintext, or TLS from files that are watched for rotation. Resolves once the files are read, so the
- * first connections are not refused while they load; files that cannot be used (not PEM, a key that is not
- * the certificate's) are a ListenError: the port cannot be served. */
-export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined, refreshMs = REFRESH_MS): Promise<grpc.ServerCredentials> {
-  if (!tls) return grpc.ServerCredentials.createInsecure();
-  usable(tls);
-  const { FileWatcherCertificateProvider, createCertificateProviderServerCredentials } = grpc.experimental;
-  // The client CA is re-read as the certificate is: Envoy Gateway rotates both in one Secret.
-  const identity = new FileWatcherCertificateProvider({ certificateFile: tls.cert, privateKeyFile: tls.key, refreshIntervalMs: refreshMs });
-  const clients = tls.clientCa ? new FileWatcherCertificateProvider({ caCertificateFile: tls.clientCa, refreshIntervalMs: refreshMs }) : null;
-  await loaded(
-    (l) => identity.addIdentityCertificateListener(l),
-    (l) => identity.removeIdentityCertificateListener(l),
-    'GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY',
-  );
-  if (clients)
-    await loaded(
-      (l) => clients.addCaCertificateListener(l),
-      (l) => clients.removeCaCertificateListener(l),
-      tls.clientCaFrom,
-    );
-  return createCertificateProviderServerCredentials(identity, clients, clients !== null);
+/** The gRPC port's credentials, and why it cannot take new clients now (undefined when it can). */
+export interface PortCredentials {
+  credentials: grpc.ServerCredentials;
+  problem(): string | undefined;
 }
 
-/** The provider reads files as they are; what they hold is first checked at a client's handshake. Checked
- * here, a file that is not PEM or a key that is not the certificate's stops the start instead. */
-function usable(tls: GrpcTlsFiles): void {
-  try {
-    createSecureContext({ cert: readFileSync(tls.cert), key: readFileSync(tls.key), ...(tls.clientCa ? { ca: readFileSync(tls.clientCa) } : {}) });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
+/** Plaintext, or TLS from files that are re-read for rotation, the last usable ones kept in force when they change
+ * to ones that cannot be used (kept-certificates.ts). Resolves once the files are read, so the first connections
+ * are not refused while they load; files that cannot be used at start (not PEM, a key that is not the
+ * certificate's) are a ListenError: the port cannot be served. */
+export async function grpcServerCredentials(tls: GrpcTlsFiles | undefined, refreshMs = REFRESH_MS, events?: KeptEvents): Promise<PortCredentials> {
+  if (!tls) return { credentials: grpc.ServerCredentials.createInsecure(), problem: () => undefined };
+  const kept = new KeptCertificates(tls, events ?? { onUnusable: () => undefined }, refreshMs);
+  const code = await kept.start();
+  if (code !== undefined) {
     throw new ListenError(
       `cannot serve gRPC over TLS: GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY${tls.clientCa ? ` and ${tls.clientCaFrom}` : ''} cannot be used as ` +
-        `TLS certificates (${code ?? 'invalid'})`,
+        `TLS certificates (${code})`,
     );
   }
-}
-
-type Listener = (update: unknown) => void;
-
-/** Waits for a provider's first read: the provider keeps it for the server's own listener. */
-function loaded(add: (l: Listener) => void, remove: (l: Listener) => void, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const listener: Listener = (update) => {
-      remove(listener);
-      if (update) resolve();
-      else reject(new ListenError(`cannot serve gRPC over TLS: the files of ${what} cannot be used as TLS certificates`));
-    };
-    add(listener);
-  });
+  // One provider serves both: the client CA is re-read with the certificate, as Envoy Gateway rotates both in one
+  // Secret. Without a client CA, no CA provider (no client certificate asked for).
+  const credentials = grpc.experimental.createCertificateProviderServerCredentials(kept, tls.clientCa ? kept : null, tls.clientCa !== undefined);
+  return { credentials, problem: () => kept.problem() };
 }

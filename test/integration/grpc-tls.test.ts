@@ -1,8 +1,9 @@
-import { copyFileSync, readFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ListenError } from '../../src/errors.js';
 import { HealthService } from '../../src/server/health.js';
+import { KeptCertificates } from '../../src/server/kept-certificates.js';
 import { clientConstructor, HEALTH_SERVICE, RLQS_SERVICE, serviceDefinition } from '../../src/server/proto.js';
 import { grpcServerCredentials } from '../../src/server/tls.js';
 import { parseServeArgs, SettingsError } from '../../src/settings/settings.js';
@@ -124,7 +125,7 @@ describe('TLS on the gRPC port (GRPC_SERVER_USE_TLS)', () => {
     const health = new HealthService([]);
     health.set(true);
     server.addService(serviceDefinition(HEALTH_SERVICE), health.handlers());
-    const credentials = await grpcServerCredentials(files, 100);
+    const { credentials } = await grpcServerCredentials(files, 100);
     const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', credentials, (err, p) => (err ? reject(err) : resolve(p))));
     const check = (c: ReturnType<typeof makeCertificates>): Promise<number> => healthCheck(port, true, dir.file('ca.pem'), c);
     try {
@@ -141,6 +142,41 @@ describe('TLS on the gRPC port (GRPC_SERVER_USE_TLS)', () => {
         "the new CA's client admitted",
       );
       await expect(check(certs)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    } finally {
+      server.forceShutdown();
+    }
+  });
+
+  it('files replaced by ones that cannot be used keep the last good in force, said once a change; an expired one is a problem', async () => {
+    const dir = makeCertificates([{ name: 'server', san: 'IP:127.0.0.1' }]);
+    copyFileSync(certs.file('ca.pem'), dir.file('client-ca.pem'));
+    const files = { cert: dir.file('server.pem'), key: dir.file('server.key'), clientCa: dir.file('client-ca.pem'), clientCaFrom: 'GRPC_CLIENT_TLS_CACERT' };
+    const said: string[] = [];
+    const server = new grpc.Server();
+    const health = new HealthService([]);
+    health.set(true);
+    server.addService(serviceDefinition(HEALTH_SERVICE), health.handlers());
+    const port = await grpcServerCredentials(files, 50, { onUnusable: (what, code) => said.push(`${what}: ${code}`) });
+    const bound = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', port.credentials, (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    try {
+      expect(await healthCheck(bound, true, dir.file('ca.pem'))).toBe(1);
+      // Round 5: a CA file that is not PEM refused every new client with a valid certificate, silently.
+      writeFileSync(dir.file('client-ca.pem'), '-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n');
+      await within(5000, () => said.length === 1, 'the unusable CA said');
+      expect(said[0]).toMatch(/^certificate, key and client CA: /);
+      expect(await healthCheck(bound, true, dir.file('ca.pem'))).toBe(1); // a new client, on the last good CA
+      await new Promise((r) => setTimeout(r, 300)); // six re-reads of the same bad file: said once
+      expect(said).toHaveLength(1);
+      writeFileSync(dir.file('client-ca.pem'), 'another change, no more usable');
+      await within(5000, () => said.length === 2, 'the next change said');
+      expect(port.problem()).toBeUndefined();
+      // The certificate in force, read a century on: expired, so the port can take no new client.
+      const kept = new KeptCertificates({ cert: files.cert, key: files.key, clientCa: undefined }, { onUnusable: () => undefined }, 60_000);
+      expect(await kept.start()).toBeUndefined();
+      expect(kept.problem(Date.now() + 100 * 365 * 86_400_000)).toMatch(/has expired/);
+      kept.stop();
     } finally {
       server.forceShutdown();
     }
