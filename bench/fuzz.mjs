@@ -1,8 +1,9 @@
-// npm run fuzz -- [--minutes M | --seconds N] [--seed S] [--only grpc,http,rlqs,xds]: the fuzzers of
+// npm run fuzz -- [--minutes M | --seconds N] [--seed S] [--only grpc,http,rlqs,xds,port]: the fuzzers of
 // test/adversarial as a soak against real `tollgate serve` processes, then a summary of what was sent and what
-// went wrong. Three phases, one after another, so no fuzzer's latency bounds measure another's load: the gRPC
+// went wrong. Four phases, one after another, so no fuzzer's latency bounds measure another's load: the gRPC
 // and HTTP request fuzzers (memory store and a Redis of their own, at once), the RLQS stream fuzzer (memory and
-// Redis), the xDS client fuzzer (plaintext and TLS). --minutes (or FUZZ_MINUTES) is the whole run, shared
+// Redis), the xDS client fuzzer (plaintext and TLS), and the port's (HTTP/2 abuse at random, RLQS streams and
+// token reservations together, on each server in turn). --minutes (or FUZZ_MINUTES) is the whole run, shared
 // evenly by the phases (default 1); --seconds is each phase's. Exit status 1 when anything went wrong. The fuzz
 // logic is the tests' own (test/adversarial/*-cases.ts, soak-*.ts), run by vitest.
 import { spawn } from 'node:child_process';
@@ -15,6 +16,7 @@ const PHASES = [
   { name: 'grpc+http', fuzzers: ['grpc', 'http'], files: ['test/adversarial/grpc-fuzz.test.ts', 'test/adversarial/http-fuzz.test.ts'] },
   { name: 'rlqs', fuzzers: ['rlqs'], files: ['test/adversarial/rlqs-fuzz.test.ts'] },
   { name: 'xds', fuzzers: ['xds'], files: ['test/adversarial/xds-fuzz.test.ts'] },
+  { name: 'port', fuzzers: ['port'], files: ['test/adversarial/port-fuzz.test.ts'] },
 ];
 
 const { values } = parseArgs({

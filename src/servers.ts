@@ -103,12 +103,7 @@ function portGuard(settings: Settings, handler: HandlerDeps, streaming: string[]
     burst: bounds.NEW_CONNECTIONS_BURST,
     perSecond: bounds.NEW_CONNECTIONS_PER_SECOND,
   });
-  const screen = {
-    budget,
-    maxMessageBytes: bounds.MAX_GRPC_JS_MESSAGE_BYTES,
-    defaultDeadlineMs: bounds.DEFAULT_DEADLINE_MS,
-    streaming: new Set(streaming),
-  };
+  const screen = { defaultDeadlineMs: bounds.DEFAULT_DEADLINE_MS, streaming: new Set(streaming) };
   const limits = { maxBytes: bounds.MAX_RLS_MESSAGE_BYTES, budget, defaultDeadlineMs: bounds.DEFAULT_DEADLINE_MS };
   handler.metrics?.gauge(
     'tollgate_grpc_request_bytes_held',
@@ -120,7 +115,7 @@ function portGuard(settings: Settings, handler: HandlerDeps, streaming: string[]
     settings.grpcServer === 'http2'
       ? { path: method.path, handle: shouldRateLimitOnH2(handler, method.responseSerialize as (m: WireResponse) => Buffer, limits) }
       : undefined;
-  return { gate, screen, hot, onRefused: (why) => handler.metrics?.portRefusals.inc({ reason: why }) };
+  return { gate, budget, screen, hot, onRefused: (why) => handler.metrics?.portRefusals.inc({ reason: why }) };
 }
 
 /** A listener's address, and for its error the flags and variables that set it. */

@@ -46,9 +46,11 @@ export class ByteBudget {
   }
 }
 
-/** What one call holds of a budget, given back once, whatever ends the call. */
+/** What one call holds of a budget, given back once, whatever ends the call; after that it takes nothing more (an
+ * inflation still running for a call its client reset would otherwise take bytes that nothing gives back). */
 export class Hold {
   private bytes = 0;
+  private released = false;
 
   constructor(
     private readonly budget: ByteBudget,
@@ -56,12 +58,13 @@ export class Hold {
   ) {}
 
   take(n: number): boolean {
-    if (!this.budget.take(this.ledger, n)) return false;
+    if (this.released || !this.budget.take(this.ledger, n)) return false;
     this.bytes += n;
     return true;
   }
 
   release(): void {
+    this.released = true;
     if (this.bytes === 0) return;
     this.budget.give(this.ledger, this.bytes);
     this.bytes = 0;

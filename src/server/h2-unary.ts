@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from 'node:http2';
-import { createGunzip, createInflate } from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import { type ByteBudget, Hold } from './byte-budget.js';
+import { type InflateFailure, inflateWithin } from './inflate.js';
 
 /** One unary gRPC call served on node:http2 directly (PROTOCOL-HTTP2.md), for the method the service answers
  * most (hot-path.ts): what grpc-js does per call, without its interceptor chain, Metadata objects, decoder
@@ -19,9 +19,7 @@ export interface UnaryLimits {
 /** A message buffer starts this small and doubles as bytes arrive, up to its declared length: a declared length
  * costs nothing until its bytes come (grpc-js grows its buffer so too). */
 const FIRST_BUFFER_BYTES = 1024;
-const BUSY = 'the server holds too many request bytes now; try again';
-/** What an inflation holds beside its output: zlib's window (32 KiB) and state. */
-const ZLIB_STATE_BYTES = 48 * 1024;
+export const BUSY = 'the server holds too many request bytes now; try again';
 
 /** No grpc-encoding: its absence means identity (PROTOCOL-HTTP2.md), one header fewer to write per call. */
 const RESPONSE_HEADERS = {
@@ -260,10 +258,7 @@ function unframe(framer: Framer, call: UnaryCall, maxBytes: number, onMessage: (
   inflateHeld(message, encoding, call, maxBytes, onMessage);
 }
 
-/** Inflates a message as a stream whose output is taken from the call's hold chunk by chunk as zlib gives it
- * (16 KiB at most past the budget, never a chunk after the one refused), its zlib state first: so concurrent
- * small messages take what they inflate to, and a bomb stops at the receive limit or the budget, whichever
- * comes first. Past the limit RESOURCE_EXHAUSTED, as grpc-js says it; past the budget, RESOURCE_EXHAUSTED too. */
+/** A compressed message inflated within the call's hold (inflate.ts); its failures as grpc-js words them. */
 function inflateHeld(
   message: Buffer,
   encoding: 'gzip' | 'deflate',
@@ -271,30 +266,16 @@ function inflateHeld(
   maxBytes: number,
   onMessage: (message: Buffer, call: UnaryCall) => void,
 ): void {
-  if (!call.hold.take(ZLIB_STATE_BYTES)) {
-    call.fail(status.RESOURCE_EXHAUSTED, BUSY);
-    return;
-  }
-  const z = encoding === 'gzip' ? createGunzip() : createInflate();
-  const parts: Buffer[] = [];
-  let total = 0;
-  const stop = (code: status, details: string): void => {
-    z.destroy();
-    parts.length = 0;
-    call.fail(code, details);
-  };
-  z.on('data', (chunk: Buffer) => {
-    if (!call.open) return void z.destroy();
-    total += chunk.length;
-    if (total > maxBytes) stop(status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
-    else if (!call.hold.take(chunk.length)) stop(status.RESOURCE_EXHAUSTED, BUSY);
-    else parts.push(chunk);
-  });
-  z.on('error', () => stop(status.INTERNAL, 'Failed to decompress message'));
-  z.on('end', () => {
-    if (call.open) handOver(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total), call, onMessage);
-  });
-  z.end(message);
+  inflateWithin(message, encoding, call.hold, maxBytes).then(
+    (plain) => {
+      if (call.open) handOver(plain, call, onMessage);
+    },
+    (why: InflateFailure) => {
+      if (why === 'too_large') call.fail(status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
+      else if (why === 'busy') call.fail(status.RESOURCE_EXHAUSTED, BUSY);
+      else call.fail(status.INTERNAL, 'Failed to decompress message');
+    },
+  );
 }
 
 /** The message to its handler, which decodes it at once: its bytes are given back when that returns. */

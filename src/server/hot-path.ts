@@ -1,7 +1,9 @@
 import { constants, type Http2Server, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
+import type { ByteBudget } from './byte-budget.js';
 import type { ConnectionGate, GateRefusal } from './connection-gate.js';
+import { budgetSession, inflateWithinBudgets } from './grpc-js-inflate.js';
 import { MAX_HEADER_LIST_BYTES, MAX_REFUSALS_PER_CONNECTION, RESET_BURST, RESET_RATE } from './port-bounds.js';
 import { type ScreenLimits, screenStream } from './stream-screen.js';
 
@@ -12,6 +14,8 @@ export type StreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHea
  * the one method served here instead. */
 export interface PortGuard {
   gate: ConnectionGate;
+  /** What the calls of a connection, and of all, may hold (inflation in grpc-js too: grpc-js-inflate.ts). */
+  budget: ByteBudget;
   screen: ScreenLimits;
   hot?: { path: string; handle: StreamHandler };
   /** A connection closed as it opened, ended for its refusals, or ended by Node for a protocol error or flood. */
@@ -33,6 +37,7 @@ export function guardPort(server: grpc.Server, guard: PortGuard): void {
   if (typeof create !== 'function') throw new Error('this grpc-js has no createHttp2Server: it cannot be served');
   // Node's own bound on a client's stream resets (RST_STREAM), which grpc-js does not pass through: see
   // port-bounds.ts. Its server options are read when createHttp2Server makes the server.
+  inflateWithinBudgets();
   const options = (server as unknown as { commonServerOptions?: Record<string, unknown> }).commonServerOptions;
   if (options) Object.assign(options, { streamResetBurst: RESET_BURST, streamResetRate: RESET_RATE });
   target.createHttp2Server = (credentials: unknown): Http2Server => {
@@ -55,6 +60,7 @@ function gateConnections(h2: Http2Server, guard: PortGuard): void {
     if (refused) guard.onRefused?.(refused);
   });
   h2.on('session', (session: Http2Session) => {
+    budgetSession(session, guard.budget);
     const address = session.socket?.remoteAddress;
     session.on('error', () => {
       guard.gate.penalize(address);
@@ -109,15 +115,21 @@ const refusals = new WeakMap<Http2Session, number>();
  * connection is ended with GOAWAY (ENHANCE_YOUR_CALM) and its address waits out its pace before the next. */
 function countRefusal(stream: ServerHttp2Stream, guard: PortGuard): void {
   const session = stream.session;
-  if (!session || session.destroyed) return;
+  if (!session || session.destroyed || session.closed) return;
   const n = (refusals.get(session) ?? 0) + 1;
   refusals.set(session, n);
   if (n < MAX_REFUSALS_PER_CONNECTION) return;
   guard.gate.penalize(session.socket?.remoteAddress);
   guard.onRefused?.('refusals');
+  // No new stream from here on; those open end as they would (a status each), or with the connection at
+  // CLOSE_GRACE_MS (a health watch never ends by itself).
   session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
-  session.destroy();
+  session.close();
+  setTimeout(() => session.destroy(), CLOSE_GRACE_MS).unref();
 }
+
+/** How long a connection ended for its refusals keeps the streams it had open. */
+const CLOSE_GRACE_MS = 10_000;
 
 const EXHAUSTED = String(8); // grpc.status.RESOURCE_EXHAUSTED
 

@@ -1,19 +1,15 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { status } from '@grpc/grpc-js';
-import { type ByteBudget, Hold } from './byte-budget.js';
 import { respondStatus, timeoutMs } from './h2-unary.js';
 
 /** What a stream's headers must be before grpc-js sees them (RLQS, health, and every method under
  * GRPC_SERVER=grpc-js). grpc-js 1.14 echoes an unreadable grpc-timeout and an unknown grpc-encoding in its
  * grpc-message (server-interceptors.js), and writes a header it cannot take into its log with its value
  * (Metadata.fromHttp2Headers); it keeps a unary call without grpc-timeout while its connection lives, and inflates
- * without a budget. Here each is answered or mended first, so no request text reaches an answer or a log, a unary
- * call gets the server's deadline, and a compressed stream holds its inflation's cap from the byte budget. */
+ * without a budget (grpc-js-inflate.ts bounds that). Here each is answered or mended first, so no request text
+ * reaches an answer or a log, and a unary call gets the server's deadline. */
 
 export interface ScreenLimits {
-  budget: ByteBudget;
-  /** grpc-js's receive limit: what one compressed message may inflate to. */
-  maxMessageBytes: number;
   defaultDeadlineMs: number;
   /** Paths of streaming methods: their streams live as long as their client wants, and get no deadline. */
   streaming: ReadonlySet<string>;
@@ -34,20 +30,10 @@ export function screenStream(stream: ServerHttp2Stream, headers: IncomingHttpHea
   if (timeout === undefined && !limits.streaming.has(String(headers[':path']))) headers['grpc-timeout'] = `${limits.defaultDeadlineMs}m`;
   dropIllegalHeaders(headers);
   const encoding = headers['grpc-encoding'];
-  if (encoding === undefined || encoding === 'identity') return true;
-  if (typeof encoding !== 'string' || !ENCODINGS.has(encoding)) {
-    const name = typeof encoding === 'string' ? `a ${encoding.length}-character encoding` : 'no encoding';
-    respondStatus(stream, status.UNIMPLEMENTED, `Received message compressed with unsupported encoding (${name})`);
-    return false;
-  }
-  // A compressed stream may inflate one message at a time to the receive limit: that is held while it is open.
-  const hold = new Hold(limits.budget, limits.budget.ledger(stream.session ?? stream));
-  if (!hold.take(limits.maxMessageBytes)) {
-    respondStatus(stream, status.RESOURCE_EXHAUSTED, 'the server holds too many request bytes now; try again');
-    return false;
-  }
-  stream.once('close', () => hold.release());
-  return true;
+  if (encoding === undefined || (typeof encoding === 'string' && ENCODINGS.has(encoding))) return true;
+  const name = typeof encoding === 'string' ? `a ${encoding.length}-character encoding` : 'no encoding';
+  respondStatus(stream, status.UNIMPLEMENTED, `Received message compressed with unsupported encoding (${name})`);
+  return false;
 }
 
 /** Headers grpc-js would refuse, and log with their values, are dropped unread (pseudo-headers are its own). */

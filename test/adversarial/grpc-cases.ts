@@ -193,11 +193,6 @@ export function grpcCase(r: Rng, index: number, marker: string, bounds: RequestB
   return framing(r, Buffer.from(base), marker);
 }
 
-/** Under GRPC_SERVER=grpc-js a compressed call holds grpc-js's whole receive limit (4 MiB) of its connection's
- * byte budget while it is open (server/stream-screen.ts): two at once a connection, a third is refused
- * RESOURCE_EXHAUSTED, try again. The node:http2 path takes what a message inflates to. */
-const COMPRESSED_BUSY: Answer[] = process.env.GRPC_SERVER === 'grpc-js' ? [status.RESOURCE_EXHAUSTED] : [];
-
 /** Frames that are wrong as gRPC rather than as protobuf. grpc-js answers these before the handler runs;
  * the allowed answers are grpc-js's own (UNIMPLEMENTED for a unary call without exactly one message). */
 function framing(r: Rng, message: Buffer, marker: string): GrpcCase {
@@ -212,10 +207,10 @@ function framing(r: Rng, message: Buffer, marker: string): GrpcCase {
     case 3:
       return raw('declared length over the maximum', frame(message, 0, r.pick([MAX_UINT32, 4 * 1024 * 1024 + 1])), [status.RESOURCE_EXHAUSTED]);
     case 4:
-      return raw('gzip', frame(gzipSync(message), 1), [...DECIDED_OR_INVALID, ...COMPRESSED_BUSY], { 'grpc-encoding': 'gzip' });
+      return raw('gzip', frame(gzipSync(message), 1), DECIDED_OR_INVALID, { 'grpc-encoding': 'gzip' });
     case 5:
       // grpc-js answers INTERNAL "Failed to decompress message", before Tollgate sees the call (see docs/operations.md).
-      return raw('gzip garbage', frame(Buffer.from([...Buffer.from(marker), ...r.bytes(20)]), 1), [status.INTERNAL, ...COMPRESSED_BUSY], {
+      return raw('gzip garbage', frame(Buffer.from([...Buffer.from(marker), ...r.bytes(20)]), 1), [status.INTERNAL], {
         'grpc-encoding': 'gzip',
       });
     case 6:

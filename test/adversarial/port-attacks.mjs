@@ -1,4 +1,5 @@
 import http2 from 'node:http2';
+import net from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 
@@ -30,13 +31,18 @@ export const REQUEST = Buffer.concat([field(1, Buffer.from('property-api')), fie
 /** ~4 KB of gzip that inflates to 4 MiB. */
 const BOMB = frame(gzipSync(Buffer.alloc(4 * 1024 * 1024)), 1);
 
+/** The loopback address attacks connect from (`node port-attacks.mjs NAME PORT MS [ADDRESS]`): the soak gives
+ * the attacker an address of its own, so the pace its address earns is its own. */
+let localAddress;
+
 /** Sessions kept open by `work` until the signal: a session that the server ends is opened again at once. */
 function sessions(port, signal, count, work, settings) {
   const open = new Set();
   return new Promise((resolve) => {
     const start = () => {
       if (signal.aborted) return;
-      const s = http2.connect(`http://127.0.0.1:${port}`, settings ? { settings } : {});
+      const createConnection = localAddress && (() => net.connect({ host: '127.0.0.1', port, localAddress }));
+      const s = http2.connect(`http://127.0.0.1:${port}`, { ...(settings && { settings }), ...(createConnection && { createConnection }) });
       open.add(s);
       s.on('error', () => undefined);
       s.on('close', () => {
@@ -120,7 +126,8 @@ export const ATTACKS = { gzipBombs, declaredNeverSent, heldStreams, unreadAnswer
 
 // As a process: `node port-attacks.mjs NAME PORT MS` runs one attack for MS and exits.
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const [name, port, ms] = process.argv.slice(2);
+  const [name, port, ms, address] = process.argv.slice(2);
+  localAddress = address;
   const stop = new AbortController();
   setTimeout(() => stop.abort(), Number(ms));
   await ATTACKS[name](Number(port), stop.signal);

@@ -191,6 +191,7 @@ export const garbage: Actor = async (env) => {
         s.end();
         if (!(await s.whenClosed(5000)))
           ctx.wrong.add({ index: ctx.index, kind: `rlqs ${c.kind}`, problem: 'no status 5 s after the client ended its stream' });
+        else if (s.status === undefined && conn.endedByBound) ctx.count('rlqs connection ended by a bound of the port');
         else if (s.status === undefined) ctx.wrong.add({ index: ctx.index, kind: `rlqs ${c.kind}`, problem: s.closedWithout ?? 'no status' });
         judgeStream(env, c.kind, s, c.allowed, c.reported);
       }),

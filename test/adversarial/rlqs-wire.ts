@@ -41,7 +41,20 @@ export class RlqsConnection {
       maxSessionMemory: 256,
     });
     this.session.on('error', () => undefined); // a reset connection fails its streams, which record it
+    // The port's bounds (server/port-bounds.ts): a connection closed as it opened (its address past its pace or its
+    // count), or ended with ENHANCE_YOUR_CALM for its refusals, leaves its streams without a status, rightly.
+    let settled = false;
+    this.session.once('remoteSettings', () => (settled = true));
+    this.session.once('close', () => {
+      if (!settled) this.endedByBound = true;
+    });
+    this.session.on('goaway', (code: number) => {
+      if (code === http2.constants.NGHTTP2_ENHANCE_YOUR_CALM) this.endedByBound = true;
+    });
   }
+
+  /** Closed as it opened, or ended for its refusals, by a bound of the port. */
+  endedByBound = false;
 
   open(headers: Record<string, string> = {}): RlqsStream {
     const s = new RlqsStream(this.session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers', ...headers }));

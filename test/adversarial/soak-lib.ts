@@ -184,6 +184,8 @@ export interface SoakSpec {
   known: KnownLimit;
   /** Called during rounds; `exact` when the attack cannot change its limit. */
   probe: KnownLimit & { exact: boolean };
+  /** What may stay after a round above the baseline, when it is not LEAK_GROWTH_MB (the port's soak: its own). */
+  settleMb?: number;
   /** Runs after the last round, while the service still serves (the smoke test plants a wrong answer here). */
   afterRounds?(target: SoakProcess, rls: RlsClient): Promise<void>;
   close?(): Promise<void>;

@@ -161,10 +161,11 @@ async function afterRound(spec: SoakSpec, ctx: RoundContext, run: Run, t: Tally)
   if (held) t.leaks.add({ index, kind: 'held after the round', problem: held });
   const known = await checkKnown(run.rls, spec.known, `known-${index}-${run.scanner.marker}`);
   if (known) (known.includes('DEADLINE_EXCEEDED') ? t.late : t.wrong).add({ index, kind: 'known descriptor after the round', problem: known });
-  t.rss.end = await rssBack(run.target, run.baseline);
+  const bound = spec.settleMb ?? LEAK_GROWTH_MB;
+  t.rss.end = await rssBack(run.target, run.baseline, bound);
   t.ends.push(t.rss.end);
-  if (t.rss.end - run.baseline > LEAK_GROWTH_MB) {
-    const problem = `${mb(t.rss.end)} ${RSS_SETTLE_MS} ms after, baseline ${mb(run.baseline)} (bound +${LEAK_GROWTH_MB} MiB)`;
+  if (t.rss.end - run.baseline > bound) {
+    const problem = `${mb(t.rss.end)} ${RSS_SETTLE_MS} ms after, baseline ${mb(run.baseline)} (bound +${bound} MiB)`;
     t.leaks.add({ index, kind: 'RSS after the round', problem });
   }
 }
@@ -199,10 +200,10 @@ function checkTrend(t: Tally): void {
 }
 
 /** Waits (bounded) for RSS to come back under the leak bound; the last reading. */
-async function rssBack(target: SoakProcess, baseline: number): Promise<number> {
+async function rssBack(target: SoakProcess, baseline: number, bound: number): Promise<number> {
   const until = Date.now() + RSS_SETTLE_MS;
   let rss = target.rssMb();
-  while (rss - baseline > LEAK_GROWTH_MB && Date.now() < until && target.alive()) {
+  while (rss - baseline > bound && Date.now() < until && target.alive()) {
     await new Promise((r) => setTimeout(r, 250));
     rss = target.rssMb();
   }

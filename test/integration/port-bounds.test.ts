@@ -1,4 +1,5 @@
 import http2 from 'node:http2';
+import { gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ByteBudget } from '../../src/server/byte-budget.js';
@@ -51,6 +52,27 @@ describe.each(['http2', 'grpc-js'])('GRPC_SERVER=%s', (server) => {
     const next = s.request({ ...GRPC, ':path': PATH });
     next.end(frame(BODY));
     expect(await status(next)).toBe('0');
+    s.close();
+  });
+
+  it('what grpc-js inflates is bounded as the hot path is: a bomb to health stops at 256 KiB, nothing held after', async () => {
+    const s = await connect(t.service.grpcPort);
+    const bomb = s.request({ ...GRPC, ':path': HEALTH, 'grpc-encoding': 'gzip' });
+    bomb.end(frame(gzipSync(Buffer.alloc(3 * 1024 * 1024)), 1));
+    const answer = await new Promise<string>((resolve) => {
+      const read = (h: http2.IncomingHttpHeaders): void => {
+        if (h['grpc-status'] !== undefined) resolve(`${h['grpc-status']} ${decodeURI(String(h['grpc-message']))}`);
+      };
+      bomb.on('response', read);
+      bomb.on('trailers', read);
+      bomb.on('data', () => undefined);
+    });
+    // grpc-js alone inflated it whole, to its 4 MiB receive limit.
+    expect(answer).toBe(`${grpc.status.RESOURCE_EXHAUSTED} Received message that decompresses to a size larger than 262144`);
+    const small = s.request({ ...GRPC, ':path': HEALTH, 'grpc-encoding': 'gzip' });
+    small.end(frame(gzipSync(Buffer.alloc(0)), 1));
+    expect(await status(small)).toBe('0');
+    await within(2000, async () => metric((await scrape(t.service.httpPort)).series, 'tollgate_grpc_request_bytes_held') === 0, 'nothing held');
     s.close();
   });
 

@@ -1,9 +1,11 @@
 import { EventEmitter } from 'node:events';
 import type { ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { ByteBudget, Hold } from '../../src/server/byte-budget.js';
 import { ConnectionGate } from '../../src/server/connection-gate.js';
+import { inflateWithin } from '../../src/server/inflate.js';
 import { screenStream } from '../../src/server/stream-screen.js';
 
 /** A socket as the gate sees one: its address, destroy() and 'close'. */
@@ -72,13 +74,15 @@ describe('the byte budget, per connection and in all', () => {
     h1.release();
     h1.release();
     expect(budget.total).toBe(90);
+    expect(h1.take(1)).toBe(false); // given back: a late take (an inflation of a reset call) takes nothing
+    expect(budget.total).toBe(90);
     expect(h2.take(60)).toBe(false); // its own 100
     expect(h2.take(10)).toBe(true);
   });
 });
 
 describe('streams screened before grpc-js sees them', () => {
-  const limits = { budget: new ByteBudget(1 << 20, 1 << 20), maxMessageBytes: 4 << 20, defaultDeadlineMs: 10_000, streaming: new Set(['/s/Watch']) };
+  const limits = { defaultDeadlineMs: 10_000, streaming: new Set(['/s/Watch']) };
   /** A stream that records what it is answered. */
   const answered = (): { stream: ServerHttp2Stream; sent: Record<string, unknown>[] } => {
     const sent: Record<string, unknown>[] = [];
@@ -109,15 +113,23 @@ describe('streams screened before grpc-js sees them', () => {
     expect(screenStream(b.stream, { ':path': '/s/Check', 'grpc-encoding': 'br-secret' }, limits)).toBe(false);
     expect(String(b.sent[0]!['grpc-message'])).not.toContain('secret');
   });
+});
 
-  it('holds the receive limit of the budget for a compressed stream while it is open; past the budget, RESOURCE_EXHAUSTED', () => {
-    const small = { ...limits, budget: new ByteBudget(5 << 20, 5 << 20) };
-    const first = answered();
-    expect(screenStream(first.stream, { ':path': '/s/Check', 'grpc-encoding': 'gzip' }, small)).toBe(true);
-    const second = answered();
-    expect(screenStream(second.stream, { ':path': '/s/Check', 'grpc-encoding': 'gzip' }, small)).toBe(false);
-    expect(second.sent[0]).toMatchObject({ 'grpc-status': '8' });
-    first.stream.emit('close');
-    expect(small.budget.total).toBe(0);
+describe('a message inflated within a hold', () => {
+  it('takes what it inflates to; a bomb stops at the limit or the budget, and garbage is corrupt', async () => {
+    const budget = new ByteBudget(1 << 20, 1 << 20);
+    const small = new Hold(budget, budget.ledger({}));
+    const plain = Buffer.alloc(20_000, 7);
+    expect(await inflateWithin(gzipSync(plain), 'gzip', small, 256 * 1024)).toEqual(plain);
+    expect(budget.total).toBeLessThan(100 * 1024); // zlib's state and the 20 KB, not the 256 KiB limit
+    small.release();
+    const bomb = gzipSync(Buffer.alloc(4 << 20));
+    await expect(inflateWithin(bomb, 'gzip', new Hold(budget, budget.ledger({})), 256 * 1024)).rejects.toBe('too_large');
+    const tight = new ByteBudget(300 * 1024, 1 << 20);
+    const held = new Hold(tight, tight.ledger({}));
+    await expect(inflateWithin(bomb, 'gzip', held, 4 << 20)).rejects.toBe('busy');
+    expect(tight.total).toBeLessThanOrEqual(300 * 1024); // no chunk taken past the budget
+    held.release();
+    await expect(inflateWithin(Buffer.from('not gzip'), 'deflate', new Hold(budget, budget.ledger({})), 1024)).rejects.toBe('corrupt');
   });
 });
