@@ -1,3 +1,20 @@
+import type http2 from 'node:http2';
+
+/** A raw HTTP/2 call's grpc-status (from a trailers-only answer or the trailers), or `rst N` when it closed
+ * without one. */
+export function streamStatus(req: http2.ClientHttp2Stream): Promise<string> {
+  return new Promise((resolve) => {
+    const read = (h: http2.IncomingHttpHeaders): void => {
+      if (h['grpc-status'] !== undefined) resolve(String(h['grpc-status']));
+    };
+    req.on('response', read);
+    req.on('trailers', read);
+    req.on('data', () => undefined);
+    req.on('error', () => undefined);
+    req.on('close', () => resolve(`rst ${req.rstCode}`));
+  });
+}
+
 /** Counts whole gRPC messages in a stream's bytes (a 5-byte header, then its length of bytes) without keeping
  * them, so a test that reads many answers stays light beside the server it measures. */
 export class MessageCounter {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ByteBudget } from '../../src/server/byte-budget.js';
 import { serveUnary } from '../../src/server/h2-unary.js';
 import { encodeRequest, frame } from '../adversarial/grpc-cases.js';
+import { streamStatus } from '../helpers/grpc-frames.js';
 import { healthClient, RlsClient, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 
 // ShouldRateLimit on node:http2 (src/server/hot-path.ts, h2-unary.ts, h2-rls.ts) against real clients: grpc-js,
@@ -174,16 +175,7 @@ describe('GRPC_SERVER=http2 only', () => {
     const ask = (headers: Record<string, string>) =>
       session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers', ...headers });
     const trickled = ask({});
-    const status = (req: http2.ClientHttp2Stream): Promise<string> =>
-      new Promise((resolve) => {
-        const read = (h: http2.IncomingHttpHeaders): void => {
-          if (h['grpc-status'] !== undefined) resolve(String(h['grpc-status']));
-        };
-        req.on('response', read);
-        req.on('trailers', read);
-        req.on('data', () => undefined);
-        req.on('error', () => undefined);
-      });
+    const status = streamStatus;
     const trickledStatus = status(trickled);
     for (const byte of frame(BODY)) trickled.write(Buffer.from([byte]));
     trickled.end();

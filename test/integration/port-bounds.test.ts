@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ByteBudget } from '../../src/server/byte-budget.js';
 import { serveUnary } from '../../src/server/h2-unary.js';
 import { encodeRequest, frame } from '../adversarial/grpc-cases.js';
+import { streamStatus } from '../helpers/grpc-frames.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
@@ -16,19 +17,7 @@ const HEALTH = '/grpc.health.v1.Health/Check';
 const BODY = Buffer.from(encodeRequest({ domain: 'property-api', descriptors: [{ entries: [{ key: 'category', value: 'read' }] }] }));
 const GRPC = { ':method': 'POST', 'content-type': 'application/grpc', te: 'trailers' };
 
-/** A call's grpc-status (from a trailers-only answer or the trailers), or its reset code. */
-function status(req: http2.ClientHttp2Stream): Promise<string> {
-  return new Promise((resolve) => {
-    const read = (h: http2.IncomingHttpHeaders): void => {
-      if (h['grpc-status'] !== undefined) resolve(String(h['grpc-status']));
-    };
-    req.on('response', read);
-    req.on('trailers', read);
-    req.on('data', () => undefined);
-    req.on('error', () => undefined);
-    req.on('close', () => resolve(`rst ${req.rstCode}`));
-  });
-}
+const status = streamStatus;
 
 function connect(port: number): Promise<http2.ClientHttp2Session> {
   const s = http2.connect(`http://127.0.0.1:${port}`);
