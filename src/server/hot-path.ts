@@ -35,11 +35,12 @@ export function guardPort(server: grpc.Server, guard: PortGuard): void {
   const target = server as unknown as { createHttp2Server?: (credentials: unknown) => Http2Server };
   const create = target.createHttp2Server;
   if (typeof create !== 'function') throw new Error('this grpc-js has no createHttp2Server: it cannot be served');
+  inflateWithinBudgets();
   // Node's own bound on a client's stream resets (RST_STREAM), which grpc-js does not pass through: see
   // port-bounds.ts. Its server options are read when createHttp2Server makes the server.
-  inflateWithinBudgets();
   const options = (server as unknown as { commonServerOptions?: Record<string, unknown> }).commonServerOptions;
-  if (options) Object.assign(options, { streamResetBurst: RESET_BURST, streamResetRate: RESET_RATE });
+  if (!options) throw new Error('this grpc-js has no commonServerOptions: stream resets cannot be bounded');
+  Object.assign(options, { streamResetBurst: RESET_BURST, streamResetRate: RESET_RATE });
   target.createHttp2Server = (credentials: unknown): Http2Server => {
     const h2 = create.call(server, credentials);
     // grpc-js sets maxConcurrentStreams from its options (port-bounds.ts grpcServerOptions); the header list here.
