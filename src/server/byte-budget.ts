@@ -3,6 +3,9 @@
  * A take that would pass either bound is refused and takes nothing, so one connection filling its share refuses
  * only its own calls, and the whole is reached only by many connections (which are bounded per address). */
 
+/** What a call past the budget is told (RESOURCE_EXHAUSTED), on both servers. */
+export const BUSY = 'the server holds too many request bytes now; try again';
+
 /** One connection's share: what its calls hold now. */
 export interface Ledger {
   held: number;

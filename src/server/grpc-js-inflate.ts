@@ -1,9 +1,7 @@
 import type { Http2Session, ServerHttp2Stream } from 'node:http2';
 import { createRequire } from 'node:module';
-import { status } from '@grpc/grpc-js';
 import { type ByteBudget, Hold } from './byte-budget.js';
-import { BUSY } from './h2-unary.js';
-import { type InflateFailure, inflateWithin } from './inflate.js';
+import { type InflateFailure, inflateFailure, inflateWithin } from './inflate.js';
 import { MAX_RLS_MESSAGE_BYTES } from './port-bounds.js';
 
 /** The messages grpc-js inflates (RLQS, health; every method under GRPC_SERVER=grpc-js) taken from the port's byte
@@ -58,15 +56,8 @@ export function inflateWithinBudgets(): void {
       },
       (why: InflateFailure) => {
         hold.release();
-        throw failure(why, max);
+        throw inflateFailure(why, max);
       },
     );
   };
-}
-
-/** grpc-js's own statuses for an inflation that failed; past the budget, RESOURCE_EXHAUSTED as on the hot path. */
-function failure(why: InflateFailure, max: number): { code: status; details: string } {
-  if (why === 'too_large') return { code: status.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${max}` };
-  if (why === 'busy') return { code: status.RESOURCE_EXHAUSTED, details: BUSY };
-  return { code: status.INTERNAL, details: 'Failed to decompress message' };
 }

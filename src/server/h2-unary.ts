@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from 'node:http2';
 import { status } from '@grpc/grpc-js';
-import { type ByteBudget, Hold } from './byte-budget.js';
-import { type InflateFailure, inflateWithin } from './inflate.js';
+import { BUSY, type ByteBudget, Hold } from './byte-budget.js';
+import { type InflateFailure, inflateFailure, inflateWithin } from './inflate.js';
 
 /** One unary gRPC call served on node:http2 directly (PROTOCOL-HTTP2.md), for the method the service answers
  * most (hot-path.ts): what grpc-js does per call, without its interceptor chain, Metadata objects, decoder
@@ -19,7 +19,6 @@ export interface UnaryLimits {
 /** A message buffer starts this small and doubles as bytes arrive, up to its declared length: a declared length
  * costs nothing until its bytes come (grpc-js grows its buffer so too). */
 const FIRST_BUFFER_BYTES = 1024;
-export const BUSY = 'the server holds too many request bytes now; try again';
 
 /** No grpc-encoding: its absence means identity (PROTOCOL-HTTP2.md), one header fewer to write per call. */
 const RESPONSE_HEADERS = {
@@ -271,9 +270,8 @@ function inflateHeld(
       if (call.open) handOver(plain, call, onMessage);
     },
     (why: InflateFailure) => {
-      if (why === 'too_large') call.fail(status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
-      else if (why === 'busy') call.fail(status.RESOURCE_EXHAUSTED, BUSY);
-      else call.fail(status.INTERNAL, 'Failed to decompress message');
+      const failed = inflateFailure(why, maxBytes);
+      call.fail(failed.code, failed.details);
     },
   );
 }

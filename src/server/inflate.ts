@@ -1,5 +1,6 @@
 import { gunzipSync, inflateSync } from 'node:zlib';
-import type { Hold } from './byte-budget.js';
+import { status } from '@grpc/grpc-js';
+import { BUSY, type Hold } from './byte-budget.js';
 
 /** A gRPC message inflated within a hold (byte-budget.ts), on both servers: on this thread, one message at a time
  * and at most PER_TURN a turn, stopping at the receive limit (zlib's maxOutputLength), what it inflated to taken
@@ -49,4 +50,12 @@ function inflateNow(message: Buffer, encoding: 'gzip' | 'deflate', hold: Hold, m
   }
   if (!hold.take(plain.length)) return Promise.reject('busy' satisfies InflateFailure);
   return Promise.resolve(plain);
+}
+
+/** A failed inflation as grpc-js 1.14 answers it (server-interceptors.js); past the budget, RESOURCE_EXHAUSTED too.
+ * Both servers answer through this. */
+export function inflateFailure(why: InflateFailure, maxBytes: number): { code: status; details: string } {
+  if (why === 'too_large') return { code: status.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${maxBytes}` };
+  if (why === 'busy') return { code: status.RESOURCE_EXHAUSTED, details: BUSY };
+  return { code: status.INTERNAL, details: 'Failed to decompress message' };
 }
