@@ -18,7 +18,7 @@ export function compileDomain(spec: DomainSpec): CompiledDomain {
     root,
     rules,
     notes: spec.notes,
-    reservationKeys: new Set(rules.flatMap((r) => (r.reservationKey === undefined ? [] : [r.reservationKey]))),
+    reservationKeys: new Set(rules.flatMap((r) => [r.reservationKey, r.settlementKey].filter((k): k is string => k !== undefined))),
   };
 }
 
@@ -67,6 +67,7 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       charge: d.charge,
       reservationKey: d.reservationKey,
       reservationTtlMs: d.reservationTtlMs,
+      settlementKey: d.settlementKey,
       metadata: d.metadata,
       algorithm,
       tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id, algorithm))])),

@@ -46,6 +46,9 @@ export interface Rule {
    * an unsettled one is kept; undefined when the rule takes no reservations. */
   reservationKey: string | undefined;
   reservationTtlMs: number;
+  /** The entry key that names the reservation at the stream's end: a settlement, or with nothing to settle a
+   * plain charge (counted once); never a new reservation. */
+  settlementKey: string | undefined;
   /** The descriptor's `metadata`, returned (merged) in the response's dynamic_metadata when it passed. */
   metadata: Metadata | undefined;
   algorithm: Algorithm;

@@ -39,6 +39,9 @@ export interface DescriptorSpec {
    * unsettled reservation is kept. */
   reservationKey: string | undefined;
   reservationTtlMs: number;
+  /** The entry key that names the same reservation at the stream's end (a settlement, never a new
+   * reservation); undefined: the reservation_key's next call settles. */
+  settlementKey: string | undefined;
   metadata: Metadata | undefined;
   line: number;
   /** The file it was written in, when not its domain's (MERGE_DOMAIN_CONFIG merged it in). */

@@ -24,6 +24,7 @@ export const DESCRIPTOR_KEYS = [
   'charge_mode',
   'reservation_key',
   'reservation_ttl',
+  'settlement_key',
 ];
 export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
@@ -252,8 +253,9 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
 export const DEFAULT_RESERVATION_TTL_MS = 600_000;
 const MAX_RESERVATION_TTL_MS = 86_400_000;
 
-/** charge_mode, and the reservation_key and reservation_ttl that only a charge-mode descriptor has. */
-function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<DescriptorSpec, 'charge' | 'reservationKey' | 'reservationTtlMs'> {
+/** charge_mode, and the reservation_key, reservation_ttl and settlement_key that only a charge-mode descriptor
+ * has. */
+function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<DescriptorSpec, 'charge' | 'reservationKey' | 'reservationTtlMs' | 'settlementKey'> {
   const charge = r.boolean(f.get('charge_mode'), `${path}.charge_mode`);
   const reservationKey = r.string(f.get('reservation_key'), `${path}.reservation_key`, { nonEmpty: true });
   if (reservationKey !== undefined && !charge) r.fail(f.get('reservation_key'), `${path}.reservation_key`, 'only a charge_mode descriptor has reservations');
@@ -266,7 +268,13 @@ function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<Descrip
       r.fail(ttl, `${path}.reservation_ttl`, 'must be a duration from 1s to 24h, in whole seconds, minutes or hours (30s, 10m, 1h)');
     } else reservationTtlMs = ms;
   }
-  return { charge, reservationKey, reservationTtlMs };
+  const settlementKey = r.string(f.get('settlement_key'), `${path}.settlement_key`, { nonEmpty: true });
+  if (settlementKey !== undefined && reservationKey === undefined) {
+    r.fail(f.get('settlement_key'), `${path}.settlement_key`, 'only a descriptor with a reservation_key settles');
+  } else if (settlementKey !== undefined && settlementKey === reservationKey) {
+    r.fail(f.get('settlement_key'), `${path}.settlement_key`, "must differ from reservation_key: it tells the stream's end from the request");
+  }
+  return { charge, reservationKey, reservationTtlMs, settlementKey };
 }
 
 /** "30s", "10m", "2h" in milliseconds. */

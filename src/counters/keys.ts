@@ -27,7 +27,9 @@ import { cachedFingerprint } from '../fingerprint.js';
  *                                                  A bucket's counter is its store key itself
  *   reservations  <counter key>:rsv                a charge-mode descriptor's reservations (a Redis hash: request
  *                                                  id fingerprint → state, estimate, time), and
- *                  <counter key>:rsv.exp            their expiries (a sorted set), check-and-incr.lua's
+ *                  <counter key>:rsv.exp            the open ones' expiries, and
+ *                  <counter key>:rsv.done           the ended ones' (refused, settled, forgotten unsettled):
+ *                                                  sorted sets, check-and-incr.lua's (lua/charges.lua)
  *   demand key    <counter key>:rlqs               an RLQS bucket's demand table (a Redis hash: instance
  *                                                  fingerprint → demand and expiry; quota-share.lua). No
  *                                                  unit is named rlqs, so it never meets a window key
@@ -85,8 +87,9 @@ export function windowName(unit: string, multiplier: number, calendar: boolean):
   return `${unit}${multiplier > 1 ? `.x${multiplier}` : ''}${calendar ? '.cal' : ''}`;
 }
 
-/** Where a charge-mode descriptor's reservations are kept (the hash; the sorted set of expiries is
- * `<this>.exp`). No unit is named rsv, so it never meets a window key. */
+/** Where a charge-mode descriptor's reservations are kept (the hash; the sorted sets of expiries are
+ * `<this>.exp`, open ones, and `<this>.done`, ended ones). No unit is named rsv, so it never meets a window
+ * key. */
 export function reservationKey(counterKey: string): string {
   return `${counterKey}:rsv`;
 }

@@ -55,6 +55,9 @@ export interface Decision {
   source: NonNullable<CheckResult['source']> | 'none';
   /** Reservations the store found expired unsettled while deciding (metrics). */
   expired?: number;
+  /** Every limited descriptor settled a reservation (settled, late, unreserved): the call Envoy sends when
+   * the stream is done, whose answer it ignores. Kept out of the 429 counts and the 429 log. */
+  streamEnd?: boolean;
 }
 
 export interface LimiterDeps {
@@ -150,7 +153,14 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
   }
   const decision: Decision = { domain, overLimit: !r.admitted, nowMs: r.nowMs, descriptors: outcomes, retryAfterMs: retry, source: r.source ?? 'store' };
   if (r.expired) decision.expired = r.expired;
+  if (r.reservations && outcomes.every(settles)) decision.streamEnd = true;
   return decision;
+}
+
+/** A descriptor of a stream-end call: nothing limits it, or it settled a reservation. */
+function settles(o: DescriptorOutcome): boolean {
+  const e = o.reservation?.event;
+  return o.windows.length === 0 || e === 'settled' || e === 'late' || e === 'unreserved';
 }
 
 /** A charge-mode window's part of its descriptor's outcome: what was charged, the debt past the limit, and
@@ -158,7 +168,10 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
 function noteCharge(o: DescriptorOutcome, c: CounterCheck, prev: number, curr: number, counted: number, r: CheckResult): void {
   const reservation = r.reservations?.[c.group];
   if (reservation) o.reservation = reservation;
-  if (c.hits > 0 && (reservation === undefined || reservation.event === 'settled')) o.charged = Math.max(o.charged ?? -Infinity, counted);
+  // What the work cost: a plain charge's hits; a settlement's own hits (what it counted is only the
+  // difference to its estimate, which was counted when reserved).
+  if (c.hits > 0 && reservation === undefined) o.charged = Math.max(o.charged ?? -Infinity, counted);
+  else if (reservation?.event === 'settled' || reservation?.event === 'unreserved') o.charged = c.hits;
   const after =
     c.burst > 0
       ? Math.max(0, curr + counted * c.windowMs) / c.windowMs - c.burst

@@ -186,14 +186,15 @@ function reservationPlan(
   if (!last || !domain.reservationKeys.has(last.key)) return undefined;
   const entries = d.entries.slice(0, -1);
   const rule = matchRule(domain, entries);
-  if (!rule || rule.reservationKey !== last.key || rule.unlimited) return undefined;
+  const settles = rule !== undefined && rule.settlementKey === last.key;
+  if (!rule || (rule.reservationKey !== last.key && !settles) || rule.unlimited) return undefined;
   if (Buffer.byteLength(last.value) > MAX_RESERVATION_ID_BYTES) {
     throw new InvalidRequestError(`the reservation id (entry ${d.entries.length - 1}) is longer than ${MAX_RESERVATION_ID_BYTES} bytes`);
   }
   if (steps) matchRule(domain, entries, steps);
   const key = counterKey(rule.counterId, rule.variable, entries);
   const mode = modesOf(rule, false, ctx);
-  mode.reservation = { key: reservationKey(key), id: fingerprint(last.value), ttlMs: rule.reservationTtlMs };
+  mode.reservation = { key: reservationKey(key), id: fingerprint(last.value), ttlMs: rule.reservationTtlMs, settles };
   const client = rule.tierLimits.size > 0 ? tokenFingerprint(domain, entries) : undefined;
   return rulePlan(rule, client, key, hits, mode, ctx.tiers);
 }

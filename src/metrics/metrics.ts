@@ -47,7 +47,7 @@ export class Metrics {
   private readonly nearRatio: number;
   private readonly byRule = new WeakMap<Rule, RuleChildren>();
   private readonly unmatched = new Map<string, RuleChildren>();
-  private readonly requestsByDomain = new Map<string, [Child, Child]>();
+  private readonly requestsByDomain = new Map<string, Child[]>();
 
   // The metrics every decision touches: observed without allocating (series.ts).
   readonly requests = new FastCounter('tollgate_requests_total', 'ShouldRateLimit calls answered, by domain and overall result', this.registry);
@@ -75,7 +75,7 @@ export class Metrics {
   readonly reservations = new FastCounter(
     'tollgate_reservations_total',
     'Reservations by rule and event: made, refused (did not fit), settled, late (settled after a refusal or twice: nothing counted), ' +
-      'full (the bound of open reservations)',
+      'full (the bound of open reservations), unreserved (a settlement that found none: charged in full)',
     this.registry,
   );
   readonly reservationsExpired = new Counter({
@@ -285,7 +285,7 @@ export class Metrics {
   /** Records one answered call. Children are cached per rule, so the hot path builds no label strings. */
   observe(domainName: string, d: Decision, seconds: number): void {
     this.latencySeries.observe(seconds);
-    this.requestChildren(d.domain ? domainName : UNKNOWN_DOMAIN)[d.overLimit ? 1 : 0].inc();
+    this.requestChildren(d.domain ? domainName : UNKNOWN_DOMAIN)[d.streamEnd ? 2 : d.overLimit ? 1 : 0]!.inc();
     if (!d.domain) return;
     if (d.expired) this.reservationsExpired.inc(d.expired);
     const source = SOURCES.indexOf(d.source);
@@ -326,10 +326,10 @@ export class Metrics {
     return made;
   }
 
-  private requestChildren(domain: string): [Child, Child] {
+  private requestChildren(domain: string): Child[] {
     let pair = this.requestsByDomain.get(domain);
     if (!pair) {
-      pair = [this.requests.labels({ domain, result: 'ok' }), this.requests.labels({ domain, result: 'over_limit' })];
+      pair = (['ok', 'over_limit', 'stream_end'] as const).map((result) => this.requests.labels({ domain, result }));
       this.requestsByDomain.set(domain, pair);
     }
     return pair;

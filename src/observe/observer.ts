@@ -58,7 +58,7 @@ class Observed implements ObservedCall {
    * most decisions end an unrecorded span and nothing more. */
   decided(input: DecisionInput, decision: Decision): void {
     const recording = this.span?.isRecording() ?? false;
-    const logged = this.log?.wants(decision.overLimit) ?? false;
+    const logged = this.log?.wants(decision.overLimit && !decision.streamEnd) ?? false;
     const summary = recording || logged ? summarize(input, decision) : undefined;
     if (this.span) {
       if (summary && recording) this.tracing!.endDecision(this.span, this.kind, summary);

@@ -109,6 +109,14 @@ function flagValues(args: string[]): Record<string, string | undefined> {
   return parseArgs({ args, strict: true, allowPositionals: false, options }).values;
 }
 
+/** Configs from xDS are made for envoyproxy/ratelimit (Envoy Gateway's): unless told, its default applies
+ * (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false), and every hit is counted past the limit, so AI Gateway's
+ * token costs are charged as there. A config directory keeps Tollgate's default (true). */
+function countPastLimit(values: Record<string, unknown>, env: NodeJS.ProcessEnv, fromXds: boolean, flag: (n: OptionName) => boolean): boolean {
+  const told = values['stop-increment-when-over-limit'] !== undefined || !!env.STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT;
+  return told ? !flag('stop-increment-when-over-limit') : fromXds;
+}
+
 export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
   const values = flagValues(args);
   const setting = settingsReader(values, env);
@@ -139,7 +147,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     localCache: flag('local-cache'),
     shadowMode: flag('shadow-mode'),
     quotaMode: flag('quota-mode'),
-    countPastLimit: !flag('stop-increment-when-over-limit'),
+    countPastLimit: countPastLimit(values, env, fromXds, flag),
     responseDynamicMetadata: flag('response-dynamic-metadata'),
     mergeDomainConfig: flag('merge-domain-config'),
     bounds: {

@@ -55,7 +55,9 @@ export const SERVE_OPTIONS = {
   'stop-increment-when-over-limit': {
     env: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
     default: 'true',
-    help: 'false: every hit is counted, past the limit too, as envoyproxy/ratelimit counts by default (every descriptor in charge_mode)',
+    help:
+      'false: every hit is counted, past the limit too, as envoyproxy/ratelimit counts by default (every descriptor in charge_mode); ' +
+      'unset, false with --config-type grpc_xds_sotw',
   },
   'response-dynamic-metadata': {
     env: 'RESPONSE_DYNAMIC_METADATA',

@@ -10,17 +10,22 @@ import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
  *   charge     charge_mode and hits > 0: counted in full whatever the answer; over when it went past the limit
  *   reserve    a request id seen for the first time: its hits reserved like a normal request's (all or
  *              nothing), remembered as made, or as refused when they were not counted
- *   settle     the id of a reservation made: the difference to its estimate counted like a charge, in the
- *              window it was reserved in; a window that has turned since keeps the estimate and takes only
- *              what exceeds it (what it gave back would be taken from a window that never held it)
+ *   settle     the id of a reservation made (open, or forgotten unsettled while its record is kept): the
+ *              difference to its estimate counted like a charge, in the window it was reserved in; a window
+ *              that has turned since keeps the estimate and takes only what exceeds it (what it gave back
+ *              would be taken from a window that never held it)
+ *   unreserved a settlement (settlement_key) that finds no record: the request phase never reached the store,
+ *              or its record is gone; charged in full, remembered as settled so it counts once
  *   late       the id of a reservation refused or settled: nothing counted, answered as a check (a request
  *              refused costs nothing; a settlement sent twice counts once)
- *   full       a new id where the store holds as many reservations as it may: refused, nothing counted */
+ *   full       a new id where the counter (or the store) holds as many open reservations as it may:
+ *              refused, nothing counted. Ended records (refused, settled, forgotten) never make a counter
+ *              full: they are kept within bounds of their own, the oldest dropped first. */
 
 /** What a store holds for a request id. */
-export type Held = { state: 'reserved'; estimate: number; atMs: number } | { state: 'refused' | 'settled' } | undefined;
+export type Held = { state: 'reserved' | 'expired'; estimate: number; atMs: number } | { state: 'refused' | 'settled' } | undefined;
 
-type Kind = 'normal' | 'charge' | 'reserve' | 'settle' | 'late' | 'full';
+type Kind = 'normal' | 'charge' | 'reserve' | 'settle' | 'unreserved' | 'late' | 'full';
 
 export interface ChargeDecision {
   admitted: boolean;
@@ -55,7 +60,7 @@ export function decideCharges(
     const ask = kind === 'settle' ? settlement(c, records[c.group] as { estimate: number; atMs: number }, nowMs) : kind === 'late' ? 0 : c.hits;
     asks[i] = ask;
     // A charge or settlement is over when it took the window past its limit; anything else asks for room.
-    over[i] = kind === 'full' || exceeds(c, used[i]!, kind === 'charge' || kind === 'settle' ? ask : Math.max(ask, 1));
+    over[i] = kind === 'full' || exceeds(c, used[i]!, charges(kind) ? ask : Math.max(ask, 1));
   }
   const { admitted, groupOver } = settle(checks, over);
   const counted = new Array<number>(n);
@@ -64,16 +69,21 @@ export function decideCharges(
     const c = checks[i]!;
     const kind = kinds[c.group]!;
     const room = admitted && !groupOver[c.group];
-    counted[i] = kind === 'charge' || kind === 'settle' ? asks[i]! : (kind === 'normal' || kind === 'reserve') && room ? c.hits : 0;
+    counted[i] = charges(kind) ? asks[i]! : (kind === 'normal' || kind === 'reserve') && room ? c.hits : 0;
     if (c.reservation && reservations[c.group] === undefined) reservations[c.group] = outcome(kind, room, c, records[c.group]);
   }
   return { admitted, over, counted, reservations };
 }
 
+/** Kinds counted whatever the answer. */
+function charges(kind: Kind): boolean {
+  return kind === 'charge' || kind === 'settle' || kind === 'unreserved';
+}
+
 function kindOf(c: CounterCheck, record: Held, full: (c: CounterCheck) => boolean): Kind {
   if (c.reservation) {
-    if (record === undefined) return full(c) ? 'full' : 'reserve';
-    return record.state === 'reserved' ? 'settle' : 'late';
+    if (record === undefined) return c.reservation.settles ? 'unreserved' : full(c) ? 'full' : 'reserve';
+    return record.state === 'reserved' || record.state === 'expired' ? 'settle' : 'late';
   }
   return c.charge && c.hits > 0 ? 'charge' : 'normal';
 }
@@ -94,5 +104,5 @@ function exceeds(c: CounterCheck, used: number, n: number): boolean {
 function outcome(kind: Kind, room: boolean, c: CounterCheck, record: Held): ReservationOutcome {
   if (kind === 'reserve') return room ? { event: 'made', estimate: c.hits } : { event: 'refused', estimate: 0 };
   if (kind === 'settle') return { event: 'settled', estimate: (record as { estimate: number }).estimate };
-  return { event: kind === 'full' ? 'full' : 'late', estimate: 0 };
+  return { event: kind === 'full' ? 'full' : kind === 'unreserved' ? 'unreserved' : 'late', estimate: 0 };
 }

@@ -1,67 +1,134 @@
 import type { Held } from './charge-rules.js';
 import type { CounterCheck, ReservationOutcome } from './store.js';
 
-/** Most open reservations on one counter, in every store: a flood of invented request ids fills one
- * counter's table and is refused there, never the memory of the process or of Redis. */
+/** Most open reservations on one counter, in every store: a flood of invented request ids that fit the
+ * budget fills one counter's table and is refused there, never the memory of the process or of Redis. Only
+ * open reservations count: a busy counter's settled and refused records never refuse a new one. */
 export const MAX_RESERVATIONS_PER_COUNTER = 10_000;
+
+/** Most ended records (refused, settled, forgotten unsettled) kept on one counter, in every store: past it
+ * the oldest is dropped. They only make a replayed settlement count once, so dropping one refuses nothing: a
+ * settlement that then finds no record is a plain charge (settlement_key) or a new reservation. */
+export const MAX_ENDED_PER_COUNTER = 1_000;
 
 interface Record {
   held: NonNullable<Held>;
-  /** When it is forgotten (ms). */
+  /** When it ends (open) or is forgotten (ended), in ms. */
   expiresAtMs: number;
+  ttlMs: number;
 }
 
-/** The memory store's reservations: per counter, request id fingerprint → record, with an expiry index by
- * second (as the store's own), so forgetting costs what expired. Bounded per counter and in all. */
+type Table = Map<string, Map<string, Record>>;
+
+/** The memory store's reservations: per counter, request id fingerprint → record, open and ended apart, with
+ * an expiry index by second (as the store's own), so forgetting costs what expired. Open ones are bounded per
+ * counter and in all (a bound refuses a new reservation); ended ones per counter and in all (a bound drops
+ * the oldest of the counter, or keeps no record when the store holds as many as it may). */
 export class MemoryReservations {
-  private readonly byCounter = new Map<string, Map<string, Record>>();
+  private readonly open: Table = new Map();
+  private readonly ended: Table = new Map();
   private readonly expiries = new Map<number, Set<string>>();
-  private total = 0;
+  private openTotal = 0;
+  private endedTotal = 0;
   /** Reservations forgotten unsettled since the last take. */
   private expired = 0;
   private nextSweepMs = 0;
 
-  constructor(private readonly maxTotal: number) {}
+  constructor(
+    private readonly maxOpen: number,
+    private readonly maxEnded = Math.max(1, Math.floor(maxOpen / 4)),
+  ) {}
 
   get size(): number {
-    return this.total;
+    return this.openTotal + this.endedTotal;
   }
 
   held(c: CounterCheck, nowMs: number): Held {
-    const r = this.byCounter.get(c.reservation!.key)?.get(c.reservation!.id);
-    return r && r.expiresAtMs > nowMs ? r.held : undefined;
+    const { key, id } = c.reservation!;
+    const o = this.open.get(key)?.get(id);
+    if (o) return o.expiresAtMs > nowMs ? o.held : { ...(o.held as { estimate: number; atMs: number }), state: 'expired' };
+    const e = this.ended.get(key)?.get(id);
+    return e && e.expiresAtMs > nowMs ? e.held : undefined;
   }
 
-  /** Whether one more may be made on this counter, and in all (what has expired is forgotten first). */
+  /** Whether one more may be opened on this counter, and in all (what has expired is forgotten first). */
   full(c: CounterCheck, nowMs: number): boolean {
-    const at = (): boolean => this.total >= this.maxTotal || (this.byCounter.get(c.reservation!.key)?.size ?? 0) >= MAX_RESERVATIONS_PER_COUNTER;
+    const at = (): boolean => this.openTotal >= this.maxOpen || (this.open.get(c.reservation!.key)?.size ?? 0) >= MAX_RESERVATIONS_PER_COUNTER;
     if (!at()) return false;
     this.sweep(nowMs, true);
     return at();
   }
 
-  /** Records what a decision did with a reservation: made and refused are new records, settled replaces
-   * one, keeping its expiry. */
+  /** Records what a decision did with a reservation: made opens one; refused, settled and unreserved end it
+   * (an unreserved settlement is remembered as settled, so it counts once). */
   record(c: CounterCheck, o: ReservationOutcome, nowMs: number): void {
     const { key, id, ttlMs } = c.reservation!;
-    let table = this.byCounter.get(key);
-    const old = table?.get(id);
-    if (o.event === 'settled' && old) {
-      old.held = { state: 'settled' };
+    if (o.event === 'late' || o.event === 'full') return;
+    this.drop(this.open, key, id);
+    this.drop(this.ended, key, id);
+    if (o.event === 'made') {
+      this.put(this.open, key, id, { held: { state: 'reserved', estimate: o.estimate, atMs: nowMs }, expiresAtMs: nowMs + ttlMs, ttlMs });
+    } else {
+      this.end(key, id, { held: { state: o.event === 'refused' ? 'refused' : 'settled' }, expiresAtMs: nowMs + ttlMs, ttlMs });
+    }
+  }
+
+  /** Ends open reservations and forgets ended records that have expired by `nowMs` (at most once a second
+   * unless `force`); returns how many were left unsettled since the last call. */
+  sweep(nowMs: number, force = false): number {
+    if (nowMs < this.nextSweepMs && !force) return this.take();
+    this.nextSweepMs = nowMs + 1000;
+    const now = Math.ceil(nowMs / 1000);
+    for (const [second, entries] of this.expiries) {
+      if (second > now) continue;
+      this.expiries.delete(second);
+      for (const entry of entries) this.expire(entry, nowMs);
+    }
+    return this.take();
+  }
+
+  clear(): void {
+    this.open.clear();
+    this.ended.clear();
+    this.expiries.clear();
+    this.openTotal = 0;
+    this.endedTotal = 0;
+  }
+
+  /** An open reservation past its ttl ends unsettled, charged at its estimate, its record kept one more ttl
+   * so a late settlement is netted against it; an ended record past its time is forgotten. */
+  private expire(entry: string, nowMs: number): void {
+    const cut = entry.indexOf('\n');
+    const key = entry.slice(0, cut);
+    const id = entry.slice(cut + 1);
+    const o = this.open.get(key)?.get(id);
+    if (o && o.expiresAtMs <= nowMs) {
+      this.drop(this.open, key, id);
+      this.expired++;
+      const held = { ...(o.held as { estimate: number; atMs: number }), state: 'expired' as const };
+      this.end(key, id, { held, expiresAtMs: o.expiresAtMs + o.ttlMs, ttlMs: o.ttlMs });
       return;
     }
-    if (o.event !== 'made' && o.event !== 'refused') return;
+    const e = this.ended.get(key)?.get(id);
+    if (e && e.expiresAtMs <= nowMs) this.drop(this.ended, key, id);
+  }
+
+  private end(key: string, id: string, r: Record): void {
+    const table = this.ended.get(key);
+    if (table && table.size >= MAX_ENDED_PER_COUNTER) this.drop(this.ended, key, table.keys().next().value!);
+    if (this.endedTotal >= this.maxEnded) return;
+    this.put(this.ended, key, id, r);
+  }
+
+  private put(tables: Table, key: string, id: string, r: Record): void {
+    let table = tables.get(key);
     if (!table) {
       table = new Map();
-      this.byCounter.set(key, table);
+      tables.set(key, table);
     }
-    if (old) this.forget(key, id, old, old.expiresAtMs <= nowMs); // an expired record still in place
-    const r: Record = {
-      held: o.event === 'made' ? { state: 'reserved', estimate: o.estimate, atMs: nowMs } : { state: 'refused' },
-      expiresAtMs: nowMs + ttlMs,
-    };
     table.set(id, r);
-    this.total++;
+    if (tables === this.open) this.openTotal++;
+    else this.endedTotal++;
     const second = Math.ceil(r.expiresAtMs / 1000);
     const bucket = this.expiries.get(second);
     const entry = `${key}\n${id}`;
@@ -69,41 +136,23 @@ export class MemoryReservations {
     else this.expiries.set(second, new Set([entry]));
   }
 
-  /** Forgets what has expired by `nowMs` (at most once a second unless `force`); returns how many were left
-   * unsettled since the last call. */
-  sweep(nowMs: number, force = false): number {
-    if (nowMs < this.nextSweepMs && !force) return this.take();
-    this.nextSweepMs = nowMs + 1000;
-    const now = Math.ceil(nowMs / 1000);
-    for (const [second, entries] of this.expiries) {
-      if (second > now) continue;
-      for (const entry of entries) {
-        const [key, id] = entry.split('\n') as [string, string];
-        const r = this.byCounter.get(key)?.get(id);
-        if (r && r.expiresAtMs <= nowMs) this.forget(key, id, r, true);
-      }
-      this.expiries.delete(second);
-    }
-    return this.take();
+  /** Removes a record and its expiry entry (so what is dropped before its time holds nothing either). */
+  private drop(tables: Table, key: string, id: string): void {
+    const table = tables.get(key);
+    const r = table?.get(id);
+    if (!table || !r) return;
+    table.delete(id);
+    if (table.size === 0) tables.delete(key);
+    if (tables === this.open) this.openTotal--;
+    else this.endedTotal--;
+    const second = Math.ceil(r.expiresAtMs / 1000);
+    const bucket = this.expiries.get(second);
+    if (bucket?.delete(`${key}\n${id}`) && bucket.size === 0) this.expiries.delete(second);
   }
 
   private take(): number {
     const n = this.expired;
     this.expired = 0;
     return n;
-  }
-
-  clear(): void {
-    this.byCounter.clear();
-    this.expiries.clear();
-    this.total = 0;
-  }
-
-  private forget(key: string, id: string, r: Record, counted: boolean): void {
-    const table = this.byCounter.get(key)!;
-    table.delete(id);
-    if (table.size === 0) this.byCounter.delete(key);
-    this.total--;
-    if (counted && r.held.state === 'reserved') this.expired++;
   }
 }

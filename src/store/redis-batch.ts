@@ -5,7 +5,7 @@ import {
   type BatchTracer,
   type CheckResult,
   type CounterCheck,
-  type ReservationEvent,
+  RESERVATION_EVENTS,
   type ReservationOutcome,
   settle,
   type TraceLink,
@@ -40,9 +40,6 @@ function reservationsOf(checks: readonly CounterCheck[]): CounterCheck[] {
   return out;
 }
 
-/** The script's reservation events, by number. */
-const EVENTS: readonly ReservationEvent[] = ['made', 'refused', 'settled', 'late', 'full'];
-
 /** KEYS (every window's store key, in order) and ARGV (the clock, the shapes, then per request its mode, its
  * window count and per window its shape and, unless plain, its group) of one script call. */
 export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs: number): { keys: string[]; args: (string | number)[] } {
@@ -63,8 +60,8 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
     tail.push(reservations.length);
     for (const c of reservations) {
       const r = c.reservation!;
-      keys.push(storeKey(keyPrefix, r.key), storeKey(keyPrefix, `${r.key}.exp`));
-      tail.push(c.group, r.id, r.ttlMs);
+      keys.push(storeKey(keyPrefix, r.key), storeKey(keyPrefix, `${r.key}.exp`), storeKey(keyPrefix, `${r.key}.done`));
+      tail.push(c.group, r.id, r.ttlMs, r.settles ? 1 : 0);
     }
   }
   const args: (string | number)[] = [nowMs, shapes.length];
@@ -201,7 +198,7 @@ function readCharges(checks: readonly CounterCheck[], reply: (number | string)[]
   result.counted = checks.map(() => reply[at++] as number);
   const reservations: (ReservationOutcome | undefined)[] = [];
   for (const c of reservationsOf(checks)) {
-    reservations[c.group] = { event: EVENTS[(reply[at++] as number) - 1]!, estimate: reply[at++] as number };
+    reservations[c.group] = { event: RESERVATION_EVENTS[(reply[at++] as number) - 1]!, estimate: reply[at++] as number };
   }
   result.reservations = reservations;
   result.expired = reply[at++] as number;

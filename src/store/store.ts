@@ -40,12 +40,20 @@ export interface Reservation {
   /** The fingerprint of the request id. */
   id: string;
   ttlMs: number;
+  /** Named by the rule's settlement_key: the stream's end, never a reservation. With no reservation to settle
+   * (never made, or forgotten), it is a plain charge; recorded as settled, so it counts once. */
+  settles?: boolean;
 }
 
 /** What became of a request's reservation: made (its hits reserved), refused (they did not fit: nothing
- * reserved), settled, late (a settlement after the reservation was refused or settled: nothing counted), full
- * (the store's bound on open reservations was reached: refused like one that does not fit). */
-export type ReservationEvent = 'made' | 'refused' | 'settled' | 'late' | 'full';
+ * reserved), settled (an open reservation, or one forgotten unsettled whose record is still kept), late (a
+ * settlement after the reservation was refused or settled: nothing counted), full (the store's bound on open
+ * reservations was reached: refused like one that does not fit), unreserved (a settlement that found no
+ * reservation: charged in full). */
+export type ReservationEvent = 'made' | 'refused' | 'settled' | 'late' | 'full' | 'unreserved';
+
+/** The events in the order check-and-incr.lua numbers them (1 = made). */
+export const RESERVATION_EVENTS: readonly ReservationEvent[] = ['made', 'refused', 'settled', 'late', 'full', 'unreserved'];
 
 export interface ReservationOutcome {
   event: ReservationEvent;

@@ -67,3 +67,41 @@ export function sharedRequest(ip: string): RlsRequest {
     ],
   };
 }
+
+/** AI Gateway's token limits (its examples/token_ratelimit/token_ratelimit.yaml: rules per `x-user-id`, each
+ * `cost.request: {from: Number, number: 0}` and `cost.response` from `io.envoy.ai_gateway` metadata), two of
+ * its rules (total tokens, 1,000 an hour; output tokens, 100,000 an hour), as Envoy Gateway translates a
+ * Gateway-targeted BackendTrafficPolicy for one route: the route's descriptor, a rule's under it. */
+export const AI_DOMAIN = 'default/envoy-ai-gateway-token-ratelimit/http';
+const AI_ROUTE = 'httproute/default/envoy-ai-gateway-token-ratelimit/rule/0/match/0/*';
+export const aiGatewayConfig = (): EgConfig => ({
+  name: AI_DOMAIN,
+  domain: AI_DOMAIN,
+  descriptors: [
+    {
+      key: AI_ROUTE,
+      value: AI_ROUTE,
+      rate_limit: null,
+      descriptors: [1000, 100_000].map((requests_per_unit, i) => ({
+        key: `rule-${i}-match-0`,
+        value: '',
+        rate_limit: { requests_per_unit, unit: 'HOUR', unlimited: false, name: '', replaces: [] },
+        descriptors: [],
+      })),
+    },
+  ],
+});
+
+/** Envoy's call for one turn of a user: at the request (each rule's `hits_addend` 0, a check), or when the
+ * stream is done (each rule's own metadata: total, then output tokens). Both rules' descriptors are the same
+ * entries (buildRouteRateLimits copies the rule with apply_on_stream_done). */
+export function aiTurn(user: string, costs?: [total: number, output: number]): RlsRequest {
+  const rule = (i: number) => ({
+    entries: [
+      { key: AI_ROUTE, value: AI_ROUTE },
+      { key: `rule-${i}-match-0`, value: user },
+    ],
+    hits_addend: { value: costs ? costs[i]! : 0 },
+  });
+  return { domain: AI_DOMAIN, descriptors: [rule(0), rule(1)] };
+}

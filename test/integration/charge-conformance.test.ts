@@ -140,15 +140,21 @@ describe.each(stores)('charges and reservations: %s', (_name, make) => {
     );
   });
 
-  it('an unsettled reservation expires after its ttl and stays charged at its estimate', async () => {
+  it('an unsettled reservation expires after its ttl, charged at its estimate until a late settlement nets it', async () => {
     const clock = new ManualClock(T0);
     const store = await make(clock);
     await store.check([budget({ hits: 100, reservation: reservation('gone', 5000) })]);
     clock.set(T0 + 6000);
-    // The id is new again: this call reserves, and the store says one expired unsettled.
+    // Forgotten unsettled (the store says so), its record kept one more ttl: a stream that outlived the ttl
+    // settles against it (10 tokens, not estimate plus tokens).
     const r = await store.check([budget({ hits: 10, reservation: reservation('gone', 5000) })]);
-    expect([r.reservations?.[0]?.event, r.expired]).toEqual(['made', 1]);
-    expect(await used(store, budget())).toBe(110);
+    expect([r.reservations?.[0]?.event, r.counted, r.expired]).toEqual(['settled', [-90], 1]);
+    expect(await used(store, budget())).toBe(10);
+    // Past its second ttl nothing is kept: the id is new again.
+    clock.set(T0 + 12_000);
+    await store.check([budget({ hits: 7, reservation: reservation('unsettled', 5000) })]);
+    clock.set(T0 + 30_000);
+    expect((await store.check([budget({ hits: 5, reservation: reservation('unsettled', 5000) })])).reservations?.[0]?.event).toBe('made');
   });
 });
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdsServer } from '../helpers/ads-server.js';
-import { deploymentEnv, egResources, LISTENER_DOMAIN, SHARED_DOMAIN, sharedRequest, userRequest } from '../helpers/envoy-gateway.js';
+import { aiGatewayConfig, aiTurn, deploymentEnv, egResources, LISTENER_DOMAIN, SHARED_DOMAIN, sharedRequest, userRequest } from '../helpers/envoy-gateway.js';
 import { clientView, nameCounts } from '../helpers/envoy-headers.js';
 import { metric, parseMetrics } from '../helpers/metrics.js';
 import { type Daemon, freePort, runCli, startCli } from '../helpers/process.js';
@@ -138,6 +138,38 @@ describe("Tollgate with Envoy Gateway's rate-limit Deployment", () => {
     expect(nameCounts(view)).toEqual({ 'x-ratelimit-limit': 1, 'x-ratelimit-remaining': 1, 'x-ratelimit-reset': 1 });
     expect(view.headers[0]).toEqual(['x-ratelimit-limit', '3, 3;w=60']);
     expect(Number(view.headers[2]![1])).toBeLessThanOrEqual(60);
+  });
+
+  it("AI Gateway's token limits admit what envoyproxy/ratelimit admits: every token charged, past the limit and beside a refusal", async () => {
+    ads.push('v2', [...egResources(), { config: aiGatewayConfig() as unknown as Record<string, unknown> }]);
+    const envoy = rls(true);
+    await within(
+      10_000,
+      () =>
+        envoy.call(aiTurn('probe')).then(
+          () => true,
+          () => false,
+        ),
+      'the AI Gateway config applied',
+    );
+    // Each turn: the request's check, then (when admitted) the stream's 646 tokens, 546 of them output.
+    // envoyproxy/ratelimit (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset under Envoy Gateway: false) counts
+    // every hit: 646, then 1,292 past 1,000, and checks are refused from the third turn.
+    const admitted: number[] = [];
+    let last: RlsResponse | undefined;
+    for (let turn = 1; turn <= 20; turn++) {
+      last = await envoy.call(aiTurn('tenant-a'));
+      if (last.overall_code !== 'OK') continue;
+      admitted.push(turn);
+      await envoy.call(aiTurn('tenant-a', [646, 546]));
+    }
+    expect(admitted).toEqual([1, 2]);
+    // The output tokens of the charge that took the total past its limit are counted too (100,000 − 1,092).
+    expect(last!.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
+      ['OVER_LIMIT', 0],
+      ['OK', 98_908],
+    ]);
+    expect(clientView(last!).headers.find(([n]) => n === 'x-ratelimit-remaining')?.[1]).toBe('0');
   });
 
   it('/metrics on PROMETHEUS_ADDR (and nothing else there)', async () => {

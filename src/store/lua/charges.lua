@@ -26,44 +26,87 @@ local function write_delta(j, w, curr, d)
   call('PEXPIRE', n, ends - now + 1000)
 end
 
--- A reservation's record: what src/store/memory-reservations.ts keeps, with the same bound per counter.
+-- A reservation's records: what src/store/memory-reservations.ts keeps, with the same bounds per counter. The
+-- hash holds every record (id -> "r <estimate> <ms reserved>" open, "e <estimate> <ms reserved>" ended
+-- unsettled, "x" refused, "s" settled); x.exp the open ones by expiry, x.done the ended ones by when they are
+-- forgotten. Only open ones make a counter full; ended ones are kept at most MAX_ENDED, the soonest
+-- forgotten dropped first, and never refuse anything.
 local MAX_RESERVATIONS_PER_COUNTER = 10000
--- Forgets at most PURGE expired records a call, so a call's work stays bounded whatever expired at once.
+local MAX_ENDED_PER_COUNTER = 1000
+-- Ends or forgets at most PURGE records of each kind a call, so a call's work stays bounded whatever expired.
 local PURGE = 100
 
--- Reads reservation x's record into x.kind (reserve, settle, late or full; x.est and x.at for settle), after
--- forgetting what has expired (count_it only); returns how many of those were unsettled.
-local function look_up(x, count_it)
-  local expired = 0
-  local gone = call('ZRANGEBYSCORE', x.exp, '-inf', now, 'LIMIT', 0, PURGE)
-  for _, id in ipairs(gone) do
-    local v = call('HGET', x.hash, id)
-    if v and string.sub(v, 1, 1) == 'r' then expired = expired + 1 end
-    if count_it then
-      call('HDEL', x.hash, id)
-      call('ZREM', x.exp, id)
-    end
-  end
-  local v = call('HGET', x.hash, x.id)
-  local at = v and call('ZSCORE', x.exp, x.id)
-  if not v or not at or tonumber(at) <= now then
-    if call('ZCARD', x.exp) >= MAX_RESERVATIONS_PER_COUNTER then x.kind = 'full' else x.kind = 'reserve' end
-  elseif string.sub(v, 1, 1) == 'r' then
-    local est, t = string.match(v, '^r (%d+) (%d+)$')
-    if not est then error({ err = 'WRONGTYPE reservation value is not one' }) end
-    x.kind, x.est, x.at = 'settle', tonumber(est), tonumber(t)
-  else
-    x.kind = 'late'
-  end
-  if count_it then return expired end
-  return 0
+-- Every key of a reservation lives as long as its longest record can: an open one's ttl, then as ended.
+local function keep(x)
+  local ms = 2 * x.ttl + 1000
+  call('PEXPIRE', x.hash, ms)
+  call('PEXPIRE', x.exp, ms)
+  call('PEXPIRE', x.done, ms)
 end
 
-local function remember(x, v)
-  call('HSET', x.hash, x.id, v)
-  call('ZADD', x.exp, now + x.ttl, x.id)
-  call('PEXPIRE', x.hash, x.ttl + 1000)
-  call('PEXPIRE', x.exp, x.ttl + 1000)
+-- Makes id's record the ended value v, forgotten at until_ms; the counter's oldest ended one goes first when
+-- it holds MAX_ENDED_PER_COUNTER.
+local function end_record(x, id, v, until_ms)
+  call('ZREM', x.exp, id)
+  call('ZREM', x.done, id)
+  if call('ZCARD', x.done) >= MAX_ENDED_PER_COUNTER then
+    local oldest = call('ZRANGE', x.done, 0, 0)[1]
+    call('ZREM', x.done, oldest)
+    call('HDEL', x.hash, oldest)
+  end
+  call('HSET', x.hash, id, v)
+  call('ZADD', x.done, until_ms, id)
+end
+
+-- Open reservations past their ttl end unsettled (charged at their estimate, their record kept one more ttl
+-- so a late settlement is netted against it); ended records past their time are forgotten. Returns how many
+-- ended unsettled.
+local function purge(x)
+  local expired = 0
+  local due = call('ZRANGEBYSCORE', x.exp, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PURGE)
+  for i = 1, #due, 2 do
+    local id = due[i]
+    local v = call('HGET', x.hash, id) or 'x'
+    if string.sub(v, 1, 1) == 'r' then
+      expired = expired + 1
+      v = 'e' .. string.sub(v, 2)
+    end
+    end_record(x, id, v, tonumber(due[i + 1]) + x.ttl)
+  end
+  local gone = call('ZRANGEBYSCORE', x.done, '-inf', now, 'LIMIT', 0, PURGE)
+  for _, id in ipairs(gone) do
+    call('ZREM', x.done, id)
+    call('HDEL', x.hash, id)
+  end
+  return expired
+end
+
+-- Reads reservation x's record into x.kind (reserve, settle, unreserved, late or full; x.est and x.at for
+-- settle), after ending and forgetting what is due (count_it only); returns how many ended unsettled.
+local function look_up(x, count_it)
+  local expired = 0
+  if count_it then expired = purge(x) end
+  local v = call('HGET', x.hash, x.id)
+  local c = v and string.sub(v, 1, 1)
+  if c == 'x' or c == 's' or c == 'e' then
+    local until_ms = call('ZSCORE', x.done, x.id)
+    if not until_ms or tonumber(until_ms) <= now then c = nil end
+  end
+  if c == 'r' or c == 'e' then
+    -- An open one past its ttl that no purge reached yet (a peek) is settled as the ended one it is.
+    local est, t = string.match(v, '^[re] (%d+) (%d+)$')
+    if not est then error({ err = 'WRONGTYPE reservation value is not one' }) end
+    x.kind, x.est, x.at = 'settle', tonumber(est), tonumber(t)
+  elseif c == 'x' or c == 's' then
+    x.kind = 'late'
+  elseif x.settles then
+    x.kind = 'unreserved'
+  elseif call('ZCARD', x.exp) >= MAX_RESERVATIONS_PER_COUNTER then
+    x.kind = 'full'
+  else
+    x.kind = 'reserve'
+  end
+  return expired
 end
 
 -- Window j of a request with a charge: its kind (normal, charge, or its reservation's), its count before (a
@@ -96,36 +139,40 @@ local function charge_window(j, rsv)
     ask = 0
   end
   local q = ask
-  if kind ~= 'charge' and kind ~= 'settle' then q = max(ask, 1) end
+  if kind ~= 'charge' and kind ~= 'settle' and kind ~= 'unreserved' then q = max(ask, 1) end
   if kind == 'full' then return kind, curr, prev, ask, true end
   if w.burst > 0 then return kind, curr, prev, ask, used + q * w.window > w.burst * w.window end
   return kind, curr, prev, ask, used + q > w.limit
 end
 
--- What becomes of each reservation once the request is decided: made, refused (remembered so its settlement
--- counts nothing), settled, or late and full (nothing written).
+-- What becomes of each reservation once the request is decided: made (open), refused (remembered so its
+-- settlement counts nothing), settled and unreserved (remembered as settled, so a replay counts once), or
+-- late and full (nothing written).
 local function record_reservations(rsv, admitted, count_it)
   for _, x in ipairs(rsv.list) do
     local room = admitted == 1 and not group_over[x.group]
     x.out = 0
     if x.kind == 'reserve' and room then
       x.event, x.out = 'made', x.hits
-      if count_it then remember(x, string.format('r %.0f %.0f', x.hits, now)) end
-    elseif x.kind == 'reserve' then
-      x.event = 'refused'
-      if count_it then remember(x, 'x') end
-    elseif x.kind == 'settle' then
-      x.event, x.out = 'settled', x.est
-      if count_it then call('HSET', x.hash, x.id, 's') end
+      if count_it then
+        call('ZREM', x.done, x.id)
+        call('HSET', x.hash, x.id, string.format('r %.0f %.0f', x.hits, now))
+        call('ZADD', x.exp, now + x.ttl, x.id)
+      end
+    elseif x.kind == 'reserve' or x.kind == 'settle' or x.kind == 'unreserved' then
+      x.event = x.kind == 'reserve' and 'refused' or x.kind == 'settle' and 'settled' or 'unreserved'
+      if x.kind == 'settle' then x.out = x.est end
+      if count_it then end_record(x, x.id, x.kind == 'reserve' and 'x' or 's', now + x.ttl) end
     else
       x.event = x.kind == 'full' and 'full' or 'late'
     end
+    if count_it and x.event ~= 'full' and x.event ~= 'late' then keep(x) end
   end
 end
 
 -- The request's answer: as decide's, then per window what it counted, per reservation its event and estimate,
 -- and how many expired unsettled.
-local EVENTS = { made = 1, refused = 2, settled = 3, late = 4, full = 5 }
+local EVENTS = { made = 1, refused = 2, settled = 3, late = 4, full = 5, unreserved = 6 }
 local function answer_charges(admitted, n, k0, curr, prev, over, counted, rsv, expired)
   o = o + 1
   out[o] = admitted
@@ -176,7 +223,7 @@ local function decide_charges(count_it, n, k0, rsv)
   local counted = {}
   for i = 1, n do
     local kind, c = kinds[i], 0
-    if kind == 'charge' or kind == 'settle' then
+    if kind == 'charge' or kind == 'settle' or kind == 'unreserved' then
       c = asks[i]
     elseif (kind == 'normal' or kind == 'reserve') and admitted == 1 and not group_over[group_of[k0 + i]] then
       c = shape_of[k0 + i].hits

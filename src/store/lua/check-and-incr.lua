@@ -34,16 +34,18 @@
            n      number of windows of this request (its keys are the next n of KEYS)
            then per window, two values: its shape (1-based), and its group (descriptor index); one value,
            its shape, for a plain request
-           r      (not for a plain request) number of reservations; then per reservation three values: its
-                  group, the request id's fingerprint, its ttl in ms; its two keys follow the request's window
-                  keys in KEYS: <counter key>:rsv, a hash (id -> "r <estimate> <ms reserved>", "x" refused,
-                  "s" settled) and <counter key>:rsv.exp, a sorted set (id by expiry ms)
+           r      (not for a plain request) number of reservations; then per reservation four values: its
+                  group, the request id's fingerprint, its ttl in ms, and 1 when it is a settlement (the rule's
+                  settlement_key) else 0; its three keys follow the request's window keys in KEYS:
+                  <counter key>:rsv, a hash (id -> "r <estimate> <ms reserved>" open, "e ..." ended unsettled,
+                  "x" refused, "s" settled), <counter key>:rsv.exp, a sorted set (open ids by expiry ms), and
+                  <counter key>:rsv.done, a sorted set (ended ids by when they are forgotten)
 
   Returns  { now_ms, then per request: admitted (0|1), then per window its count before this request (a
            bucket: its debt now), written -(count + 1) when the window has no room, and for a sliding window
            the previous window's count after it; a request with a charge window then has per window what it
            counted (a settlement's difference may be negative), per reservation its event (1 made, 2 refused,
-           3 settled, 4 late, 5 full) and estimate, and the reservations found expired unsettled }. Counts are
+           3 settled, 4 late, 5 full, 6 unreserved) and estimate, and the reservations found expired unsettled }. Counts are
            whole numbers, so the sign says "no room" without another value. A request whose counters Redis
            refused (a key of another type, or a value that is not a count: WRONGTYPE; out of memory: OOM) has,
            in place of all that, the error's first word as a string: it fails alone, the others of the batch are
@@ -165,13 +167,16 @@ do
       r_rsv[reqs] = rsv
       local r = tonumber(ARGV[a])
       for x = 1, r do
-        local b = a + (x - 1) * 3
-        local one = { group = ARGV[b + 1], id = ARGV[b + 2], ttl = tonumber(ARGV[b + 3]), hash = K[k_at + k + 1], exp = K[k_at + k + 2] }
+        local b = a + (x - 1) * 4
+        local one = {
+          group = ARGV[b + 1], id = ARGV[b + 2], ttl = tonumber(ARGV[b + 3]), settles = ARGV[b + 4] == '1',
+          hash = K[k_at + k + 1], exp = K[k_at + k + 2], done = K[k_at + k + 3],
+        }
         rsv.list[x] = one
         rsv.by_group[one.group] = one
-        k = k + 2
+        k = k + 3
       end
-      a = a + 1 + r * 3
+      a = a + 1 + r * 4
     end
   end
 end
