@@ -254,6 +254,15 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore, r
     {},
     'max',
   );
+  const settlements = stack.policy?.settlements;
+  if (settlements) {
+    metrics.gauge('tollgate_settlements_waiting', 'Stream-end settlements kept while the store does not answer, sent when it does', () => settlements.size);
+    metrics.gauge(
+      'tollgate_settlements_dropped',
+      'Stream-end settlements dropped at a bound of that queue since start (their tokens never counted)',
+      () => settlements.dropped,
+    );
+  }
   metrics.gauge('tollgate_tier_assignments', 'Clients assigned to a tier', () => tiers.count(), {}, 'max'); // shared through Redis
   if (stack.local) {
     const memory = stack.local;

@@ -64,6 +64,8 @@ export interface HeaderSpec {
   /** Which matched window the headers report: the longest (the property API's hourly limit) or the one
    * closest to running out. */
   window: 'longest' | 'tightest';
+  /** What the limits count, as the 429 body's detail says it ("1000000 tokens per hour"). */
+  units: string;
 }
 
 export const DEFAULT_HEADERS: HeaderSpec = {
@@ -72,6 +74,7 @@ export const DEFAULT_HEADERS: HeaderSpec = {
   remaining: 'X-RateLimit-Remaining',
   reset: 'X-RateLimit-Reset',
   window: 'longest',
+  units: 'requests',
 };
 
 export interface DomainSpec {

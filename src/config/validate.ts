@@ -27,7 +27,7 @@ export const DESCRIPTOR_KEYS = [
   'settlement_key',
 ];
 export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
-export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window'];
+export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window', 'units'];
 
 /** Keys accepted for envoyproxy/ratelimit's sake that change nothing in Tollgate: a config using them gets a
  * note (not an error), so nobody expects per-value metrics that never appear. */
@@ -158,7 +158,16 @@ function readHeaders(r: Reader, node: Node | undefined): HeaderSpec | undefined 
     remaining: name('remaining'),
     reset: name('reset'),
     window: r.oneOf(f.get('window'), 'response_headers.window', ['longest', 'tightest'] as const) ?? 'longest',
+    units: readUnits(r, f.get('units')),
   };
+}
+
+/** A word or two for what limits count (the 429 body says it): letters, spaces and hyphens, at most 32. */
+function readUnits(r: Reader, node: Node | undefined): string {
+  const v = r.string(node, 'response_headers.units', { nonEmpty: true });
+  if (v !== undefined && !/^[A-Za-z][A-Za-z -]{0,31}$/.test(v))
+    r.fail(node, 'response_headers.units', 'must be a word or two of letters (tokens, rows), at most 32');
+  return v ?? DEFAULT_HEADERS.units;
 }
 
 function readDescriptorList(r: Reader, node: Node | undefined, path: string, ctx: DescriptorContext): DescriptorSpec[] {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
+import { SettlementQueue } from './settlement-queue.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 /** What a decision does when the shared store cannot answer:
@@ -15,6 +16,8 @@ export class PolicyStore implements Store {
   readonly kind: string;
   /** True while decisions are made with the local fallback counters. */
   inFallback = false;
+  /** Stream-end settlements the store could not take, sent again when it answers (under every policy). */
+  readonly settlements: SettlementQueue;
 
   constructor(
     private readonly inner: Store,
@@ -25,6 +28,7 @@ export class PolicyStore implements Store {
   ) {
     this.kind = inner.kind;
     if (policy === 'local' && !fallback) throw new Error('the local failure policy needs a fallback store');
+    this.settlements = new SettlementQueue(inner);
   }
 
   check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult> {
@@ -52,6 +56,8 @@ export class PolicyStore implements Store {
 
   /** The policy's answer when the store could not give one; rethrows what the policy does not cover. */
   private failed(checks: readonly CounterCheck[], err: unknown): Maybe<CheckResult> {
+    const away = err instanceof StoreUnavailableError && !(err instanceof StoreKeyError);
+    if (away && SettlementQueue.holds(checks)) this.settlements.keep(checks);
     if (!(err instanceof StoreUnavailableError) || this.policy === 'allow') throw err;
     if (this.policy === 'deny') return this.denied(checks);
     // One request refused for its own keys says nothing of the store (the store logs it, rate-limited): no
@@ -80,6 +86,7 @@ export class PolicyStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.settlements.close();
     await this.inner.close();
     await this.fallback?.close();
   }

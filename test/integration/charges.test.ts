@@ -9,6 +9,7 @@ import { noTiers } from '../../src/limiter/plan.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { capturingLogger, configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
 
 // Costs known only when the response is done (issue 37), through the real gRPC server: Envoy's request-phase
 // check (hits_addend 0) and its stream-done charge, reservations by request id, budgets past 2^32, and
@@ -78,6 +79,130 @@ describe('charges behind the service: two replicas on one Redis', () => {
     const keys = await redis.cli('--scan', '--pattern', '*rsv*');
     expect(keys).not.toContain('r1');
     expect(await redis.cli('HEXISTS', keys.split('\n').find((k) => k.endsWith(':rsv'))!, fingerprint('r1'))).toBe('1');
+  });
+});
+
+/** Envoy's two calls for one request of the shipped example (envoy/envoy-llm.yaml): the request phase
+ * reserves an estimate of 2,000 on the month and the hour; the stream's end settles both to its tokens. */
+const requestPhase = (tenant: string, id: string): RlsRequest => ({
+  domain: 'llm',
+  descriptors: [
+    {
+      entries: [
+        { key: 'tenant', value: tenant },
+        { key: 'request_id', value: id },
+      ],
+      hits_addend: { value: 2000 },
+    },
+    {
+      entries: [
+        { key: 'tenant', value: tenant },
+        { key: 'model', value: 'gpt' },
+        { key: 'request_id', value: id },
+      ],
+      hits_addend: { value: 2000 },
+    },
+  ],
+});
+const streamDone = (tenant: string, id: string, tokens: number): RlsRequest => ({
+  domain: 'llm',
+  descriptors: [
+    {
+      entries: [
+        { key: 'tenant', value: tenant },
+        { key: 'settle_id', value: id },
+      ],
+      hits_addend: { value: tokens },
+    },
+    {
+      entries: [
+        { key: 'tenant', value: tenant },
+        { key: 'model', value: 'gpt' },
+        { key: 'settle_id', value: id },
+      ],
+      hits_addend: { value: tokens },
+    },
+  ],
+});
+const remaining = async (s: TestService, req: RlsRequest): Promise<number> => (await s.rls.call(req)).statuses[0]!.limit_remaining;
+
+describe.each(['memory', 'redis'])('the shipped example under 50 concurrent streams: %s', (store) => {
+  let redis: RedisServer | undefined;
+  let a: TestService;
+  let b: TestService;
+  beforeAll(async () => {
+    if (store === 'redis') {
+      redis = await startRedis();
+      const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '1000'];
+      [a, b] = await Promise.all([startTestService({ configDir: dir, args }), startTestService({ configDir: dir, args })]);
+    } else {
+      a = b = await startTestService({ configDir: dir });
+    }
+  });
+  afterAll(async () => {
+    await Promise.all([a?.close(), b === a ? undefined : b?.close()]);
+    await redis?.stop();
+  });
+
+  it('5,000 tokens left in the month: 2 of 50 are admitted, and the month ends over by no more than their excess', async () => {
+    const t = `t-${Math.random()}`;
+    await a.rls.call(month(t, 50_000_000 - 5000));
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 ? a : b).rls.call(requestPhase(t, `r-${i}`))));
+    const admitted = answers.flatMap((r, i) => (r.overall_code === 'OK' ? [i] : []));
+    expect(admitted).toHaveLength(2);
+    // Each admitted response cost 2,400 (400 past its estimate); the refused ones' ends count nothing.
+    await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 ? b : a).rls.call(streamDone(t, `r-${i}`, admitted.includes(i) ? 2400 : 3000))));
+    expect(await remaining(a, month(t, 0))).toBe(5000 - 2 * 2400);
+    expect(await remaining(b, hour(t, 'none', 0))).toBe(1_000_000 - 2 * 2400);
+  });
+
+  it('the hour never overshoots by more than the excess over estimates; its 429 says the hour, in tokens', async () => {
+    const t = `t-${Math.random()}`;
+    const answers = await Promise.all(Array.from({ length: 600 }, (_, i) => (i % 2 ? a : b).rls.call(requestPhase(t, `h-${i}`))));
+    const admitted = answers.flatMap((r, i) => (r.overall_code === 'OK' ? [i] : []));
+    expect(admitted).toHaveLength(500); // 1,000,000 an hour holds 500 estimates of 2,000
+    const refused = answers.find((r) => r.overall_code === 'OVER_LIMIT')!;
+    expect(header(refused, 'X-RateLimit-Limit')).toBe('1000000'); // the tightest window: the hour, not the month
+    expect(JSON.parse(refused.raw_body.toString()).detail).toMatch(/^Rate limit exceeded: 1000000 tokens per hour \(tokens-per-hour\)/);
+    await Promise.all(admitted.map((i) => (i % 2 ? b : a).rls.call(streamDone(t, `h-${i}`, 2100))));
+    const check = await a.rls.call(hour(t, 'none', 0));
+    expect([check.overall_code, header(check, 'X-RateLimit-Remaining')]).toEqual(['OVER_LIMIT', '0']);
+    expect(await remaining(b, month(t, 0))).toBe(50_000_000 - 500 * 2100);
+  });
+
+  it('a stream whose request phase never reached Tollgate is charged in full once; the answer is not a 429 in metrics', async () => {
+    const t = `t-${Math.random()}`;
+    await a.rls.call(streamDone(t, 'lost', 5000));
+    await b.rls.call(streamDone(t, 'lost', 5000)); // a replay counts nothing
+    expect(await remaining(a, month(t, 0))).toBe(50_000_000 - 5000);
+    const { series } = await scrape(a.service.httpPort);
+    expect(metric(series, 'tollgate_reservations_total', { domain: 'llm', rule: 'tenant', event: 'unreserved' })).toBe(1);
+    expect(metric(series, 'tollgate_requests_total', { domain: 'llm', result: 'stream_end' })).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('stream-end settlements while Redis is frozen', () => {
+  it.each(['allow', 'deny'])('are kept and reach the budget once when it answers (policy %s), none twice', async (policy) => {
+    const redis = await startRedis();
+    const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '100', '--redis-failure', policy];
+    const s = await startTestService({ configDir: dir, args });
+    try {
+      const t = `t-${Math.random()}`;
+      for (let i = 0; i < 5; i++) expect((await s.rls.call(requestPhase(t, `f-${i}`))).overall_code).toBe('OK');
+      redis.signal('SIGSTOP');
+      // Envoy's stream-end calls during the freeze: each times out (the answer is ignored by Envoy anyway).
+      await Promise.allSettled(Array.from({ length: 5 }, (_, i) => s.rls.call(streamDone(t, `f-${i}`, 1000))));
+      expect(metric((await scrape(s.service.httpPort)).series, 'tollgate_settlements_waiting')).toBe(5);
+      redis.signal('SIGCONT');
+      await within(10_000, async () => metric((await scrape(s.service.httpPort)).series, 'tollgate_settlements_waiting') === 0, 'the queue sent');
+      // Each of the 5 settled to 1,000 exactly once, whether the woken Redis ran the first call or the retry did.
+      expect(await remaining(s, month(t, 0))).toBe(50_000_000 - 5000);
+      expect(await remaining(s, hour(t, 'none', 0))).toBe(1_000_000 - 5000);
+    } finally {
+      redis.signal('SIGCONT');
+      await s.close();
+      await redis.stop();
+    }
   });
 });
 

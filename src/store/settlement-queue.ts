@@ -1,0 +1,89 @@
+import { StoreKeyError, StoreUnavailableError } from '../errors.js';
+import type { CounterCheck, Store } from './store.js';
+
+/** Most settlements kept while the shared store does not answer, in all and per counter: past either, one
+ * more is dropped (counted), so one tenant's outage traffic never pushes out another's. A settlement's
+ * checks are a few hundred bytes: the whole queue stays under ~5 MiB. */
+export const MAX_WAITING_SETTLEMENTS = 10_000;
+export const MAX_WAITING_PER_COUNTER = 1_000;
+/** How many are sent at once when the store answers again. */
+const SEND_AT_ONCE = 100;
+
+/** Stream-end settlements (a settlement_key's calls) the shared store could not take, frozen or unreachable,
+ * kept and sent again once it answers: Envoy ignores the answer of that call, so without this the tokens it
+ * reports would never reach the budget. Sending one twice is safe: a settlement names its reservation, and
+ * the second finds it settled and counts nothing (a frozen Redis that wakes runs what was sent to it before
+ * the timeout, and then the retry finds it done). Plain charges (no reservation) are not kept: nothing tells
+ * a retry whether a frozen Redis ran the first. */
+export class SettlementQueue {
+  private readonly waiting: CounterCheck[][] = [];
+  private readonly perCounter = new Map<string, number>();
+  /** Settlements dropped at a bound, or refused by the store for their own keys, since start. */
+  dropped = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly store: Pick<Store, 'check'>,
+    private readonly retryMs = 1000,
+  ) {}
+
+  get size(): number {
+    return this.waiting.length;
+  }
+
+  /** Whether a request is a settlement only, the one kind this keeps. */
+  static holds(checks: readonly CounterCheck[]): boolean {
+    return checks.length > 0 && checks.every((c) => c.reservation?.settles === true);
+  }
+
+  /** Keeps a settlement the store failed to take; false when a bound dropped it. */
+  keep(checks: readonly CounterCheck[]): boolean {
+    const counter = checks[0]!.reservation!.key;
+    const held = this.perCounter.get(counter) ?? 0;
+    if (this.closed || this.waiting.length >= MAX_WAITING_SETTLEMENTS || held >= MAX_WAITING_PER_COUNTER) {
+      this.dropped++;
+      return false;
+    }
+    this.perCounter.set(counter, held + 1);
+    this.waiting.push([...checks]);
+    this.schedule();
+    return true;
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+  }
+
+  private schedule(): void {
+    if (this.timer || this.closed) return;
+    this.timer = setTimeout(() => void this.send(), this.retryMs);
+    this.timer.unref();
+  }
+
+  /** Sends what waits, oldest first, a slice at a time; stops at the first sign the store is still away. */
+  private async send(): Promise<void> {
+    this.timer = undefined;
+    while (this.waiting.length > 0 && !this.closed) {
+      const slice = this.waiting.slice(0, SEND_AT_ONCE);
+      const results = await Promise.allSettled(slice.map(async (checks) => this.store.check(checks)));
+      let done = 0;
+      for (const r of results) {
+        const away = r.status === 'rejected' && r.reason instanceof StoreUnavailableError && !(r.reason instanceof StoreKeyError);
+        if (away) break;
+        if (r.status === 'rejected') this.dropped++;
+        done++;
+      }
+      for (const checks of this.waiting.splice(0, done)) this.release(checks[0]!.reservation!.key);
+      if (done < slice.length) break;
+    }
+    if (this.waiting.length > 0) this.schedule();
+  }
+
+  private release(counter: string): void {
+    const n = (this.perCounter.get(counter) ?? 1) - 1;
+    if (n <= 0) this.perCounter.delete(counter);
+    else this.perCounter.set(counter, n);
+  }
+}
