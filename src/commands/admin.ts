@@ -6,14 +6,15 @@ import type { Command } from './command.js';
 const ADMIN_HELP = `Talks to a running service's admin API.
   --url URL     the service's admin port (env TOLLGATE_URL, default http://127.0.0.1:8082)
   --json        print the API's JSON answer
-  --token       TOKEN_OR_FINGERPRINT is a token, even if it looks like hex
+  --token       TOKEN_OR_FINGERPRINT is a token (a tenant id), however it looks
+  --fingerprint TOKEN_OR_FINGERPRINT is a fingerprint (32 or 64 hex characters, as tiers list prints)
 The admin credential comes from the environment: TOLLGATE_ADMIN_TOKEN.
-TOKEN_OR_FINGERPRINT: a token (its "Bearer " scheme ignored) or its fingerprint (32 or 64 hex characters).
-A hex string of another length from 31 to 63 is refused as a mistyped fingerprint unless --token is given.
+TOKEN_OR_FINGERPRINT: a token (its "Bearer " scheme ignored), or with --fingerprint its fingerprint. Hex text of
+31 to 64 characters needs --token or --fingerprint: a tenant id and a fingerprint can look the same.
 `;
 
 /** The flags of `tiers`; `inspect` also takes --reset. */
-const TIERS_OPTIONS = { url: { type: 'string' }, json: { type: 'boolean' }, token: { type: 'boolean' } } as const;
+const TIERS_OPTIONS = { url: { type: 'string' }, json: { type: 'boolean' }, token: { type: 'boolean' }, fingerprint: { type: 'boolean' } } as const;
 const INSPECT_OPTIONS = { ...TIERS_OPTIONS, reset: { type: 'boolean' } } as const;
 
 /** `tollgate tiers …` and `tollgate inspect …`: calls to a running service's admin API. */
@@ -53,7 +54,9 @@ async function admin(command: string, args: string[]): Promise<number> {
   if (!credential) throw new CliError('set TOLLGATE_ADMIN_TOKEN to the admin credential of the service', 2);
   const client = new AdminClient(values.url ?? process.env.TOLLGATE_URL ?? 'http://127.0.0.1:8082', credential);
   // Refused before any call: a mistyped fingerprint must not reach the service.
-  const fp = rest[0] === undefined || verb === 'list' ? '' : toFingerprint(rest[0], values.token);
+  if (values.token && values.fingerprint) throw new CliError('--token and --fingerprint say opposite things: pass one', 2);
+  const as = values.token ? 'token' : values.fingerprint ? 'fingerprint' : undefined;
+  const fp = rest[0] === undefined || verb === 'list' ? '' : toFingerprint(rest[0], as);
   const [data, text] = await runAdmin(client, verb, fp, rest[1], values.reset ?? false).catch((err: unknown) => {
     throw new CliError((err as Error).message);
   });

@@ -59,19 +59,29 @@ function unreachable(baseUrl: string, err: unknown): CliError {
   );
 }
 
-/** A fingerprint as given (32 or 64 hex characters), or the fingerprint of a token. With `asToken` the text
- * is always a token (one that happens to look like a fingerprint). A hex string of 31 to 63 characters
- * other than 32 is refused: it is almost surely a fingerprint with characters lost or added in copying, and
- * hashing it as a token would act on a client that does not exist, successfully. */
-export function toFingerprint(tokenOrFingerprint: string, asToken = false): string {
-  if (asToken) return fingerprint(tokenOrFingerprint);
-  const fp = asFingerprint(tokenOrFingerprint);
-  if (fp) return fp;
-  if (/^[0-9a-f]{31,63}$/i.test(tokenOrFingerprint)) {
+/** The fingerprint the admin API is asked about: of a token (a tenant id, any text), or a fingerprint as
+ * given with `as: 'fingerprint'` (32 or 64 hex characters). Hex text of 31 to 64 characters without either
+ * flag is refused before any call: a tenant id of 32 hex characters and a fingerprint look the same, and
+ * guessing wrong acts on a client that does not exist, successfully; other lengths are almost surely a
+ * fingerprint damaged in copying. */
+export function toFingerprint(text: string, as?: 'token' | 'fingerprint'): string {
+  if (as === 'token') return fingerprint(text);
+  const fp = asFingerprint(text);
+  if (as === 'fingerprint') {
+    if (fp) return fp;
+    throw new CliError(`--fingerprint takes 32 or 64 hex characters (got ${text.length} characters): check what was copied`, 2);
+  }
+  if (fp) {
     throw new CliError(
-      `a ${tokenOrFingerprint.length}-character hex string is not a fingerprint (32 or 64 characters): check what was copied, or pass --token if it is a token`,
+      `a ${text.length}-character hex string may be a token or a fingerprint: pass --token if it is a token or tenant id, --fingerprint if it is a fingerprint`,
       2,
     );
   }
-  return fingerprint(tokenOrFingerprint);
+  if (/^[0-9a-f]{31,63}$/i.test(text)) {
+    throw new CliError(
+      `a ${text.length}-character hex string is not a fingerprint (32 or 64 characters): check what was copied, or pass --token if it is a token`,
+      2,
+    );
+  }
+  return fingerprint(text);
 }

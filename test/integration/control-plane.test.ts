@@ -154,18 +154,24 @@ describe('tiers at run time, shared by replicas through Redis', () => {
     expect(assign.stdout.trim()).toBe(`${c.fp} → ${TIER}`);
     const list = await runCli(['tiers', 'list', '--json'], env);
     expect(JSON.parse(list.stdout).assignments).toContainEqual(expect.objectContaining({ fingerprint: c.fp, tier: TIER }));
-    const inspect = await runCli(['inspect', c.fp], env);
+    const inspect = await runCli(['inspect', '--fingerprint', c.fp], env);
     expect(inspect.code).toBe(0);
     expect(inspect.stdout).toContain(`${c.fp}  tier: ${TIER}`);
     expect(inspect.stdout).toMatch(/property-api\/category_read\.token {2}per second: \d+\/30 used/);
-    const remove = await runCli(['tiers', 'remove', c.fp], env);
+    const remove = await runCli(['tiers', 'remove', '--fingerprint', c.fp], env);
     expect(remove.stdout.trim()).toBe(`${c.fp} → no tier`);
     const wrong = await runCli(['tiers', 'list'], { ...env, TOLLGATE_ADMIN_TOKEN: 'nope' });
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain('401');
-    const bad = await runCli(['tiers', 'assign', c.fp, 'platinum'], env);
+    const bad = await runCli(['tiers', 'assign', '--fingerprint', c.fp, 'platinum'], env);
     expect(bad.stderr).toContain('unknown tier (8 characters)');
     expect(bad.stderr).not.toContain('platinum');
+    // A tenant id of 32 hex characters is not taken for a fingerprint: refused unasked, a token with --token.
+    const tenant = '0123456789abcdef0123456789abcdef';
+    const unasked = await runCli(['tiers', 'assign', tenant, TIER], env);
+    expect([unasked.code, unasked.stderr]).toEqual([2, expect.stringMatching(/may be a token or a fingerprint: pass --token/)]);
+    const told = await runCli(['tiers', 'assign', '--token', tenant, TIER], env);
+    expect(told.stdout.trim()).toBe(`${fingerprint(tenant)} → ${TIER}`);
   });
 
   it('no raw token in Redis or in the logs; every admin change is logged with who made it', async () => {

@@ -20,9 +20,14 @@ describe('fingerprints', () => {
     expect(asFingerprint(`${full.slice(0, 31)}z`)).toBeUndefined();
   });
 
-  it('the CLI hashes a token and keeps a fingerprint', () => {
+  it('the CLI hashes a token, keeps a fingerprint it is told is one, and refuses to guess between them', () => {
     expect(toFingerprint('Bearer abc')).toBe(fingerprint('abc'));
-    expect(toFingerprint(fingerprint('abc'))).toBe(fingerprint('abc'));
+    expect(toFingerprint(fingerprint('abc'), 'fingerprint')).toBe(fingerprint('abc'));
+    // A tenant id of 32 hex characters: a token when told, never taken as a fingerprint unasked.
+    const tenant = '0123456789abcdef0123456789abcdef';
+    expect(toFingerprint(tenant, 'token')).toBe(fingerprint(tenant));
+    expect(() => toFingerprint(tenant)).toThrow(/may be a token or a fingerprint: pass --token .* --fingerprint/);
+    expect(() => toFingerprint('abc', 'fingerprint')).toThrow(/--fingerprint takes 32 or 64 hex characters/);
   });
 
   it('memo stays within its bounds, by entries and by characters, whatever the tokens', () => {
