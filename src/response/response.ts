@@ -63,7 +63,9 @@ function problem(d: Decision): Record<string, unknown> {
     type: QUOTA_EXCEEDED,
     title: 'Quota Exceeded',
     status: 429,
-    detail: `Rate limit exceeded: ${worst.limit.requestsPerUnit} ${d.domain?.headers?.units ?? 'requests'} per ${worst.limit.unit} (${worst.limit.name}). Retry after ${retryAfter} s.`,
+    detail:
+      `Rate limit exceeded: ${worst.limit.requestsPerUnit} ${d.domain?.headers?.units ?? 'requests'} per ${worst.limit.unit} (${worst.limit.name}). ` +
+      `Retry after ${retryAfter} s.`,
     'violated-policies': blockingDescriptors.flatMap((o) => o.windows.filter((w) => w.over).map((w) => w.limit.name)),
     limit: worst.limit.name,
     retry_after: retryAfter,

@@ -50,8 +50,10 @@ describe('examples/', () => {
     expect(limitsOf('llm', ['tenant', 't1'])).toBe('50000000/month');
     expect(limitsOf('llm', ['tenant', 't1'], ['model', 'm'])).toBe('1000000/hour');
     const llm = config.domains.get('llm')!;
+    expect(llm.rules.map((r) => r.settlementKey)).toEqual(['settle_id', 'settle_id']);
+    expect(llm.headers).toMatchObject({ window: 'tightest', units: 'tokens' });
     expect(llm.rules.map((r) => [r.id, r.charge, r.reservationKey, r.limits[0]!.calendar])).toEqual([
-      ['tenant', true, undefined, 1],
+      ['tenant', true, 'request_id', 1],
       ['tenant.model', true, 'request_id', 0],
     ]);
     expect(llm.rules[0]!.tierLimits.get('enterprise')![0]!.requestsPerUnit).toBe(10_000_000_000);
