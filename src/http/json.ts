@@ -52,6 +52,11 @@ function descriptorFromJson(d: unknown, at: string): WireDescriptor {
     const value = isObject(hits) ? hits.value : hits;
     out.hits_addend = { value: asUint32(value ?? 0, `${at}.hits_addend`) };
   }
+  const negative = field(d, 'is_negative_hits');
+  if (negative !== undefined && negative !== null) {
+    if (typeof negative !== 'boolean') throw new InvalidRequestError(`${at}.is_negative_hits must be true or false`);
+    out.is_negative_hits = negative;
+  }
   return out;
 }
 

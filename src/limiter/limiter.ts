@@ -39,8 +39,13 @@ export interface DescriptorOutcome {
   /** charge_mode: hits counted by a charge or a settlement (the most any window took; a refund is negative),
    * how far past its limit the fullest window now is (a bucket: in tokens), and the reservation's outcome. */
   charged?: number;
+  /** A refund (Envoy 1.38's is_negative_hits): the most any window gave back (it holds no less than 0). */
+  refunded?: number;
   debt?: number;
   reservation?: ReservationOutcome;
+  /** in_flight: what the call did with the descriptor's slots (taken, refused, returned: how many), and how
+   * many of its counter's slots it found past their lease. */
+  slots?: { event: 'taken' | 'refused' | 'returned'; count: number; expired: number };
 }
 
 export interface Decision {
@@ -166,6 +171,10 @@ function settles(o: DescriptorOutcome): boolean {
 /** A charge-mode window's part of its descriptor's outcome: what was charged, the debt past the limit, and
  * the reservation's outcome. */
 function noteCharge(o: DescriptorOutcome, c: CounterCheck, prev: number, curr: number, counted: number, r: CheckResult): void {
+  if (c.hits < 0) {
+    o.refunded = Math.max(o.refunded ?? 0, -counted);
+    return;
+  }
   const reservation = r.reservations?.[c.group];
   if (reservation) o.reservation = reservation;
   // What the work cost: a plain charge's hits; a settlement's own hits (what it counted is only the

@@ -25,6 +25,8 @@ export interface DescriptorInput {
   override?: { requestsPerUnit: number; unit: Unit };
   /** Envoy's per-descriptor hits_addend, when set (0 = check only). */
   hits?: number;
+  /** Envoy 1.38's is_negative_hits: the hits are given back, not taken (a refund). */
+  refund?: boolean;
 }
 
 /** Which tier a client (by the fingerprint of its token) belongs to. `tierOf` is synchronous on purpose: a
@@ -78,6 +80,8 @@ export interface DescriptorPlan {
   charge: boolean;
   /** The reservation the request names (its id entry), when the rule takes them. */
   reservation: Reservation | undefined;
+  /** Envoy 1.38's is_negative_hits: `hits` are given back to every window, never refused (store.ts). */
+  refund?: boolean;
 }
 
 /** How a plan was reached, for explanations. */
@@ -105,7 +109,9 @@ export function planRequest(
       steps = [];
       trace.steps[i] = steps;
     }
-    plans[i] = planDescriptor(domain, request.descriptors[i]!, request.hits, ctx, steps);
+    const d = request.descriptors[i]!;
+    plans[i] = planDescriptor(domain, d, request.hits, ctx, steps);
+    if (d.refund) refundOf(plans[i]!);
     if (trace) trace.configured[i] = plans[i]!.limits;
   }
   const replacedBy = dropReplaced(plans);
@@ -199,6 +205,13 @@ function reservationPlan(
   return rulePlan(rule, client, key, hits, mode, ctx.tiers);
 }
 
+/** A refund takes no reservation (it names none: its id entry, if any, still picks the rule): it only gives
+ * back. */
+function refundOf(p: DescriptorPlan): void {
+  p.refund = true;
+  p.reservation = undefined;
+}
+
 /** A quota-mode descriptor that passes whatever the counters say, as envoyproxy/ratelimit counts it
  * (src/service/ratelimit.go): one with limits whose status is OK by its rule's shadow_mode, or, under
  * QUOTA_MODE only, one nothing limits (no rule, or every limit replaced: its limit is nil there, so only the
@@ -289,13 +302,14 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         key: l.burst > 0 ? bucketKey(p.key, l.windowName) : windowKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
-        hits: peek ? 0 : p.hits,
+        // A refund is a negative charge: counted whatever the answer, never over (store/charge-rules.ts).
+        hits: peek ? 0 : p.refund ? -p.hits : p.hits,
         sliding: l.algorithm === 'sliding_window',
         burst: l.burst,
         group,
         shadow: peek || p.shadow || (p.quota && quotaCannotBlock),
         quota: !peek && p.quota,
-        charge: !peek && p.charge,
+        charge: !peek && (p.charge || p.refund === true),
         calendar: l.calendar,
         reservation: peek ? undefined : p.reservation,
       };

@@ -3,6 +3,7 @@ import type { Rule } from '../config/compiled.js';
 import type { Decision } from '../limiter/limiter.js';
 import type { RedisMemory } from '../store/redis-info.js';
 import { CONNECT_FAILURE_REASONS } from '../xds/connect-failure.js';
+import { BudgetMetrics } from './budget-metrics.js';
 import { type CounterSeries, FastCounter, FastHistogram, ScrapedSeries } from './series.js';
 
 /** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule
@@ -67,22 +68,8 @@ export class Metrics {
     'Windows found full, by window (shadow windows included; see tollgate_decisions_total for the verdict)',
     this.registry,
   );
-  readonly charged = new FastCounter(
-    'tollgate_charged_hits_total',
-    'Hits counted by charges (charge_mode: a charge, or what a settlement added; a refund is not subtracted), by rule',
-    this.registry,
-  );
-  readonly reservations = new FastCounter(
-    'tollgate_reservations_total',
-    'Reservations by rule and event: made, refused (did not fit), settled, late (settled after a refusal or twice: nothing counted), ' +
-      'full (the bound of open reservations), unreserved (a settlement that found none: charged in full)',
-    this.registry,
-  );
-  readonly reservationsExpired = new Counter({
-    name: 'tollgate_reservations_expired_total',
-    help: 'Reservations forgotten unsettled after their reservation_ttl (they stay charged at their estimate), as the store found them',
-    registers: [this.registry],
-  });
+  /** charge_mode, reservations, refunds and in-flight slots (budget-metrics.ts). */
+  readonly budget = new BudgetMetrics(this.registry);
   readonly latency = new FastHistogram(
     'tollgate_should_rate_limit_duration_seconds',
     'Time to answer ShouldRateLimit, from decoded request to response',
@@ -287,7 +274,7 @@ export class Metrics {
     this.latencySeries.observe(seconds);
     this.requestChildren(d.domain ? domainName : UNKNOWN_DOMAIN)[d.streamEnd ? 2 : d.overLimit ? 1 : 0]!.inc();
     if (!d.domain) return;
-    if (d.expired) this.reservationsExpired.inc(d.expired);
+    if (d.expired) this.budget.reservationsExpired.inc(d.expired);
     const source = SOURCES.indexOf(d.source);
     for (const o of d.descriptors) {
       const c = this.children(d.domain.name, o.rule);
@@ -297,8 +284,8 @@ export class Metrics {
       if (!child) child = c.decisions[slot] = this.decisions.labels({ ...c.labels, result: RESULTS[result], source: d.source });
       child.inc();
       if (o.windows.length === 0) continue;
-      c.hits.inc(o.hits);
-      if (o.charged !== undefined || o.reservation) this.observeCharge(c, o);
+      if (o.refunded === undefined) c.hits.inc(o.hits);
+      if (o.charged !== undefined || o.reservation || o.refunded !== undefined) this.budget.observe(c.charges, c.labels, o);
       for (const w of o.windows) {
         const window = w.limit.windowName;
         if (w.over) this.child(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();
@@ -307,13 +294,6 @@ export class Metrics {
         }
       }
     }
-  }
-
-  /** A charge-mode descriptor's charge and reservation (rare: the series are made on first use). */
-  private observeCharge(c: RuleChildren, o: Decision['descriptors'][number]): void {
-    if (o.charged !== undefined && o.charged > 0) this.child(c.charges, 'charged', () => this.charged.labels(c.labels)).inc(o.charged);
-    const event = o.reservation?.event;
-    if (event) this.child(c.charges, event, () => this.reservations.labels({ ...c.labels, event })).inc();
   }
 
   private children(domain: string, rule: Rule | undefined): RuleChildren {

@@ -13,6 +13,8 @@ export interface WireDescriptor {
   entries: { key: string; value: string }[];
   limit?: { requests_per_unit: number; unit: number } | null;
   hits_addend?: { value: number } | null;
+  /** Envoy 1.38+: the descriptor's hits are a refund (given back), not a charge. */
+  is_negative_hits?: boolean;
 }
 
 export interface RequestBounds {
@@ -75,6 +77,7 @@ function toDescriptor(d: WireDescriptor, i: number, bounds: RequestBounds): Desc
     if (!Number.isInteger(hits) || hits < 0 || hits > MAX_HITS) bad(`descriptors[${i}].hits_addend must be a whole number from 0 to ${MAX_HITS}`);
     out.hits = hits;
   }
+  if (d.is_negative_hits === true) out.refund = true;
   return out;
 }
 

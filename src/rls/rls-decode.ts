@@ -213,7 +213,7 @@ function append<T>(list: T[], x: T): T[] {
 }
 
 function descriptor(r: Reader): WireDescriptor {
-  const d: WireDescriptor = { entries: [], limit: null, hits_addend: null };
+  const d: WireDescriptor = { entries: [], limit: null, hits_addend: null, is_negative_hits: false };
   for (let tag = r.tag(); tag !== 0; tag = r.tag()) {
     const field = Math.floor(tag / 8);
     if (field === 1) {
@@ -228,6 +228,10 @@ function descriptor(r: Reader): WireDescriptor {
     } else if (field === 3) {
       r.enter('hits_addend');
       if (r.is(tag, LEN)) d.hits_addend = r.nested(uint64Value);
+    } else if (field === 4) {
+      // Envoy 1.38's refund flag: a bool, which protobuf reads as any varint that is not 0.
+      r.enter('is_negative_hits');
+      if (r.is(tag, VARINT)) d.is_negative_hits = r.uint32() !== 0;
     } else {
       r.enter(`field ${field}`);
       r.skip(tag % 8);

@@ -18,6 +18,9 @@ import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
  *              or its record is gone; charged in full, remembered as settled so it counts once
  *   late       the id of a reservation refused or settled: nothing counted, answered as a check (a request
  *              refused costs nothing; a settlement sent twice counts once)
+ *   refund     Envoy 1.38's is_negative_hits (hits < 0): given back whatever the answer, never over; a
+ *              window's count never goes below 0 (only the current window gives back: the one before is
+ *              past), a bucket never holds more than its burst (its debt never below 0)
  *   full       a new id where the counter (or the store) holds as many open reservations as it may:
  *              refused, nothing counted. Ended records (refused, settled, forgotten) never make a counter
  *              full: they are kept within bounds of their own, the oldest dropped first. */
@@ -25,7 +28,7 @@ import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
 /** What a store holds for a request id. */
 export type Held = { state: 'reserved' | 'expired'; estimate: number; atMs: number } | { state: 'refused' | 'settled' } | undefined;
 
-type Kind = 'normal' | 'charge' | 'reserve' | 'settle' | 'unreserved' | 'late' | 'full';
+type Kind = 'normal' | 'charge' | 'reserve' | 'settle' | 'unreserved' | 'late' | 'full' | 'refund';
 
 export interface ChargeDecision {
   admitted: boolean;
@@ -36,11 +39,12 @@ export interface ChargeDecision {
 }
 
 /** `used`: per check, a window's count as decisions weigh it (a sliding window's estimate) or a bucket's
- * debt; `held`: the store's record of a reservation's id; `full`: whether a new reservation would pass the
- * store's bound. */
+ * debt; `curr`: the current window's own count (a bucket: its debt); `held`: the store's record of a
+ * reservation's id; `full`: whether a new reservation would pass the store's bound. */
 export function decideCharges(
   checks: readonly CounterCheck[],
   used: readonly number[],
+  curr: readonly number[],
   nowMs: number,
   held: (c: CounterCheck) => Held,
   full: (c: CounterCheck) => boolean,
@@ -57,10 +61,11 @@ export function decideCharges(
       records[c.group] = c.reservation && held(c);
       kind = kinds[c.group] = kindOf(c, records[c.group], full);
     }
-    const ask = kind === 'settle' ? settlement(c, records[c.group] as { estimate: number; atMs: number }, nowMs) : kind === 'late' ? 0 : c.hits;
+    const record = records[c.group] as { estimate: number; atMs: number };
+    const ask = kind === 'settle' ? settlement(c, record, nowMs) : kind === 'late' ? 0 : kind === 'refund' ? refund(c, curr[i]!) : c.hits;
     asks[i] = ask;
     // A charge or settlement is over when it took the window past its limit; anything else asks for room.
-    over[i] = kind === 'full' || exceeds(c, used[i]!, charges(kind) ? ask : Math.max(ask, 1));
+    over[i] = kind === 'full' || (kind !== 'refund' && exceeds(c, used[i]!, charges(kind) ? ask : Math.max(ask, 1)));
   }
   const { admitted, groupOver } = settle(checks, over);
   const counted = new Array<number>(n);
@@ -77,10 +82,18 @@ export function decideCharges(
 
 /** Kinds counted whatever the answer. */
 function charges(kind: Kind): boolean {
-  return kind === 'charge' || kind === 'settle' || kind === 'unreserved';
+  return kind === 'charge' || kind === 'settle' || kind === 'unreserved' || kind === 'refund';
+}
+
+/** What a refund (hits < 0) gives back: all of it, or what the window holds (a bucket: its debt, in whole
+ * requests rounded up), so a count never goes below 0 and what is reported is what was given. */
+function refund(c: CounterCheck, curr: number): number {
+  const given = Math.min(-c.hits, c.burst > 0 ? Math.ceil(curr / c.windowMs) : curr);
+  return given === 0 ? 0 : -given; // not -0, which is a distinct value to its readers
 }
 
 function kindOf(c: CounterCheck, record: Held, full: (c: CounterCheck) => boolean): Kind {
+  if (c.hits < 0) return 'refund';
   if (c.reservation) {
     if (record === undefined) return c.reservation.settles ? 'unreserved' : full(c) ? 'full' : 'reserve';
     return record.state === 'reserved' || record.state === 'expired' ? 'settle' : 'late';

@@ -129,6 +129,7 @@ export class MemoryStore implements Store {
     const d = decideCharges(
       checks,
       used,
+      curr,
       nowMs,
       (c) => this.reservations.held(c, nowMs),
       (c) => this.reservations.full(c, nowMs),

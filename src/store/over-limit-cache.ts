@@ -46,8 +46,13 @@ export class OverLimitCache implements Store {
   }
 
   /** A request blocked by a window known to be full is answered at once, without the store. */
+  /** Told of windows a refund gave something back to: other replicas must forget them too (service.ts). */
+  onRefund: ((keys: string[]) => void) | undefined;
+
   check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult> {
     const sentAt = this.clock.now();
+    // A refund (Envoy 1.38's is_negative_hits) makes room: a window known full may not be any more.
+    if (this.entries.size > 0) for (const c of checks) if (c.hits < 0) this.entries.delete(c.key);
     const cached = this.answer(checks, sentAt);
     if (cached) return cached;
     const result = this.inner.check(checks, trace);
@@ -56,9 +61,15 @@ export class OverLimitCache implements Store {
   }
 
   private learn(checks: readonly CounterCheck[], result: CheckResult, sentAt: number): CheckResult {
+    if (this.onRefund && result.counted) this.announceRefunds(checks, result.counted);
     // A request with a charge is never answered from here (see answer): nothing of it to remember.
     if (!result.admitted && result.source === undefined && !result.counted) this.remember(checks, result, sentAt);
     return result;
+  }
+
+  private announceRefunds(checks: readonly CounterCheck[], counted: readonly number[]): void {
+    const keys = checks.filter((c, i) => c.hits < 0 && counted[i]! < 0).map((c) => c.key);
+    if (keys.length > 0) this.onRefund!(keys);
   }
 
   get size(): number {

@@ -29,6 +29,8 @@ export interface RlsDescriptor {
   entries: RlsEntry[];
   limit?: { requests_per_unit: number; unit: number | string };
   hits_addend?: { value: number };
+  /** Envoy 1.38+: the hits are a refund. */
+  is_negative_hits?: boolean;
 }
 
 export interface RlsRequest {

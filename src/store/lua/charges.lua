@@ -115,7 +115,9 @@ local function charge_window(j, rsv)
   local w = shape_of[j]
   local x = rsv.by_group[group_of[j]]
   local kind = 'normal'
-  if x then
+  if w.hits < 0 then
+    kind = 'refund'
+  elseif x then
     kind = x.kind
     if x.hits == nil then x.hits = w.hits end
   elseif w.charge and w.hits > 0 then
@@ -137,6 +139,13 @@ local function charge_window(j, rsv)
     if w.burst == 0 and ask < 0 and bounds(w.window, w.calendar, x.at) ~= w.index then ask = 0 end
   elseif kind == 'late' then
     ask = 0
+  elseif kind == 'refund' then
+    -- Given back whatever the answer and never over: at most what the window (a bucket: its debt, in whole
+    -- requests rounded up) holds, so a count never goes below 0.
+    local holds = curr
+    if w.burst > 0 then holds = math.ceil(curr / w.window) end
+    if -w.hits < holds then holds = -w.hits end
+    return kind, curr, prev, -holds, false
   end
   local q = ask
   if kind ~= 'charge' and kind ~= 'settle' and kind ~= 'unreserved' then q = max(ask, 1) end
@@ -223,7 +232,7 @@ local function decide_charges(count_it, n, k0, rsv)
   local counted = {}
   for i = 1, n do
     local kind, c = kinds[i], 0
-    if kind == 'charge' or kind == 'settle' or kind == 'unreserved' then
+    if kind == 'charge' or kind == 'settle' or kind == 'unreserved' or kind == 'refund' then
       c = asks[i]
     elseif (kind == 'normal' or kind == 'reserve') and admitted == 1 and not group_over[group_of[k0 + i]] then
       c = shape_of[k0 + i].hits

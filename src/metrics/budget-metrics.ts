@@ -1,0 +1,65 @@
+import { Counter, type Registry } from 'prom-client';
+import type { DescriptorOutcome } from '../limiter/limiter.js';
+import { type CounterSeries, FastCounter } from './series.js';
+
+type Labels = { domain: string; rule: string; category: string };
+
+/** What budgets do, by rule: charges (charge_mode), reservations, refunds (Envoy 1.38's is_negative_hits)
+ * and in-flight slots. Rare next to decisions, so a rule's series are made on its first use. */
+export class BudgetMetrics {
+  readonly charged: FastCounter;
+  readonly reservations: FastCounter;
+  readonly refunded: FastCounter;
+  readonly inFlight: FastCounter;
+  readonly reservationsExpired: Counter;
+
+  constructor(registry: Registry) {
+    this.charged = new FastCounter(
+      'tollgate_charged_hits_total',
+      'Hits counted by charges (charge_mode: a charge, or what a settlement added; a refund is not subtracted), by rule',
+      registry,
+    );
+    this.reservations = new FastCounter(
+      'tollgate_reservations_total',
+      'Reservations by rule and event: made, refused (did not fit), settled, late (settled after a refusal or twice: nothing counted), ' +
+        'full (the bound of open reservations), unreserved (a settlement that found none: charged in full)',
+      registry,
+    );
+    this.refunded = new FastCounter(
+      'tollgate_refunded_hits_total',
+      "Hits given back by refunds (Envoy's is_negative_hits), by rule: what the windows held and gave, never more than was counted",
+      registry,
+    );
+    this.inFlight = new FastCounter(
+      'tollgate_in_flight_slots_total',
+      'In-flight slots by rule and event: taken, refused (none free), returned (given back), expired (their lease ran out); ' +
+        'held = taken - returned - expired, summed over replicas',
+      registry,
+    );
+    this.reservationsExpired = new Counter({
+      name: 'tollgate_reservations_expired_total',
+      help: 'Reservations forgotten unsettled after their reservation_ttl (they stay charged at their estimate), as the store found them',
+      registers: [registry],
+    });
+  }
+
+  /** One descriptor's charge, reservation, refund or slots; `children` caches its series by event. */
+  observe(children: Map<string, CounterSeries>, labels: Labels, o: DescriptorOutcome): void {
+    const child = (key: string, make: () => CounterSeries): CounterSeries => {
+      let c = children.get(key);
+      if (!c) {
+        c = make();
+        children.set(key, c);
+      }
+      return c;
+    };
+    if (o.charged !== undefined && o.charged > 0) child('charged', () => this.charged.labels(labels)).inc(o.charged);
+    if (o.refunded) child('refunded', () => this.refunded.labels(labels)).inc(o.refunded);
+    const event = o.reservation?.event;
+    if (event) child(event, () => this.reservations.labels({ ...labels, event })).inc();
+    const slots = o.slots;
+    if (!slots) return;
+    if (slots.count > 0) child(`slots.${slots.event}`, () => this.inFlight.labels({ ...labels, event: slots.event })).inc(slots.count);
+    if (slots.expired > 0) child('slots.expired', () => this.inFlight.labels({ ...labels, event: 'expired' })).inc(slots.expired);
+  }
+}
