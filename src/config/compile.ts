@@ -2,7 +2,7 @@ import { EPOCH_ALIGNED, FROM_MONDAY } from '../counters/calendar.js';
 import { counterId, windowName } from '../counters/keys.js';
 import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule, WildcardNode } from './compiled.js';
 import { compileGlob, isGlob } from './glob.js';
-import type { Algorithm, DescriptorSpec, DomainSpec, LimitSpec } from './spec.js';
+import type { Algorithm, DescriptorSpec, DomainSpec, InFlightSpec, LimitSpec } from './spec.js';
 import { UNITS } from './units.js';
 
 /** Turns a validated domain into the lookup tree used on every request. Runs once per (re)load. */
@@ -19,6 +19,7 @@ export function compileDomain(spec: DomainSpec): CompiledDomain {
     rules,
     notes: spec.notes,
     reservationKeys: new Set(rules.flatMap((r) => [r.reservationKey, r.settlementKey].filter((k): k is string => k !== undefined))),
+    slotKeys: new Set(rules.flatMap((r) => (r.inFlight?.requestKey === undefined ? [] : [r.inFlight.requestKey]))),
   };
 }
 
@@ -52,7 +53,7 @@ function compileLevel(spec: DomainSpec, list: DescriptorSpec[], path: Path, rule
 
 function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rule[], category: string): MatchNode {
   let rule: Rule | undefined;
-  if (d.limits.length > 0 || d.unlimited || d.tierLimits.size > 0) {
+  if (d.limits.length > 0 || d.unlimited || d.tierLimits.size > 0 || d.inFlight) {
     const id = path.segments.join('.');
     const algorithm = d.algorithm ?? spec.algorithm;
     rule = {
@@ -60,7 +61,8 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       id,
       counterId: counterId(spec.domain, id),
       source: `${d.file ?? spec.file}:${d.line}`,
-      limits: d.limits.map((l) => compileLimit(l, spec.domain, id, algorithm)),
+      limits: d.inFlight ? [slotsLimit(d.inFlight, spec.domain, id)] : d.limits.map((l) => compileLimit(l, spec.domain, id, algorithm)),
+      inFlight: d.inFlight,
       unlimited: d.unlimited,
       shadow: d.shadow,
       quota: d.quota,
@@ -98,6 +100,24 @@ export function compileLimit(l: LimitSpec, domain: string, ruleId: string, ruleA
     replaces: l.replaces,
     algorithm,
     burst: algorithm === 'token_bucket' ? (l.burst ?? l.requestsPerUnit) : 0,
+  };
+}
+
+/** An in_flight rule's one limit: its slots, held for at most the lease. The wire's unit is UNKNOWN (0):
+ * the limit is of requests at once, per no unit of time. */
+function slotsLimit(f: InFlightSpec, domain: string, ruleId: string): CompiledLimit {
+  return {
+    unit: 'second',
+    unitCode: 0,
+    windowSeconds: f.leaseMs / 1000,
+    windowName: 'in_flight',
+    calendar: EPOCH_ALIGNED,
+    requestsPerUnit: f.limit,
+    name: `${domain}.${ruleId}.in_flight`,
+    named: false,
+    replaces: [],
+    algorithm: 'in_flight',
+    burst: 0,
   };
 }
 

@@ -1,5 +1,5 @@
 import type { Glob } from './glob.js';
-import type { Algorithm, HeaderSpec, Metadata } from './spec.js';
+import type { Algorithm, HeaderSpec, InFlightSpec, LimitKind, Metadata } from './spec.js';
 import type { Unit } from './units.js';
 
 /** A window of a rule, compiled: everything a decision needs, computed once at load. */
@@ -19,8 +19,9 @@ export interface CompiledLimit {
   /** The config gave the name: only such a name goes to the client (DescriptorStatus.current_limit.name). */
   named: boolean;
   replaces: readonly string[];
-  /** Resolved: the limit's own algorithm, else its rule's, else the domain's. */
-  algorithm: Algorithm;
+  /** Resolved: the limit's own algorithm, else its rule's, else the domain's; `in_flight` for slots (then
+   * requestsPerUnit is the slots and windowSeconds the lease). */
+  algorithm: LimitKind;
   /** token_bucket: the capacity in requests (default requestsPerUnit); 0 for windows. */
   burst: number;
 }
@@ -49,6 +50,8 @@ export interface Rule {
   /** The entry key that names the reservation at the stream's end: a settlement, or with nothing to settle a
    * plain charge (counted once); never a new reservation. */
   settlementKey: string | undefined;
+  /** `in_flight`: the rule counts requests at once, not per window (its one limit is the slots). */
+  inFlight: InFlightSpec | undefined;
   /** The descriptor's `metadata`, returned (merged) in the response's dynamic_metadata when it passed. */
   metadata: Metadata | undefined;
   algorithm: Algorithm;
@@ -102,6 +105,8 @@ export interface CompiledDomain {
   /** The reservation keys of its rules: empty for almost every domain, so planning looks for a request id
    * only where one can matter. */
   reservationKeys: ReadonlySet<string>;
+  /** The request_key of its in_flight rules (planned like reservation keys: the last entry, not counted). */
+  slotKeys: ReadonlySet<string>;
 }
 
 export interface CompiledConfig {

@@ -4,6 +4,16 @@ import type { Unit } from './units.js';
 
 export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket';
 export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket'];
+/** What a compiled limit counts: a window of an algorithm, or slots in flight (a descriptor's `in_flight`). */
+export type LimitKind = Algorithm | 'in_flight';
+
+/** A descriptor's `in_flight`: at most `limit` requests at once over every replica; a slot nobody gives back
+ * returns after `leaseMs`; `requestKey` names the entry whose value (a request id) names the request. */
+export interface InFlightSpec {
+  limit: number;
+  leaseMs: number;
+  requestKey: string | undefined;
+}
 
 export interface LimitSpec {
   unit: Unit;
@@ -43,6 +53,8 @@ export interface DescriptorSpec {
    * reservation); undefined: the reservation_key's next call settles. */
   settlementKey: string | undefined;
   metadata: Metadata | undefined;
+  /** `in_flight`, instead of rate limits. */
+  inFlight: InFlightSpec | undefined;
   line: number;
   /** The file it was written in, when not its domain's (MERGE_DOMAIN_CONFIG merged it in). */
   file?: string;

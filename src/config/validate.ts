@@ -25,7 +25,9 @@ export const DESCRIPTOR_KEYS = [
   'reservation_key',
   'reservation_ttl',
   'settlement_key',
+  'in_flight',
 ];
+export const IN_FLIGHT_KEYS = ['limit', 'lease', 'request_key'];
 export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window', 'units'];
 
@@ -233,6 +235,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
   const quota = r.boolean(f.get('quota_mode'), `${path}.quota_mode`);
   const charge = readCharge(r, f, path);
+  const inFlight = readInFlight(r, f, path);
   const metadata = readMetadata(r, f.get('metadata'), `${path}.metadata`);
   const tierLimits = readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
   metricOption(r, f, 'detailed_metric', path);
@@ -245,6 +248,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     quota,
     ...charge,
     metadata,
+    inFlight,
     line: r.line(node),
     limits,
     unlimited: single?.unlimited ?? false,
@@ -284,6 +288,38 @@ function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<Descrip
     r.fail(f.get('settlement_key'), `${path}.settlement_key`, "must differ from reservation_key: it tells the stream's end from the request");
   }
   return { charge, reservationKey, reservationTtlMs, settlementKey };
+}
+
+/** A slot nobody gives back returns after 5 minutes unless `lease` says; at most a day. */
+export const DEFAULT_LEASE_MS = 300_000;
+/** Most slots of one in_flight rule's counter: each is a record in the store until given back. */
+export const MAX_IN_FLIGHT = 100_000;
+/** Keys an in_flight descriptor may not have: it counts requests at once, not per window, and never charges. */
+const NOT_WITH_IN_FLIGHT = ['rate_limit', 'rate_limits', 'tier_limits', 'algorithm', 'quota_mode', 'charge_mode'];
+
+/** `in_flight: {limit, lease, request_key}`: slots instead of windows (docs/in-flight.md). */
+function readInFlight(r: Reader, f: Map<string, Node>, path: string): DescriptorSpec['inFlight'] {
+  const node = f.get('in_flight');
+  if (node === undefined) return undefined;
+  const at = `${path}.in_flight`;
+  for (const k of NOT_WITH_IN_FLIGHT) if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, `an in_flight descriptor counts requests at once: it has no ${k}`);
+  const g = r.fields(node, at, IN_FLIGHT_KEYS);
+  if (!g) return undefined;
+  const limit = g.get('limit');
+  const n = limit !== undefined && isScalar(limit) ? limit.value : undefined;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_IN_FLIGHT) {
+    r.fail(limit ?? node, `${at}.limit`, `is required: a whole number of requests at once, from 1 to ${MAX_IN_FLIGHT}`);
+    return undefined;
+  }
+  let leaseMs = DEFAULT_LEASE_MS;
+  if (g.has('lease')) {
+    const ms = durationMs(r.string(g.get('lease'), `${at}.lease`));
+    if (ms === undefined || ms < 1000 || ms > 86_400_000) {
+      r.fail(g.get('lease'), `${at}.lease`, 'must be a duration from 1s to 24h, in whole seconds, minutes or hours (30s, 5m, 1h)');
+    } else leaseMs = ms;
+  }
+  const requestKey = r.string(g.get('request_key'), `${at}.request_key`, { nonEmpty: true });
+  return { limit: n, leaseMs, requestKey };
 }
 
 /** "30s", "10m", "2h" in milliseconds. */

@@ -94,6 +94,12 @@ export function reservationKey(counterKey: string): string {
   return `${counterKey}:rsv`;
 }
 
+/** Where an in_flight rule's slots are kept: a sorted set of holders by lease end, and `<this>:h`, a hash of
+ * what each holds (slots.lua). No unit is named slots, so it never meets a window key. */
+export function slotsKey(counterKey: string): string {
+  return `${counterKey}:slots`;
+}
+
 /** An RLQS bucket's demand table: every Envoy instance's demand for the counter, shared by replicas. */
 export function demandKey(counterKey: string): string {
   return `${counterKey}:rlqs`;

@@ -124,6 +124,11 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     // A charge or a reservation says what it counted; otherwise an admitted request counted its hits.
     const counted = r.counted ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
+    if (c.slots) {
+      pushWindow(o, noteSlots(o, c, plans[c.group]!.limits[o.windows.length]!, curr, counted, over, r, i));
+      if (over && !c.shadow) retry = Math.max(retry, SLOT_WAIT_MS);
+      continue;
+    }
     const bucket = c.burst > 0;
     // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
     const debt = bucket ? Math.max(0, curr + counted * c.windowMs) : 0;
@@ -148,9 +153,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
       over,
       retryAfterMs: wait,
     };
-    // A first window as a one-element array: a push onto [] would allocate room for 17.
-    if (o.windows.length === 0) o.windows = [state];
-    else o.windows.push(state);
+    pushWindow(o, state);
   }
   if (!r.admitted && quotaGroups && quotaWait && quotaWait.size === quotaGroups.size) {
     // Every quota descriptor is over: the request fits again once any one of them has room.
@@ -162,10 +165,41 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
   return decision;
 }
 
-/** A descriptor of a stream-end call: nothing limits it, or it settled a reservation. */
+function pushWindow(o: DescriptorOutcome, state: WindowState): void {
+  // A first window as a one-element array: a push onto [] would allocate room for 17.
+  if (o.windows.length === 0) o.windows = [state];
+  else o.windows.push(state);
+}
+
+/** A descriptor of a stream-end call: nothing limits it, it settled a reservation, gave back a refund, or
+ * returned slots. */
 function settles(o: DescriptorOutcome): boolean {
   const e = o.reservation?.event;
-  return o.windows.length === 0 || e === 'settled' || e === 'late' || e === 'unreserved';
+  return o.windows.length === 0 || e === 'settled' || e === 'late' || e === 'unreserved' || o.refunded !== undefined || o.slots?.event === 'returned';
+}
+
+/** What a refused in-flight request is told to wait: a slot comes back when any request of the tenant ends,
+ * which no counter predicts; the lease is only the worst case (docs/in-flight.md). */
+const SLOT_WAIT_MS = 1000;
+
+/** An in-flight check's state (slots left after the request; a reset a second away, as its wait) and its
+ * part of the descriptor's outcome. */
+function noteSlots(
+  o: DescriptorOutcome,
+  c: CounterCheck,
+  limit: CompiledLimit,
+  held: number,
+  counted: number,
+  over: boolean,
+  r: CheckResult,
+  i: number,
+): WindowState {
+  const expired = r.slotsExpired?.[i] ?? 0;
+  if (c.hits < 0) o.slots = { event: 'returned', count: -counted, expired };
+  else if (over) o.slots = { event: 'refused', count: Math.max(c.hits, 1), expired };
+  else o.slots = { event: 'taken', count: counted, expired };
+  const wait = over ? SLOT_WAIT_MS : 0;
+  return { limit, remaining: Math.max(0, c.limit - held - counted), resetAtMs: r.nowMs + SLOT_WAIT_MS, over, retryAfterMs: wait };
 }
 
 /** A charge-mode window's part of its descriptor's outcome: what was charged, the debt past the limit, and

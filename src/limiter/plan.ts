@@ -3,7 +3,7 @@ import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js'
 import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
 import { bucketIsExact, type Unit } from '../config/units.js';
-import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, reservationKey, windowKey } from '../counters/keys.js';
+import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, reservationKey, slotsKey, windowKey } from '../counters/keys.js';
 import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
 import type { CounterCheck, Reservation } from '../store/store.js';
@@ -82,6 +82,8 @@ export interface DescriptorPlan {
   reservation: Reservation | undefined;
   /** Envoy 1.38's is_negative_hits: `hits` are given back to every window, never refused (store.ts). */
   refund?: boolean;
+  /** in_flight with request_key: the fingerprint of the request id that holds the slots. */
+  slotId?: string;
 }
 
 /** How a plan was reached, for explanations. */
@@ -139,7 +141,7 @@ function planDescriptor(
 ): DescriptorPlan {
   const hits = d.hits ?? requestHits;
   // A request id is matched apart: only a domain with reservation rules looks for one (compiled once).
-  if (domain && domain.reservationKeys.size > 0 && !d.override) {
+  if (domain && (domain.reservationKeys.size > 0 || domain.slotKeys.size > 0) && !d.override) {
     const planned = reservationPlan(domain, d, hits, ctx, steps);
     if (planned) return planned;
   }
@@ -189,20 +191,25 @@ function reservationPlan(
   steps: MatchStep[] | undefined,
 ): DescriptorPlan | undefined {
   const last = d.entries[d.entries.length - 1];
-  if (!last || !domain.reservationKeys.has(last.key)) return undefined;
+  if (!last || !(domain.reservationKeys.has(last.key) || domain.slotKeys.has(last.key))) return undefined;
   const entries = d.entries.slice(0, -1);
   const rule = matchRule(domain, entries);
   const settles = rule !== undefined && rule.settlementKey === last.key;
-  if (!rule || (rule.reservationKey !== last.key && !settles) || rule.unlimited) return undefined;
+  const holds = rule?.inFlight !== undefined && rule.inFlight.requestKey === last.key;
+  if (!rule || (rule.reservationKey !== last.key && !settles && !holds) || rule.unlimited) return undefined;
   if (Buffer.byteLength(last.value) > MAX_RESERVATION_ID_BYTES) {
-    throw new InvalidRequestError(`the reservation id (entry ${d.entries.length - 1}) is longer than ${MAX_RESERVATION_ID_BYTES} bytes`);
+    throw new InvalidRequestError(
+      `the ${holds ? 'request' : 'reservation'} id (entry ${d.entries.length - 1}) is longer than ${MAX_RESERVATION_ID_BYTES} bytes`,
+    );
   }
   if (steps) matchRule(domain, entries, steps);
   const key = counterKey(rule.counterId, rule.variable, entries);
   const mode = modesOf(rule, false, ctx);
-  mode.reservation = { key: reservationKey(key), id: fingerprint(last.value), ttlMs: rule.reservationTtlMs, settles };
+  if (!holds) mode.reservation = { key: reservationKey(key), id: fingerprint(last.value), ttlMs: rule.reservationTtlMs, settles };
   const client = rule.tierLimits.size > 0 ? tokenFingerprint(domain, entries) : undefined;
-  return rulePlan(rule, client, key, hits, mode, ctx.tiers);
+  const plan = rulePlan(rule, client, key, hits, mode, ctx.tiers);
+  if (holds) plan.slotId = fingerprint(last.value);
+  return plan;
 }
 
 /** A refund takes no reservation (it names none: its id entry, if any, still picks the rule): it only gives
@@ -234,7 +241,7 @@ function unlimited(rule: Rule | undefined, mode: Modes, hits: number): Descripto
 function overriddenAlgorithm(rule: Rule | undefined, unit: Unit, requestsPerUnit: number): Algorithm {
   if (!rule) return 'fixed_window';
   let algorithm = rule.algorithm;
-  for (const l of rule.limits) if (l.unit === unit) algorithm = l.algorithm;
+  for (const l of rule.limits) if (l.unit === unit && l.algorithm !== 'in_flight') algorithm = l.algorithm;
   if (algorithm === 'token_bucket' && !bucketIsExact(requestsPerUnit, unit)) return 'fixed_window';
   return algorithm;
 }
@@ -298,8 +305,9 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
   for (let group = 0; group < plans.length; group++) {
     const p = plans[group]!;
     for (const l of p.limits) {
+      const slots = l.algorithm === 'in_flight';
       checks[at++] = {
-        key: l.burst > 0 ? bucketKey(p.key, l.windowName) : windowKey(p.key, l.windowName),
+        key: slots ? slotsKey(p.key) : l.burst > 0 ? bucketKey(p.key, l.windowName) : windowKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
         // A refund is a negative charge: counted whatever the answer, never over (store/charge-rules.ts).
@@ -309,9 +317,10 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         group,
         shadow: peek || p.shadow || (p.quota && quotaCannotBlock),
         quota: !peek && p.quota,
-        charge: !peek && (p.charge || p.refund === true),
+        charge: !peek && (p.charge || p.refund === true || slots),
         calendar: l.calendar,
         reservation: peek ? undefined : p.reservation,
+        slots: slots ? { id: p.slotId } : undefined,
       };
     }
   }

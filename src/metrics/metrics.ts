@@ -284,8 +284,9 @@ export class Metrics {
       if (!child) child = c.decisions[slot] = this.decisions.labels({ ...c.labels, result: RESULTS[result], source: d.source });
       child.inc();
       if (o.windows.length === 0) continue;
-      if (o.refunded === undefined) c.hits.inc(o.hits);
-      if (o.charged !== undefined || o.reservation || o.refunded !== undefined) this.budget.observe(c.charges, c.labels, o);
+      // What is given back (a refund, slots returned) was asked for once already: not hits again.
+      if (o.refunded === undefined && o.slots?.event !== 'returned') c.hits.inc(o.hits);
+      if (o.charged !== undefined || o.reservation || o.refunded !== undefined || o.slots) this.budget.observe(c.charges, c.labels, o);
       for (const w of o.windows) {
         const window = w.limit.windowName;
         if (w.over) this.child(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();

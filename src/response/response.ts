@@ -64,7 +64,8 @@ function problem(d: Decision): Record<string, unknown> {
     title: 'Quota Exceeded',
     status: 429,
     detail:
-      `Rate limit exceeded: ${worst.limit.requestsPerUnit} ${d.domain?.headers?.units ?? 'requests'} per ${worst.limit.unit} (${worst.limit.name}). ` +
+      `Rate limit exceeded: ${worst.limit.requestsPerUnit} ${d.domain?.headers?.units ?? 'requests'} ` +
+      `${worst.limit.algorithm === 'in_flight' ? 'at once' : `per ${worst.limit.unit}`} (${worst.limit.name}). ` +
       `Retry after ${retryAfter} s.`,
     'violated-policies': blockingDescriptors.flatMap((o) => o.windows.filter((w) => w.over).map((w) => w.limit.name)),
     limit: worst.limit.name,

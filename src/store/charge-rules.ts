@@ -21,6 +21,10 @@ import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
  *   refund     Envoy 1.38's is_negative_hits (hits < 0): given back whatever the answer, never over; a
  *              window's count never goes below 0 (only the current window gives back: the one before is
  *              past), a bucket never holds more than its burst (its debt never below 0)
+ *   take       an in-flight check (slots) asking for hits >= 0: as normal, against the slots held
+ *   again      a take by a request id that already holds slots: admitted, nothing taken
+ *   return     an in-flight give-back (hits < 0): the id's slots, or (no id) up to -hits of those held;
+ *              never over
  *   full       a new id where the counter (or the store) holds as many open reservations as it may:
  *              refused, nothing counted. Ended records (refused, settled, forgotten) never make a counter
  *              full: they are kept within bounds of their own, the oldest dropped first. */
@@ -28,7 +32,7 @@ import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
 /** What a store holds for a request id. */
 export type Held = { state: 'reserved' | 'expired'; estimate: number; atMs: number } | { state: 'refused' | 'settled' } | undefined;
 
-type Kind = 'normal' | 'charge' | 'reserve' | 'settle' | 'unreserved' | 'late' | 'full' | 'refund';
+type Kind = 'normal' | 'charge' | 'reserve' | 'settle' | 'unreserved' | 'late' | 'full' | 'refund' | 'take' | 'again' | 'return';
 
 export interface ChargeDecision {
   admitted: boolean;
@@ -38,16 +42,23 @@ export interface ChargeDecision {
   reservations: (ReservationOutcome | undefined)[];
 }
 
-/** `used`: per check, a window's count as decisions weigh it (a sliding window's estimate) or a bucket's
- * debt; `curr`: the current window's own count (a bucket: its debt); `held`: the store's record of a
- * reservation's id; `full`: whether a new reservation would pass the store's bound. */
+/** What a store knows of a request's ids: its record of a reservation's id, whether a new reservation would
+ * pass its bound, the slots an in-flight check's id holds, and whether a new holder of slots would. */
+export interface Records {
+  held: (c: CounterCheck) => Held;
+  full: (c: CounterCheck) => boolean;
+  holding: (c: CounterCheck) => number;
+  slotsFull: () => boolean;
+}
+
+/** `used`: per check, a window's count as decisions weigh it (a sliding window's estimate), a bucket's debt,
+ * or the slots held; `curr`: the current window's own count (a bucket: its debt; slots: those held). */
 export function decideCharges(
   checks: readonly CounterCheck[],
   used: readonly number[],
   curr: readonly number[],
   nowMs: number,
-  held: (c: CounterCheck) => Held,
-  full: (c: CounterCheck) => boolean,
+  store: Records,
 ): ChargeDecision {
   const n = checks.length;
   const kinds: Kind[] = [];
@@ -58,14 +69,13 @@ export function decideCharges(
     const c = checks[i]!;
     let kind = kinds[c.group];
     if (kind === undefined) {
-      records[c.group] = c.reservation && held(c);
-      kind = kinds[c.group] = kindOf(c, records[c.group], full);
+      records[c.group] = c.reservation && store.held(c);
+      kind = kinds[c.group] = c.slots ? slotKind(c, store) : kindOf(c, records[c.group], store.full);
     }
-    const record = records[c.group] as { estimate: number; atMs: number };
-    const ask = kind === 'settle' ? settlement(c, record, nowMs) : kind === 'late' ? 0 : kind === 'refund' ? refund(c, curr[i]!) : c.hits;
+    const ask = askOf(kind, c, records[c.group] as { estimate: number; atMs: number }, curr[i]!, nowMs, store);
     asks[i] = ask;
     // A charge or settlement is over when it took the window past its limit; anything else asks for room.
-    over[i] = kind === 'full' || (kind !== 'refund' && exceeds(c, used[i]!, charges(kind) ? ask : Math.max(ask, 1)));
+    over[i] = kind === 'full' || (!gives(kind) && exceeds(c, used[i]!, charges(kind) ? ask : Math.max(ask, 1)));
   }
   const { admitted, groupOver } = settle(checks, over);
   const counted = new Array<number>(n);
@@ -74,7 +84,7 @@ export function decideCharges(
     const c = checks[i]!;
     const kind = kinds[c.group]!;
     const room = admitted && !groupOver[c.group];
-    counted[i] = charges(kind) ? asks[i]! : (kind === 'normal' || kind === 'reserve') && room ? c.hits : 0;
+    counted[i] = charges(kind) ? asks[i]! : (kind === 'normal' || kind === 'reserve' || kind === 'take') && room ? c.hits : 0;
     if (c.reservation && reservations[c.group] === undefined) reservations[c.group] = outcome(kind, room, c, records[c.group]);
   }
   return { admitted, over, counted, reservations };
@@ -82,7 +92,32 @@ export function decideCharges(
 
 /** Kinds counted whatever the answer. */
 function charges(kind: Kind): boolean {
-  return kind === 'charge' || kind === 'settle' || kind === 'unreserved' || kind === 'refund';
+  return kind === 'charge' || kind === 'settle' || kind === 'unreserved' || kind === 'refund' || kind === 'return';
+}
+
+/** Kinds never over: they only give back, or take nothing. */
+function gives(kind: Kind): boolean {
+  return kind === 'refund' || kind === 'return' || kind === 'again';
+}
+
+/** An in-flight check's kind: a give-back, a take by an id already holding slots, a take past the store's
+ * bound of holders (refused), or a take. */
+function slotKind(c: CounterCheck, store: Records): Kind {
+  if (c.hits < 0) return 'return';
+  if (c.slots!.id !== undefined && store.holding(c) > 0) return 'again';
+  return c.hits > 0 && store.slotsFull() ? 'full' : 'take';
+}
+
+/** What a check adds, by its kind (a give-back, a settlement or a refund: negative). */
+function askOf(kind: Kind, c: CounterCheck, record: { estimate: number; atMs: number }, curr: number, nowMs: number, store: Records): number {
+  if (kind === 'settle') return settlement(c, record, nowMs);
+  if (kind === 'late' || kind === 'again') return 0;
+  if (kind === 'refund') return refund(c, curr);
+  if (kind === 'return') {
+    const back = c.slots!.id !== undefined ? store.holding(c) : Math.min(-c.hits, curr);
+    return back === 0 ? 0 : -back;
+  }
+  return c.hits;
 }
 
 /** What a refund (hits < 0) gives back: all of it, or what the window holds (a bucket: its debt, in whole

@@ -5,6 +5,7 @@ import { type Clock, systemClock } from '../counters/clock.js';
 import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
 import { decideCharges } from './charge-rules.js';
 import { MemoryReservations } from './memory-reservations.js';
+import { MemorySlots } from './memory-slots.js';
 import { type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth, settle } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -64,6 +65,7 @@ export class MemoryStore implements Store {
    * new window would evict its first, and a new client's counts would never get past 1). */
   private readonly fresh = new Set<string>();
   readonly reservations: MemoryReservations;
+  readonly slots: MemorySlots;
   evictions = 0;
 
   constructor(private readonly opts: MemoryStoreOptions = {}) {
@@ -71,6 +73,8 @@ export class MemoryStore implements Store {
     this.maxCounters = opts.maxCounters ?? defaults.maxCounters;
     this.baseMs = this.clock.now() - (this.clock.now() % 1000);
     this.reservations = new MemoryReservations(opts.maxReservations ?? defaults.maxReservations);
+    // In-flight holders share the reservations' bound: each is a request held open across replicas' calls.
+    this.slots = new MemorySlots(opts.maxReservations ?? defaults.maxReservations);
   }
 
   get size(): number {
@@ -94,8 +98,15 @@ export class MemoryStore implements Store {
     let charges = false;
     for (let i = 0; i < n; i++) {
       const c = checks[i]!;
+      if (c.charge || c.slots) charges = true;
+      if (c.slots) {
+        // Slots, not a window: decided with the charges (charge-rules.ts), from the slots held.
+        curr[i] = 0;
+        prev[i] = 0;
+        over[i] = false;
+        continue;
+      }
       const s = this.series.get(c.key);
-      if (c.charge) charges = true;
       if (c.burst > 0) {
         curr[i] = s === undefined ? 0 : bucketDebt(s.c, s.w + this.baseMs, nowMs, c.limit);
         prev[i] = 0;
@@ -124,24 +135,44 @@ export class MemoryStore implements Store {
 
   /** A request with a charge or a reservation: decided by charge-rules.ts, which says what each window gets. */
   private checkCharges(checks: readonly CounterCheck[], nowMs: number, curr: number[], prev: number[]): CheckResult {
-    const used = checks.map((c, i) => (c.sliding ? slidingUsed(prev[i]!, curr[i]!, nowMs, c.windowMs) : curr[i]!));
     const expired = this.reservations.sweep(nowMs);
-    const d = decideCharges(
-      checks,
-      used,
-      curr,
-      nowMs,
-      (c) => this.reservations.held(c, nowMs),
-      (c) => this.reservations.full(c, nowMs),
-    );
+    const slotsExpired = this.readSlots(checks, nowMs, curr);
+    const used = checks.map((c, i) => (c.sliding ? slidingUsed(prev[i]!, curr[i]!, nowMs, c.windowMs) : curr[i]!));
+    const d = decideCharges(checks, used, curr, nowMs, {
+      held: (c) => this.reservations.held(c, nowMs),
+      full: (c) => this.reservations.full(c, nowMs),
+      holding: (c) => this.slots.holding(c, nowMs),
+      slotsFull: () => this.slots.full(),
+    });
     if (this.fresh.size > 0) this.fresh.clear();
     checks.forEach((c, i) => {
-      if (d.counted[i] !== 0) this.add(c, curr[i]!, nowMs, d.counted[i]!);
+      const n = d.counted[i]!;
+      if (c.slots) {
+        if (n > 0) this.slots.take(c, n, nowMs);
+        else if (n < 0) this.slots.give(c, -n);
+      } else if (n !== 0) this.add(c, curr[i]!, nowMs, n);
       const o = d.reservations[c.group];
       // Once per group: its first window carries the record.
       if (o && checks.findIndex((x) => x.group === c.group) === i) this.reservations.record(c, o, nowMs);
     });
-    return { nowMs, admitted: d.admitted, curr, prev, over: d.over, counted: d.counted, reservations: d.reservations, expired };
+    const result: CheckResult = { nowMs, admitted: d.admitted, curr, prev, over: d.over, counted: d.counted, reservations: d.reservations, expired };
+    if (slotsExpired) result.slotsExpired = slotsExpired;
+    return result;
+  }
+
+  /** The slots held by each in-flight check (into curr), ending the leases that ran out unless the request
+   * only peeks (hits 0 and not counted: explain, inspection); per check, how many did. */
+  private readSlots(checks: readonly CounterCheck[], nowMs: number, curr: number[]): number[] | undefined {
+    let expired: number[] | undefined;
+    checks.forEach((c, i) => {
+      if (!c.slots) return;
+      this.slots.sweep(nowMs);
+      const [held, ended] = this.slots.held(c, nowMs, true);
+      curr[i] = held;
+      expired ??= new Array<number>(checks.length).fill(0);
+      expired[i] = ended;
+    });
+    return expired;
   }
 
   health(): StoreHealth {
@@ -169,6 +200,7 @@ export class MemoryStore implements Store {
     this.series.clear();
     this.expiries.clear();
     this.reservations.clear();
+    this.slots.clear();
     return Promise.resolve();
   }
 

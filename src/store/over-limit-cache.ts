@@ -107,7 +107,7 @@ export class OverLimitCache implements Store {
     const blocked: (Entry | undefined)[] = [];
     for (const c of checks) {
       // A charge must be counted, and a reservation recorded: only the store can answer them.
-      if (c.shadow || c.charge) return undefined;
+      if (c.shadow || c.charge || c.slots) return undefined;
       const e = this.entries.get(c.key);
       if (e && valid(e, c, now)) blocked[c.group] = e;
     }
@@ -137,7 +137,7 @@ export class OverLimitCache implements Store {
   private remember(checks: readonly CounterCheck[], r: CheckResult, sentAt: number): void {
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
     checks.forEach((c, i) => {
-      if (!r.over[i] || c.shadow) return;
+      if (!r.over[i] || c.shadow || c.slots) return;
       const group: Snapshot[] = [];
       checks.forEach((o, j) => {
         const start = o.burst > 0 ? r.nowMs : startOf(o, r.nowMs);

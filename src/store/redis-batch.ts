@@ -30,7 +30,7 @@ const SHORT_MODE = { count: 'c', peek: 'p' } as const;
 
 /** A fixed window that is neither shadow, quota nor charge: the script's fast path. */
 function isPlain(c: CounterCheck): boolean {
-  return !c.sliding && !c.shadow && !c.quota && !c.charge && c.burst === 0;
+  return !c.sliding && !c.shadow && !c.quota && !c.charge && c.burst === 0 && !c.slots;
 }
 
 /** The first window of each group that holds a reservation, in order: the script's reservations of a request. */
@@ -63,11 +63,24 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
       keys.push(storeKey(keyPrefix, r.key), storeKey(keyPrefix, `${r.key}.exp`), storeKey(keyPrefix, `${r.key}.done`));
       tail.push(c.group, r.id, r.ttlMs, r.settles ? 1 : 0);
     }
+    pushSlots(p.checks, tail);
   }
   const args: (string | number)[] = [nowMs, shapes.length];
   for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
   for (const a of tail) args.push(a);
   return { keys, args };
+}
+
+/** The in-flight checks of a request (check-and-incr.lua's `f`): their count, then each one's place in the
+ * request (1-based) and its id ('' for slots as counts). */
+function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[]): void {
+  const at = tail.length;
+  tail.push(0);
+  checks.forEach((c, i) => {
+    if (!c.slots) return;
+    tail.push(i + 1, c.slots.id ?? '');
+    (tail[at] as number)++;
+  });
 }
 
 /** A span for a script call that carries at least one sampled decision, linked to each of them; none
@@ -132,6 +145,12 @@ function mergeCharges(checks: readonly CounterCheck[], slots: number[][], parts:
       if (o) out.reservations![c.group] = o;
     });
     out.expired! += part.expired ?? 0;
+    if (part.slotsExpired) {
+      out.slotsExpired ??= new Array<number>(checks.length).fill(0);
+      idx.forEach((i, j) => {
+        out.slotsExpired![i] = part.slotsExpired![j]!;
+      });
+    }
   });
 }
 
@@ -182,7 +201,7 @@ export function answerBatch(batch: Pending[], reply: (number | string)[], refuse
       prev[i] = p.checks[i]!.sliding && p.checks[i]!.burst === 0 ? (reply[at++] as number) : 0;
     }
     const result: CheckResult = { nowMs, admitted: head === 1, curr, prev, over };
-    if (p.checks.some((c) => c.charge)) at = readCharges(p.checks, reply, at, result);
+    if (p.checks.some((c) => c.charge || c.slots)) at = readCharges(p.checks, reply, at, result);
     p.resolve(result);
   }
   return [];
@@ -202,5 +221,6 @@ function readCharges(checks: readonly CounterCheck[], reply: (number | string)[]
   }
   result.reservations = reservations;
   result.expired = reply[at++] as number;
+  if (checks.some((c) => c.slots)) result.slotsExpired = checks.map((c) => (c.slots ? (reply[at++] as number) : 0));
   return at;
 }

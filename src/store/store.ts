@@ -26,6 +26,17 @@ export interface CounterCheck {
   calendar: number;
   /** A charge-mode descriptor's reservation, the same object on each of its windows (see Reservation). */
   reservation: Reservation | undefined;
+  /** Set for an `in_flight` rule's check: not a window but slots, at most `limit` held at once, each for at
+   * most `windowMs` (its lease). hits > 0 take slots (all or none), hits < 0 give them back (never refused),
+   * 0 checks for one. Sent in charge mode. */
+  slots: Slots | undefined;
+}
+
+/** Who holds the slots an in-flight check takes: the fingerprint of its request id (request_key), or
+ * undefined for slots as counts (a give-back returns the oldest holders' slots first). A take by an id that
+ * already holds slots takes none and is admitted; a give-back by an id returns what it holds, else nothing. */
+export interface Slots {
+  id: string | undefined;
 }
 
 /** A reservation named by a request id on a descriptor's counter. The first call with the id reserves its
@@ -91,6 +102,8 @@ export interface CheckResult {
   reservations?: (ReservationOutcome | undefined)[];
   /** Reservations found expired unsettled while deciding (they stay charged at their estimate). */
   expired?: number;
+  /** Per check (in-flight slots only, else 0): slots found past their lease while deciding. */
+  slotsExpired?: number[];
 }
 
 export interface StoreHealth {

@@ -92,6 +92,26 @@ describe('shipped Envoy configs', () => {
     expect(checkEnvoyYaml(text.replace('apply_on_stream_done: true', 'apply_on_stream_dne: true'), new EnvoyApi({ envoy133: true })).problems).toHaveLength(1);
   });
 
+  it('envoy/envoy-inflight.yaml (slots given back on stream done, Envoy 1.38+) is valid against the 1.38 API, and only there', () => {
+    const text = readFileSync('envoy/envoy-inflight.yaml', 'utf8');
+    const report = checkEnvoyYaml(text, new EnvoyApi({ envoy138: true }));
+    expect(report.problems).toEqual([]);
+    for (const field of [
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute.rate_limits',
+      'envoy.config.route.v3.RateLimit.HitsAddend.number',
+      'envoy.config.route.v3.RateLimit.HitsAddend.is_negative_hits',
+      'envoy.config.route.v3.RateLimit.apply_on_stream_done',
+      'envoy.config.route.v3.RateLimit.Action.request_headers',
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimit.domain',
+    ]) {
+      expect(report.fieldsSeen, field).toContain(field);
+    }
+    // The API of 1.33 (before the refund) refuses it, on the new field.
+    expect(checkEnvoyYaml(text, new EnvoyApi({ envoy133: true })).problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(/unknown field "is_negative_hits"/),
+    ]);
+  });
+
   it('the file before issue 13 was valid too: its bypasses were semantic, not typos', () => {
     expect(checkEnvoyYaml(readFileSync(`${FIXTURES}/before-issue-13.yaml`, 'utf8'), api).problems).toEqual([]);
   });

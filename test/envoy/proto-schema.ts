@@ -66,11 +66,23 @@ export class EnvoyApi {
   private readonly root = new protobuf.Root();
   private readonly loaded = new Set<string>();
 
-  /** `envoy133`: the API as of Envoy 1.33 (ENVOY_1_33_FIELDS added to the protos @grpc/grpc-js-xds ships). */
-  constructor(opts: { envoy133?: boolean } = {}) {
+  /** `envoy133`: the API as of Envoy 1.33 (its fields added to the protos @grpc/grpc-js-xds ships); `envoy138`:
+   * as of Envoy 1.38 (1.33's and is_negative_hits). */
+  constructor(opts: { envoy133?: boolean; envoy138?: boolean } = {}) {
     this.root.resolvePath = (_origin, target) => INCLUDE_ROOTS.map((r) => join(r, target)).find((p) => existsSync(p)) ?? target;
     this.loadPackage('envoy.config.bootstrap.v3');
-    if (opts.envoy133) this.addEnvoy133Fields();
+    if (opts.envoy133 || opts.envoy138) this.addEnvoy133Fields();
+    if (opts.envoy138) this.addEnvoy138Fields();
+  }
+
+  /** The field Envoy 1.38.0 added to the route's hits_addend (envoyproxy/envoy #44059): transcribed from
+   * api/envoy/config/route/v3/route_components.proto as go-control-plane generates it
+   * (envoy/config/route/v3/route_components.pb.go, 2026-08-21: RateLimit.HitsAddend.is_negative_hits, varint 3). */
+  private addEnvoy138Fields(): void {
+    const hitsAddend = this.message('envoy.config.route.v3.RateLimit.HitsAddend')!;
+    const field = new protobuf.Field('is_negative_hits', 3, 'bool');
+    hitsAddend.add(field);
+    field.resolve();
   }
 
   /** The rate-limit fields Envoy 1.33.0 added (its changelogs/1.33.0.yaml), which the protos @grpc/grpc-js-xds

@@ -15,6 +15,7 @@ export function counterCheck(over: Partial<CounterCheck> = {}): CounterCheck {
     charge: false,
     calendar: 0,
     reservation: undefined,
+    slots: undefined,
     ...over,
   };
 }

@@ -327,6 +327,7 @@ describe('the Redis share table with a frozen Redis', () => {
                 charge: false,
                 calendar: 0,
                 reservation: undefined,
+                slots: undefined,
               })),
             ),
           ).catch(() => undefined);

@@ -66,6 +66,10 @@ describe('descriptor config errors name the file, the line and the key', () => {
     ['rule-path-collision.yaml', 7, 'descriptors[1]', /rule path "a.b" is also the path of the descriptor at line 5/],
     ['calendar-on-sliding-window.yaml', 7, 'descriptors[0].rate_limits[0].calendar', /only a fixed_window limit has calendar windows/],
     ['reservation-key-without-charge-mode.yaml', 4, 'descriptors[0].reservation_key', /only a charge_mode descriptor has reservations/],
+    ['in-flight-with-rate-limit.yaml', 5, 'descriptors[0].rate_limit', /an in_flight descriptor counts requests at once: it has no rate_limit/],
+    ['in-flight-limit-zero.yaml', 5, 'descriptors[0].in_flight.limit', /from 1 to 100000/],
+    ['in-flight-lease-too-long.yaml', 6, 'descriptors[0].in_flight.lease', /from 1s to 24h/],
+    ['in-flight-unknown-key.yaml', 6, 'descriptors[0].in_flight.leas', /unknown key/],
     ['unit-multiplier-zero.yaml', 4, 'descriptors[0].rate_limit.unit_multiplier', /must be at least 1/],
   ])('%s → line %i, key %s', (name, line, key, message) => {
     const [first] = problemsOf(name);

@@ -14,8 +14,8 @@ const limitsOf = (domain: string, ...entries: [string, string][]): string | unde
 };
 
 describe('examples/', () => {
-  it('loads as one directory: seven domains, no notes', () => {
-    expect([...config.domains.keys()].sort()).toEqual(['edge', 'llm', 'paths', 'rollout', 'saas', 'tenants', 'users']);
+  it('loads as one directory: eight domains, no notes', () => {
+    expect([...config.domains.keys()].sort()).toEqual(['edge', 'inflight', 'llm', 'paths', 'rollout', 'saas', 'tenants', 'users']);
     expect([...config.domains.values()].flatMap((d) => d.notes)).toEqual([]);
   });
 
@@ -44,6 +44,14 @@ describe('examples/', () => {
     expect(saas.tokenKey).toBe('api_key');
     const rule = matchRule(saas, [{ key: 'api_key', value: 'k' }])!;
     expect([...rule.tierLimits.keys()]).toEqual(['pro', 'enterprise']);
+  });
+
+  it('in-flight.yaml: 20 requests at once per tenant, a 2-minute lease, slots held by request id', () => {
+    const domain = config.domains.get('inflight')!;
+    const rule = matchRule(domain, [{ key: 'tenant', value: 'acme' }])!;
+    expect(rule.inFlight).toEqual({ limit: 20, leaseMs: 120_000, requestKey: 'request_id' });
+    expect(rule.limits.map((l) => [l.algorithm, l.requestsPerUnit, l.windowSeconds])).toEqual([['in_flight', 20, 120]]);
+    expect([...domain.slotKeys]).toEqual(['request_id']);
   });
 
   it('llm-budgets.yaml: a calendar month per tenant, an hour per tenant and model with reservations, both charged', () => {

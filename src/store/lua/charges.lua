@@ -109,10 +109,14 @@ local function look_up(x, count_it)
   return expired
 end
 
+-- In-flight slots: slot_window, slot_write.
+--#include slots.lua
+
 -- Window j of a request with a charge: its kind (normal, charge, or its reservation's), its count before (a
 -- bucket: its debt), the previous window's, what it asks and whether that takes it past what it holds.
 local function charge_window(j, rsv)
   local w = shape_of[j]
+  if slots_of[j] then return slot_window(w, slots_of[j], rsv.count_it) end
   local x = rsv.by_group[group_of[j]]
   local kind = 'normal'
   if w.hits < 0 then
@@ -204,11 +208,20 @@ local function answer_charges(admitted, n, k0, curr, prev, over, counted, rsv, e
   end
   o = o + 1
   out[o] = expired
+  -- Per in-flight check, in order: the slots whose lease it found ended.
+  for i = 1, n do
+    local x = slots_of[k0 + i]
+    if x then
+      o = o + 1
+      out[o] = x.expired
+    end
+  end
 end
 
 -- A charge or settlement is counted whatever the answer; anything else as decide counts it (admitted, with
 -- room); the admission rule is decide's.
 local function decide_charges(count_it, n, k0, rsv)
+  rsv.count_it = count_it
   local expired = 0
   for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it) end
   local curr, prev, over, asks, kinds = {}, {}, {}, {}, {}
@@ -232,13 +245,19 @@ local function decide_charges(count_it, n, k0, rsv)
   local counted = {}
   for i = 1, n do
     local kind, c = kinds[i], 0
-    if kind == 'charge' or kind == 'settle' or kind == 'unreserved' or kind == 'refund' then
+    if kind == 'charge' or kind == 'settle' or kind == 'unreserved' or kind == 'refund' or kind == 'return' then
       c = asks[i]
-    elseif (kind == 'normal' or kind == 'reserve') and admitted == 1 and not group_over[group_of[k0 + i]] then
+    elseif (kind == 'normal' or kind == 'reserve' or kind == 'take') and admitted == 1 and not group_over[group_of[k0 + i]] then
       c = shape_of[k0 + i].hits
     end
     counted[i] = c
-    if count_it and c ~= 0 then write_delta(k0 + i, shape_of[k0 + i], curr[i], c) end
+    if count_it and c ~= 0 then
+      if slots_of[k0 + i] then
+        slot_write(shape_of[k0 + i], slots_of[k0 + i], c)
+      else
+        write_delta(k0 + i, shape_of[k0 + i], curr[i], c)
+      end
+    end
   end
   record_reservations(rsv, admitted, count_it)
   answer_charges(admitted, n, k0, curr, prev, over, counted, rsv, expired)

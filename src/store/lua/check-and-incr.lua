@@ -35,18 +35,21 @@
            n      number of windows of this request (its keys are the next n of KEYS)
            then per window, two values: its shape (1-based), and its group (descriptor index); one value,
            its shape, for a plain request
-           r      (not for a plain request) number of reservations; then per reservation four values: its
+           r      (not for a plain request) number of reservations, then per reservation four values: its
                   group, the request id's fingerprint, its ttl in ms, and 1 when it is a settlement (the rule's
                   settlement_key) else 0; its three keys follow the request's window keys in KEYS:
                   <counter key>:rsv, a hash (id -> "r <estimate> <ms reserved>" open, "e ..." ended unsettled,
                   "x" refused, "s" settled), <counter key>:rsv.exp, a sorted set (open ids by expiry ms), and
                   <counter key>:rsv.done, a sorted set (ended ids by when they are forgotten)
+           f      (not plain) number of in-flight checks (slots.lua: the window's key is its set of holders),
+                  then per one its window's place in the request (1-based) and its id's fingerprint ('' none)
 
   Returns  { now_ms, then per request: admitted (0|1), then per window its count before this request (a
            bucket: its debt now), written -(count + 1) when the window has no room, and for a sliding window
            the previous window's count after it; a request with a charge window then has per window what it
            counted (a settlement's difference may be negative), per reservation its event (1 made, 2 refused,
-           3 settled, 4 late, 5 full, 6 unreserved) and estimate, and the reservations found expired unsettled }. Counts are
+           3 settled, 4 late, 5 full, 6 unreserved) and estimate, the reservations found expired unsettled, and
+           per in-flight check the slots whose lease ended }. Counts are
            whole numbers, so the sign says "no room" without another value. A request whose counters Redis
            refused (a key of another type, or a value that is not a count: WRONGTYPE; out of memory: OOM) has,
            in place of all that, the error's first word as a string: it fails alone, the others of the batch are
@@ -123,7 +126,7 @@ end
 -- client): MGET answers both, `values` keeps one. Per request r: its first window is r_k[r] + 1, it has r_n[r]
 -- windows, r_count[r] says whether to count it, r_plain[r] whether every window is plain, r_short[r]
 -- whether it came without groups.
-local names, cur, old, shape_of, group_of = {}, {}, {}, {}, {}
+local names, cur, old, shape_of, group_of, slots_of = {}, {}, {}, {}, {}, {}
 local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv = {}, {}, {}, {}, {}, {}, {}
 local m, reqs = 0, 0
 do
@@ -178,6 +181,15 @@ do
         k = k + 3
       end
       a = a + 1 + r * 4
+      local f = tonumber(ARGV[a])
+      for x = 1, f do
+        local j = r_k[reqs] + tonumber(ARGV[a + (x - 1) * 2 + 1])
+        local id = ARGV[a + (x - 1) * 2 + 2]
+        if id == '' then id = nil end
+        slots_of[j] = { id = id, set = K[k_at + j], hash = K[k_at + j] .. ':h' }
+      end
+      if f > 0 then r_charge[reqs] = true end
+      a = a + 1 + f * 2
     end
   end
 end

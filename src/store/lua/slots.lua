@@ -1,0 +1,86 @@
+--[[
+  Part of check-and-incr.lua, included in charges.lua's scope (where it says --#include slots.lua): the slots
+  of an in_flight rule, decided as src/store/charge-rules.ts decideCharges (kinds take, again, return) and
+  kept as src/store/memory-slots.ts keeps them. It uses the script's locals: call, max, now, tonumber.
+
+  Per counter, two keys with the counter's hash tag:
+    <key>     a sorted set: holder -> when its lease ends (ms)
+    <key>:h   a hash: holder -> slots it holds; '#held' -> slots held in all, '#seq' -> the last number given
+              to a holder without an id ('#<n>'; an id is a fingerprint, hex, so never starts with '#')
+  Both expire together, a second after the latest lease.
+]]
+
+-- Leases ended per call, at most: a call's work stays bounded whatever ran out; the rest end at later calls
+-- (until then they count as held: a refusal too many, never an admission too many).
+local SLOT_PURGE = 100
+
+-- Holders whose lease ended: their slots come back (written only when counting). Returns how many.
+local function slot_leases(x, count_it)
+  local due = call('ZRANGEBYSCORE', x.set, '-inf', now, 'LIMIT', 0, SLOT_PURGE)
+  if #due == 0 then return 0 end
+  local held = call('HMGET', x.hash, unpack(due))
+  local expired = 0
+  for i = 1, #due do expired = expired + (tonumber(held[i]) or 0) end
+  if count_it then
+    call('ZREM', x.set, unpack(due))
+    call('HDEL', x.hash, unpack(due))
+    call('HINCRBY', x.hash, '#held', -expired)
+  end
+  return expired
+end
+
+-- Window j's slots: its kind, the slots held before the request, what it asks, and whether it is over.
+local function slot_window(w, x, count_it)
+  x.expired = slot_leases(x, count_it)
+  local held = tonumber(call('HGET', x.hash, '#held')) or 0
+  if not count_it then held = held - x.expired end
+  if held < 0 then held = 0 end
+  local mine = 0
+  if x.id then
+    mine = tonumber(call('HGET', x.hash, x.id)) or 0
+    local until_ms = tonumber(call('ZSCORE', x.set, x.id) or 0)
+    if mine > 0 and until_ms <= now then mine = 0 end
+  end
+  if w.hits < 0 then
+    local back = mine
+    if not x.id then back = math.min(-w.hits, held) end
+    return 'return', held, 0, -back, false
+  end
+  if mine > 0 then return 'again', held, 0, 0, false end
+  return 'take', held, 0, w.hits, held + max(w.hits, 1) > w.limit
+end
+
+-- Writes what a slots check counted: n > 0 slots taken (by the id, or by a new holder), n < 0 given back
+-- (the id's, or the oldest holders' first).
+local function slot_write(w, x, n)
+  if n > 0 then
+    local id = x.id or ('#' .. call('HINCRBY', x.hash, '#seq', 1))
+    call('ZADD', x.set, now + w.window, id)
+    call('HSET', x.hash, id, n)
+    call('HINCRBY', x.hash, '#held', n)
+    call('PEXPIRE', x.set, w.window + 1000)
+    call('PEXPIRE', x.hash, w.window + 1000)
+    return
+  end
+  if x.id then
+    call('ZREM', x.set, x.id)
+    call('HDEL', x.hash, x.id)
+    call('HINCRBY', x.hash, '#held', n)
+    return
+  end
+  local left = -n
+  while left > 0 do
+    local oldest = call('ZRANGE', x.set, 0, 0)[1]
+    if not oldest then break end
+    local has = tonumber(call('HGET', x.hash, oldest)) or 0
+    if has <= left then
+      call('ZREM', x.set, oldest)
+      call('HDEL', x.hash, oldest)
+      left = left - has
+    else
+      call('HSET', x.hash, oldest, has - left)
+      left = 0
+    end
+  end
+  call('HINCRBY', x.hash, '#held', n + left)
+end

@@ -1,0 +1,128 @@
+import type { CounterCheck } from './store.js';
+
+/** A holder of in-flight slots: a request id's fingerprint, or (slots as counts) a number of its own. */
+interface Holder {
+  slots: number;
+  /** When its lease ends, in ms: its slots come back then if nobody gave them back. */
+  untilMs: number;
+}
+
+interface Pool {
+  /** In the order they took their slots, so count-mode give-backs return the oldest first (as slots.lua). */
+  holders: Map<string, Holder>;
+  held: number;
+  /** The latest lease end: the pool is dropped once it has passed. */
+  untilMs: number;
+  seq: number;
+}
+
+/** The memory store's in-flight slots (an `in_flight` rule): per counter, who holds how many slots until
+ * when. What slots.lua keeps in Redis, with the same answers. Holders are at most the counter's limit (each
+ * holds at least one slot); the pools in all are bounded by `maxHolders` (past it a new take is refused), and a
+ * pool leaves with its last lease, through an expiry index by second like the store's own. */
+export class MemorySlots {
+  private readonly pools = new Map<string, Pool>();
+  private readonly expiries = new Map<number, Set<string>>();
+  private total = 0;
+  private nextSweepMs = 0;
+
+  constructor(private readonly maxHolders: number) {}
+
+  /** Slots held on c's counter now, after the leases that ran out ended; returns [held, expired]. */
+  held(c: CounterCheck, nowMs: number, write: boolean): [number, number] {
+    const p = this.pools.get(c.key);
+    if (!p) return [0, 0];
+    let expired = 0;
+    for (const [id, h] of p.holders) {
+      if (h.untilMs > nowMs) continue;
+      expired += h.slots;
+      if (write) this.remove(p, id, h);
+    }
+    return [p.held - (write ? 0 : expired), expired];
+  }
+
+  /** Slots the request's id holds on c's counter (0 without an id, or none held). */
+  holding(c: CounterCheck, nowMs: number): number {
+    const h = c.slots?.id === undefined ? undefined : this.pools.get(c.key)?.holders.get(c.slots.id);
+    return h && h.untilMs > nowMs ? h.slots : 0;
+  }
+
+  /** Whether the store holds as many holders as it may (a new take is then refused). */
+  full(): boolean {
+    return this.total >= this.maxHolders;
+  }
+
+  take(c: CounterCheck, n: number, nowMs: number): void {
+    let p = this.pools.get(c.key);
+    if (!p) {
+      p = { holders: new Map(), held: 0, untilMs: 0, seq: 0 };
+      this.pools.set(c.key, p);
+    }
+    const id = c.slots?.id ?? `#${++p.seq}`;
+    const untilMs = nowMs + c.windowMs;
+    p.holders.set(id, { slots: n, untilMs });
+    p.held += n;
+    this.total++;
+    if (untilMs > p.untilMs) this.expireAt(c.key, p, untilMs);
+  }
+
+  /** Gives back `n` slots: the id's, or (no id) the oldest holders' first. */
+  give(c: CounterCheck, n: number): void {
+    const p = this.pools.get(c.key);
+    if (!p) return;
+    const id = c.slots?.id;
+    if (id !== undefined) {
+      const h = p.holders.get(id);
+      if (h) this.remove(p, id, h);
+      return;
+    }
+    let left = n;
+    for (const [k, h] of p.holders) {
+      if (left <= 0) break;
+      const back = Math.min(left, h.slots);
+      left -= back;
+      if (back === h.slots) this.remove(p, k, h);
+      else {
+        h.slots -= back;
+        p.held -= back;
+      }
+    }
+  }
+
+  /** Drops the pools whose every lease has ended (at most once a second). */
+  sweep(nowMs: number): void {
+    if (nowMs < this.nextSweepMs) return;
+    this.nextSweepMs = nowMs + 1000;
+    for (const [second, keys] of this.expiries) {
+      if (second * 1000 > nowMs) continue;
+      for (const k of keys) {
+        const p = this.pools.get(k);
+        if (!p) continue;
+        this.total -= p.holders.size;
+        this.pools.delete(k);
+      }
+      this.expiries.delete(second);
+    }
+  }
+
+  clear(): void {
+    this.pools.clear();
+    this.expiries.clear();
+    this.total = 0;
+  }
+
+  private remove(p: Pool, id: string, h: Holder): void {
+    p.holders.delete(id);
+    p.held -= h.slots;
+    this.total--;
+  }
+
+  private expireAt(key: string, p: Pool, untilMs: number): void {
+    this.expiries.get(Math.ceil(p.untilMs / 1000))?.delete(key);
+    p.untilMs = untilMs;
+    const second = Math.ceil(untilMs / 1000);
+    const bucket = this.expiries.get(second);
+    if (bucket) bucket.add(key);
+    else this.expiries.set(second, new Set([key]));
+  }
+}

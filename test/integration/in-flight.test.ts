@@ -1,0 +1,218 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { ManualClock } from '../../src/counters/clock.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { parseRedisUrl } from '../../src/store/redis-connection.js';
+import { RedisStore } from '../../src/store/redis-store.js';
+import type { CheckResult, CounterCheck, Store } from '../../src/store/store.js';
+import { counterCheck } from '../helpers/checks.js';
+import { metric, scrape } from '../helpers/metrics.js';
+import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
+import { configDir, header, type RlsRequest, silentLogger, startTestService, type TestService } from '../helpers/service.js';
+
+// In-flight limits (in_flight: {limit, lease, request_key}): at most N requests at once over every replica,
+// a slot given back by Envoy 1.38's stream-done refund, or returned by its lease. The same answers from every
+// store (memory, one Redis, a Cluster), as the limiter sends the checks (plan.ts toChecks).
+
+const T0 = 1_800_000_000_000;
+const LEASE = 60_000;
+let prefixes = 0;
+
+/** An in-flight check of `limit` slots on counter `key`: hits > 0 take, < 0 give back. */
+const slot = (hits: number, id: string | undefined, over: Partial<CounterCheck> = {}): CounterCheck =>
+  counterCheck({ key: 'tenant:{t}:slots', windowMs: LEASE, limit: 5, hits, charge: true, slots: { id }, ...over });
+const admitted = (rs: CheckResult[]): number => rs.filter((r) => r.admitted).length;
+
+describe('in-flight slots in the store', () => {
+  let redis: RedisServer;
+  let cluster: RedisCluster;
+  const opened: Store[] = [];
+  beforeAll(async () => {
+    [redis, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
+  });
+  afterAll(async () => {
+    for (const s of opened) await s.close();
+    await Promise.all([redis?.stop(), cluster?.stop()]);
+  });
+  const redisStore = async (url: string, mode: 'single' | 'cluster', clock: ManualClock): Promise<Store> => {
+    const s = new RedisStore({ connection: parseRedisUrl(url, mode), timeoutMs: 2000, keyPrefix: `slots${++prefixes}:`, logger: silentLogger, clock });
+    opened.push(s);
+    await s.waitReady(10_000);
+    return s;
+  };
+  const stores: [string, (clock: ManualClock) => Promise<Store>][] = [
+    ['memory', async (clock) => new MemoryStore({ clock })],
+    ['redis', (clock) => redisStore(redis.url, 'single', clock)],
+    ['redis cluster', (clock) => redisStore(cluster.url, 'cluster', clock)],
+  ];
+
+  describe.each(stores)('%s', (_name, make) => {
+    it('10 takes at once against 5 admit exactly 5; two given back (one twice) admit exactly two more', async () => {
+      const store = await make(new ManualClock(T0));
+      const first = await Promise.all(Array.from({ length: 10 }, (_, i) => store.check([slot(1, `r${i}`)])));
+      expect(admitted(first)).toBe(5);
+      const holders = first.flatMap((r, i) => (r.admitted ? [`r${i}`] : []));
+      // A refused take holds nothing: giving it back returns nothing.
+      const refusedId = `r${first.findIndex((r) => !r.admitted)}`;
+      const back = [holders[0]!, holders[1]!, holders[1]!, refusedId, 'never-seen'];
+      const returned = await Promise.all(back.map((id) => store.check([slot(-1, id)])));
+      expect(returned.map((r) => [r.admitted, r.over[0], r.counted?.[0]])).toEqual([
+        [true, false, -1],
+        [true, false, -1],
+        [true, false, 0],
+        [true, false, 0],
+        [true, false, 0],
+      ]);
+      const second = await Promise.all(Array.from({ length: 5 }, (_, i) => store.check([slot(1, `s${i}`)])));
+      expect(admitted(second)).toBe(2);
+    });
+
+    it('a take by an id that holds a slot takes no second one; each id keeps its own lease', async () => {
+      const clock = new ManualClock(T0);
+      const store = await make(clock);
+      expect((await store.check([slot(1, 'a')])).counted?.[0]).toBe(1);
+      const again = await store.check([slot(1, 'a')]);
+      expect([again.admitted, again.curr[0], again.counted?.[0]]).toEqual([true, 1, 0]);
+      clock.advance(LEASE / 2);
+      await store.check([slot(1, 'b')]);
+      // a's lease ends first: a slot of its comes back, b's stays.
+      clock.advance(LEASE / 2);
+      const r = await store.check([slot(0, undefined)]);
+      expect([r.curr[0], r.slotsExpired?.[0]]).toEqual([1, 1]);
+      clock.advance(LEASE / 2);
+      expect((await store.check([slot(0, undefined)])).curr[0]).toBe(0);
+    });
+
+    it('slots as counts: a holder that never gives back gets its slots back after the lease', async () => {
+      const clock = new ManualClock(T0);
+      const store = await make(clock);
+      expect((await store.check([slot(3, undefined)])).admitted).toBe(true);
+      expect((await store.check([slot(2, undefined)])).admitted).toBe(true);
+      expect((await store.check([slot(1, undefined)])).admitted).toBe(false);
+      // A give-back of 4 returns the oldest holder's 3 and 1 of the next: 1 held.
+      expect((await store.check([slot(-4, undefined)])).counted?.[0]).toBe(-4);
+      expect((await store.check([slot(-9, undefined)])).counted?.[0]).toBe(-1);
+      expect((await store.check([slot(5, undefined)])).admitted).toBe(true);
+      clock.advance(LEASE - 1);
+      expect((await store.check([slot(1, undefined)])).admitted).toBe(false);
+      clock.advance(1);
+      const after = await store.check([slot(1, undefined)]);
+      expect([after.admitted, after.curr[0], after.slotsExpired?.[0]]).toEqual([true, 0, 5]);
+    });
+
+    it('a take is all or nothing with the request: refused by another descriptor, it holds nothing', async () => {
+      const store = await make(new ManualClock(T0));
+      const full = counterCheck({ key: 'other:{t}:second', limit: 0, hits: 1, group: 1 });
+      const r = await store.check([slot(1, 'x'), full]);
+      expect([r.admitted, r.counted?.[0]]).toEqual([false, 0]);
+      expect((await store.check([slot(0, undefined)])).curr[0]).toBe(0);
+    });
+  });
+});
+
+const config = `domain: api
+descriptors:
+  - key: tenant
+    in_flight: {limit: 100, lease: 1m, request_key: request_id}
+`;
+const take = (tenant: string, id: string, back = false): RlsRequest => ({
+  domain: 'api',
+  descriptors: [
+    {
+      entries: [
+        { key: 'tenant', value: tenant },
+        { key: 'request_id', value: id },
+      ],
+      ...(back && { hits_addend: { value: 1 }, is_negative_hits: true }),
+    },
+  ],
+});
+
+describe('in-flight limits through the service: 3 replicas on one Redis', () => {
+  let redis: RedisServer;
+  let replicas: TestService[];
+  beforeAll(async () => {
+    redis = await startRedis();
+    const dir = configDir({ 'api.yaml': config });
+    const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '5000'];
+    replicas = await Promise.all([0, 1, 2].map(() => startTestService({ configDir: dir, args, realClock: true })));
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.close()));
+    await redis?.stop();
+  });
+
+  it('5,000 takes at once over 3 replicas against 100 hold exactly 100; each given back frees one', async () => {
+    const t = `t-${Math.random()}`;
+    const answers = await Promise.all(Array.from({ length: 5000 }, (_, i) => replicas[i % 3]!.rls.call(take(t, `req-${i}`), 30_000)));
+    const ok = answers.flatMap((a, i) => (a.overall_code === 'OK' ? [i] : []));
+    expect(ok.length).toBe(100);
+    const refused = answers.find((a) => a.overall_code === 'OVER_LIMIT')!;
+    expect([refused.statuses[0]!.limit_remaining, header(refused, 'Retry-After')]).toEqual([0, '1']);
+    expect(JSON.parse(refused.raw_body.toString()).detail).toContain('100 requests at once');
+    // Envoy's stream-done calls, to any replica: one slot each comes back, and one more request fits.
+    const back = await replicas[1]!.rls.call(take(t, `req-${ok[0]}`, true));
+    expect([back.overall_code, back.statuses[0]!.limit_remaining]).toEqual(['OK', 1]);
+    expect((await replicas[2]!.rls.call(take(t, 'late-1'))).overall_code).toBe('OK');
+    expect((await replicas[0]!.rls.call(take(t, 'late-2'))).overall_code).toBe('OVER_LIMIT');
+    // The request id reaches Redis as a fingerprint only.
+    expect(await redis.cli('--scan', '--pattern', '*req-*')).toBe('');
+    const { series } = await scrape(replicas[0]!.service.httpPort);
+    expect(metric(series, 'tollgate_in_flight_slots_total', { domain: 'api', rule: 'tenant', event: 'taken' })).toBeGreaterThan(0);
+  }, 60_000);
+});
+
+/** Envoy's two calls for one request under envoy/envoy-inflight.yaml, read from the file as Envoy builds
+ * them (ratelimit.cc): the route's rate_limits without apply_on_stream_done at the request phase, those with
+ * it when the stream is done (sent for a request Envoy refused too); each request_headers action an entry. */
+function envoyCalls(headers: Record<string, string>): { request: RlsRequest; streamDone: RlsRequest } {
+  const doc = parseYaml(readFileSync('envoy/envoy-inflight.yaml', 'utf8'));
+  const route = doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes[0];
+  const limits: EnvoyRateLimit[] = route.typed_per_filter_config['envoy.filters.http.ratelimit'].rate_limits;
+  const domain: string = doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters[0].typed_config.domain;
+  const call = (done: boolean): RlsRequest => ({
+    domain,
+    descriptors: limits
+      .filter((l) => (l.apply_on_stream_done ?? false) === done)
+      .map((l) => ({
+        entries: l.actions.map((a) => ({ key: a.request_headers.descriptor_key, value: headers[a.request_headers.header_name]! })),
+        ...(l.hits_addend && { hits_addend: { value: l.hits_addend.number }, is_negative_hits: l.hits_addend.is_negative_hits ?? false }),
+      })),
+  });
+  return { request: call(false), streamDone: call(true) };
+}
+interface EnvoyRateLimit {
+  actions: { request_headers: { header_name: string; descriptor_key: string } }[];
+  hits_addend?: { number: number; is_negative_hits?: boolean };
+  apply_on_stream_done?: boolean;
+}
+
+describe('the shipped example (envoy/envoy-inflight.yaml, examples/in-flight.yaml) through the service', () => {
+  let s: TestService;
+  beforeAll(async () => {
+    s = await startTestService({ configDir: configDir({ 'in-flight.yaml': readFileSync('examples/in-flight.yaml', 'utf8') }) });
+  });
+  afterAll(() => s?.close());
+  const request = (id: string) => envoyCalls({ 'x-tenant-id': 'acme', 'x-request-id': id });
+
+  it('20 at once; refused requests ending give nothing back; one ending lets one in; a dead Envoy frees its slots after the lease', async () => {
+    const first = await Promise.all(Array.from({ length: 25 }, (_, i) => s.rls.call(request(`r${i}`).request)));
+    const ok = first.flatMap((a, i) => (a.overall_code === 'OK' ? [i] : []));
+    expect(ok.length).toBe(20);
+    // Envoy sends the stream-done call for the 5 it answered 429 too: none of them held a slot.
+    const refused = first.flatMap((a, i) => (a.overall_code === 'OVER_LIMIT' ? [i] : []));
+    for (const i of refused) expect((await s.rls.call(request(`r${i}`).streamDone)).overall_code).toBe('OK');
+    expect((await s.rls.call(request('late').request)).overall_code).toBe('OVER_LIMIT');
+    // One running request ends: exactly one more gets in.
+    await s.rls.call(request(`r${ok[0]}`).streamDone);
+    expect((await s.rls.call(request('next').request)).overall_code).toBe('OK');
+    expect((await s.rls.call(request('next-2').request)).overall_code).toBe('OVER_LIMIT');
+    // The Envoy holding the other 20 dies: no stream-done call comes. Their slots return after the lease (2m).
+    s.clock.advance(119_000);
+    expect((await s.rls.call(request('still-held').request)).overall_code).toBe('OVER_LIMIT');
+    s.clock.advance(2_000);
+    const after = await s.rls.call(request('after-lease').request);
+    expect([after.overall_code, after.statuses[0]!.limit_remaining]).toEqual(['OK', 19]);
+  });
+});
