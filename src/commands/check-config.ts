@@ -53,7 +53,7 @@ function describeDomain(d: CompiledDomain): string {
   ];
   for (const r of d.rules) {
     const flags = [
-      r.algorithm,
+      r.inFlight ? `in_flight, lease ${r.inFlight.leaseMs / 1000}s${r.inFlight.requestKey ? `, request_key ${r.inFlight.requestKey}` : ''}` : r.algorithm,
       r.shadow ? 'shadow' : '',
       r.quota ? 'quota_mode' : '',
       r.unlimited ? 'unlimited' : '',
@@ -70,6 +70,7 @@ function describeDomain(d: CompiledDomain): string {
 
 /** A limit, with its own algorithm when it is not its rule's (a token bucket beside a fixed window). */
 function limitText(l: CompiledLimit, ruleAlgorithm: string): string {
+  if (l.algorithm === 'in_flight') return `${l.requestsPerUnit} at once`;
   const own = l.algorithm === ruleAlgorithm ? '' : ` (${l.algorithm}${l.burst > 0 ? `, burst ${l.burst}` : ''})`;
   return `${l.requestsPerUnit}/${l.unit}${own}`;
 }

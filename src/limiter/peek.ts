@@ -36,7 +36,8 @@ export async function peekWindows(store: Store, plans: readonly DescriptorPlan[]
       used: Math.round(used * 100) / 100,
       remaining: Math.max(0, Math.floor(c.limit - used)),
       full: !hasRoom(used, 1, c.limit),
-      resetAtMs: windowEndMs(r.nowMs, c.windowMs, c.calendar),
+      // Slots come back when requests end, which nothing predicts (limiter.ts SLOT_WAIT_MS): a second.
+      resetAtMs: c.slots ? r.nowMs + 1000 : windowEndMs(r.nowMs, c.windowMs, c.calendar),
     });
   });
   return out;

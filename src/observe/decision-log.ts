@@ -67,6 +67,8 @@ export class DecisionLog {
           ...(d.charged !== undefined && { charged: d.charged }),
           ...(d.debt !== undefined && { debt: d.debt }),
           ...(d.reservation && { reservation: d.reservation }),
+          ...(d.refunded !== undefined && { refunded: d.refunded }),
+          ...(d.slots && { slots: d.slots }),
         })),
       },
       'decision',

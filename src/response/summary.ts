@@ -37,6 +37,10 @@ export interface DescriptorSummary {
   charged?: number;
   debt?: number;
   reservation?: string;
+  /** A refund: hits given back. in_flight: what the call did with its slots (taken, refused, returned) and
+   * how many. */
+  refunded?: number;
+  slots?: string;
 }
 
 export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
@@ -58,6 +62,8 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
       ...(o.charged !== undefined && { charged: o.charged }),
       ...(o.debt !== undefined && { debt: o.debt }),
       ...(o.reservation && { reservation: o.reservation.event }),
+      ...(o.refunded !== undefined && { refunded: o.refunded }),
+      ...(o.slots && { slots: `${o.slots.event} ${o.slots.count}` }),
     });
     if (!w || o.shadow) continue;
     if (remaining === undefined || w.remaining < remaining) {

@@ -13,7 +13,7 @@ import { choice, durationOf, numberOf } from './values.js';
 export interface RlqsSettings {
   /** How often Envoy reports usage: whole seconds, as Envoy counts them (5 s, hard-coded in Envoy today). */
   reportIntervalMs: number;
-  /** Most buckets one stream holds; new ones past it are abandoned. */
+  /** Most buckets one stream holds; a new one in use past it gets ALLOW_ALL with a TTL, no state kept. */
   maxBuckets: number;
   /** What a bucket no rule matches gets: ALLOW_ALL or DENY_ALL. */
   unmatched: 'allow' | 'deny';

@@ -155,7 +155,11 @@ export const SERVE_OPTIONS = {
     default: '5s',
     help: "RLQS: how often Envoy's rate_limit_quota filter reports (5s in Envoy today); assignments live 3 of them",
   },
-  'rlqs-max-buckets': { env: 'RLQS_MAX_BUCKETS', default: '10000', help: 'RLQS: most buckets one stream holds; new ones past it are abandoned' },
+  'rlqs-max-buckets': {
+    env: 'RLQS_MAX_BUCKETS',
+    default: '10000',
+    help: 'RLQS: most buckets one stream holds; a new one in use past it gets ALLOW_ALL, no state kept',
+  },
   'rlqs-max-streams': { env: 'RLQS_MAX_STREAMS', default: '10000', help: 'RLQS: most streams open at once in all (64 per address, 32 per connection)' },
   'rlqs-max-buckets-total': {
     env: 'RLQS_MAX_BUCKETS_TOTAL',

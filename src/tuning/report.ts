@@ -155,9 +155,8 @@ export function formatExplanation(e: Explanation): string {
     for (const l of d.limits) {
       const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
       const bucket = l.burst !== undefined ? ` (token_bucket, burst ${l.burst})` : '';
-      lines.push(
-        `  limit ${l.name}: ${l.requestsPerUnit} per ${l.unit}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`,
-      );
+      const per = l.algorithm === 'in_flight' ? 'at once (in_flight)' : `per ${l.unit}`;
+      lines.push(`  limit ${l.name}: ${l.requestsPerUnit} ${per}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
     }
     if (d.firstToReject)
       lines.push(d.shadow ? `  a burst fills ${d.firstToReject} first (shadow: reported, not rejected)` : `  a burst is stopped first by ${d.firstToReject}`);

@@ -115,6 +115,18 @@ describe('the import graph of src/', () => {
     expect(below.flatMap((u) => violations(edges, u, ['rlqs']))).toEqual([]);
   });
 
+  it('the files outside rlqs/ that import it are exactly these (CONTRIBUTING.md and docs/architecture.md name them)', () => {
+    const importers = sources(SRC)
+      .filter((f) => unitOf(f) !== 'rlqs' && importsOf(f).some((t) => unitOf(t) === 'rlqs'))
+      .map((f) => relative(SRC, f))
+      .sort();
+    expect(importers).toEqual(['commands/simulate-explain.ts', 'service.ts', 'tuning/bucket-report.ts']);
+    for (const doc of ['CONTRIBUTING.md', 'docs/architecture.md']) {
+      const text = readFileSync(doc, 'utf8').replace(/\s+/g, ' ');
+      for (const f of importers) expect(text, `${doc} names ${f} as an importer of rlqs/`).toContain(`\`${f.replace(/^/, 'src/')}\``);
+    }
+  });
+
   it('config/ and counters/ sit below the limiter and the stores', () => {
     const above = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'rlqs', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
     expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);

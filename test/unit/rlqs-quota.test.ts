@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfigDir } from '../../src/config/load.js';
+import { compileSources, loadConfigDir } from '../../src/config/load.js';
 import { demandMoved, fairOf, fairShares, grantUnder, HEADROOM_POOL, planShares, reserve } from '../../src/counters/fair-share.js';
 import { noTiers } from '../../src/limiter/plan.js';
 import { UNBOUNDED_BUDGET } from '../../src/rlqs/bounds.js';
@@ -36,6 +36,12 @@ describe('a BucketId as a descriptor', () => {
     expect(plan.quotas[0]!.check.key).toMatch(/:hour$/);
     expect(plan.shareKey).toMatch(/:rlqs$/);
     expect(plan.shareKey).not.toContain('T');
+  });
+
+  it('leaves an in_flight rule to RLS: RLQS hears of arrivals, never of ends, so its bucket is allowed, no slot taken', () => {
+    const config = compileSources([{ file: 'f.yaml', text: 'domain: d\ndescriptors:\n  - key: tenant\n    in_flight: {limit: 2}\n' }]);
+    const plan = planBucket(config, 'd', { tenant: 'acme' }, planOpts);
+    expect([plan.rule?.id, plan.fixed, plan.quotas, plan.rates]).toEqual(['tenant', { kind: 'allow' }, [], []]);
   });
 
   it('gives an unmatched bucket the configured choice, and an unknown domain the same', () => {

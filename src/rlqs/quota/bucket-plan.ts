@@ -47,12 +47,15 @@ export function planBucket(config: CompiledConfig, domainName: string, bucket: R
   const p = plan!;
   const base = { config, entries, rule: p.rule, tier: p.tier, shareKey: '', rates: [], rlsWindows: [], quotas: [] };
   if (!p.rule && p.limits.length === 0) return { ...base, fixed: o.unmatched === 'deny' ? DENY : ALLOW };
-  if (p.limits.length === 0 || p.shadow) return { ...base, fixed: ALLOW };
+  // An in-flight limit counts requests until they end, which RLQS never hears of (reports count arrivals):
+  // RLQS cannot hold it, and leaves it to RLS (docs/in-flight.md).
+  if (p.limits.length === 0 || p.shadow || p.limits.every((l) => l.algorithm === 'in_flight')) return { ...base, fixed: ALLOW };
   const checks = toChecks([p]);
   const rates: CompiledLimit[] = [];
   const rlsWindows: BucketPlan['rlsWindows'] = [];
   const quotas: BucketPlan['quotas'] = [];
   p.limits.forEach((limit, i) => {
+    if (limit.algorithm === 'in_flight') return;
     const check = { ...checks[i]!, limit: NEVER_OVER, group: 0, shadow: false, quota: false, charge: false, reservation: undefined };
     if (limit.burst > 0 || limit.windowSeconds * 1000 <= o.reportIntervalMs) rates.push(limit);
     // What Envoy admitted is counted as it is: no charge rule, no reservation, applies to it.
