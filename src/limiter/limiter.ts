@@ -1,9 +1,8 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { bucketFullInMs, bucketRemaining, bucketRetryMs } from '../counters/bucket.js';
-import { windowEndMs } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
-import { retryAfterMs, slidingUsed, windowStartMs } from '../counters/window.js';
 import { NoConfigError } from '../errors.js';
+import { SLOTS } from '../store/algorithms/algorithm.js';
+import { ALGORITHMS } from '../store/algorithms/index.js';
 import type { CheckResult, CounterCheck, Maybe, ReservationOutcome, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
 
@@ -124,15 +123,8 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     // A charge or a reservation says what it counted; otherwise an admitted request counted its hits.
     const counted = r.counted ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
-    if (c.slots) {
-      pushWindow(o, noteSlots(o, c, plans[c.group]!.limits[o.windows.length]!, curr, counted, over, r, i));
-      if (over && !c.shadow) retry = Math.max(retry, SLOT_WAIT_MS);
-      continue;
-    }
-    const bucket = c.burst > 0;
-    // A bucket's curr is its debt before the request; counting adds hits × T (windowMs ticks).
-    const debt = bucket ? Math.max(0, curr + counted * c.windowMs) : 0;
-    const wait = !over ? 0 : (r.retryAfterMs ?? (bucket ? bucketRetryMs(curr, c.hits, c.windowMs, c.burst, c.limit) : windowWait(c, prev, curr, r.nowMs)));
+    const a = ALGORITHMS[c.kind]!;
+    const wait = !over ? 0 : (r.retryAfterMs ?? a.waitMs(c, curr, prev, r.nowMs));
     if (c.quota && !c.shadow) {
       quotaGroups ??= new Set();
       quotaWait ??= new Map();
@@ -141,15 +133,12 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     if (over && c.quota && !c.shadow) quotaWait!.set(c.group, Math.max(quotaWait!.get(c.group) ?? 0, wait));
     else if (over && !c.shadow && !c.quota) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
-    if (r.counted && c.charge) noteCharge(o, c, prev, curr, counted, r);
+    if (c.kind === SLOTS) noteSlots(o, c, counted, over, r.slotsExpired?.[i] ?? 0);
+    else if (r.counted && c.charge) noteCharge(o, c, prev, curr, counted, r);
     const state: WindowState = {
       limit,
-      remaining: bucket ? bucketRemaining(debt, c.windowMs, c.burst) : windowRemaining(c, prev, curr, counted, r.nowMs),
-      resetAtMs: bucket
-        ? r.nowMs + bucketFullInMs(debt, c.windowMs, c.limit)
-        : c.calendar === 0
-          ? windowStartMs(r.nowMs, c.windowMs) + c.windowMs
-          : windowEndMs(r.nowMs, c.windowMs, c.calendar),
+      remaining: a.remaining(c, curr, prev, counted, r.nowMs),
+      resetAtMs: a.resetAtMs(c, curr, counted, r.nowMs),
       over,
       retryAfterMs: wait,
     };
@@ -178,28 +167,12 @@ function settles(o: DescriptorOutcome): boolean {
   return o.windows.length === 0 || e === 'settled' || e === 'late' || e === 'unreserved' || o.refunded !== undefined || o.slots?.event === 'returned';
 }
 
-/** What a refused in-flight request is told to wait: a slot comes back when any request of the tenant ends,
- * which no counter predicts; the lease is only the worst case (docs/in-flight.md). */
-const SLOT_WAIT_MS = 1000;
-
-/** An in-flight check's state (slots left after the request; a reset a second away, as its wait) and its
- * part of the descriptor's outcome. */
-function noteSlots(
-  o: DescriptorOutcome,
-  c: CounterCheck,
-  limit: CompiledLimit,
-  held: number,
-  counted: number,
-  over: boolean,
-  r: CheckResult,
-  i: number,
-): WindowState {
-  const expired = r.slotsExpired?.[i] ?? 0;
+/** An in-flight check's part of its descriptor's outcome: what it did with the slots, and how many leases it
+ * found ended. */
+function noteSlots(o: DescriptorOutcome, c: CounterCheck, counted: number, over: boolean, expired: number): void {
   if (c.hits < 0) o.slots = { event: 'returned', count: -counted, expired };
   else if (over) o.slots = { event: 'refused', count: Math.max(c.hits, 1), expired };
   else o.slots = { event: 'taken', count: counted, expired };
-  const wait = over ? SLOT_WAIT_MS : 0;
-  return { limit, remaining: Math.max(0, c.limit - held - counted), resetAtMs: r.nowMs + SLOT_WAIT_MS, over, retryAfterMs: wait };
 }
 
 /** A charge-mode window's part of its descriptor's outcome: what was charged, the debt past the limit, and
@@ -215,22 +188,8 @@ function noteCharge(o: DescriptorOutcome, c: CounterCheck, prev: number, curr: n
   // difference to its estimate, which was counted when reserved).
   if (c.hits > 0 && reservation === undefined) o.charged = Math.max(o.charged ?? -Infinity, counted);
   else if (reservation?.event === 'settled' || reservation?.event === 'unreserved') o.charged = c.hits;
-  const after =
-    c.burst > 0
-      ? Math.max(0, curr + counted * c.windowMs) / c.windowMs - c.burst
-      : (c.sliding ? slidingUsed(prev, curr, r.nowMs, c.windowMs) : curr) + counted - c.limit;
+  const after = ALGORITHMS[c.kind]!.pastLimit(c, curr, prev, counted, r.nowMs);
   if (after > 0) o.debt = Math.max(o.debt ?? 0, Math.ceil(after));
-}
-
-/** The wait of a full window: a calendar window (always fixed) opens again when it ends. */
-function windowWait(c: CounterCheck, prev: number, curr: number, nowMs: number): number {
-  return c.calendar === 0 ? retryAfterMs(c, prev, curr, nowMs) : windowEndMs(nowMs, c.windowMs, c.calendar) - nowMs;
-}
-
-/** Requests left in a window after this one was (or was not) counted; a sliding estimate rounds down. */
-function windowRemaining(c: CounterCheck, prev: number, curr: number, counted: number, nowMs: number): number {
-  const used = c.sliding ? slidingUsed(prev, curr, nowMs, c.windowMs) : curr;
-  return Math.max(0, Math.floor(c.limit - used - counted));
 }
 
 function unlimitedDecision(domain: CompiledDomain | undefined, plans: DescriptorPlan[], nowMs: number): Decision {

@@ -3,9 +3,11 @@ import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js'
 import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
 import { bucketIsExact, type Unit } from '../config/units.js';
-import { bucketKey, counterKey, counterKeyOf, overrideCounterKey, reservationKey, slotsKey, windowKey } from '../counters/keys.js';
+import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
 import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
+import { SLOTS } from '../store/algorithms/algorithm.js';
+import { algorithmOf } from '../store/algorithms/index.js';
 import type { CounterCheck, Reservation } from '../store/store.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
@@ -305,14 +307,15 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
   for (let group = 0; group < plans.length; group++) {
     const p = plans[group]!;
     for (const l of p.limits) {
-      const slots = l.algorithm === 'in_flight';
+      const a = algorithmOf(l.algorithm);
+      const slots = a.code === SLOTS;
       checks[at++] = {
-        key: slots ? slotsKey(p.key) : l.burst > 0 ? bucketKey(p.key, l.windowName) : windowKey(p.key, l.windowName),
+        key: a.storeKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
         // A refund is a negative charge: counted whatever the answer, never over (store/charge-rules.ts).
         hits: peek ? 0 : p.refund ? -p.hits : p.hits,
-        sliding: l.algorithm === 'sliding_window',
+        kind: a.code,
         burst: l.burst,
         group,
         shadow: peek || p.shadow || (p.quota && quotaCannotBlock),

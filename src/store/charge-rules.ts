@@ -1,4 +1,5 @@
-import { windowBounds } from '../counters/calendar.js';
+import { SLOTS } from './algorithms/algorithm.js';
+import { ALGORITHMS } from './algorithms/index.js';
 import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
 
 /** The decision of a request that holds a charge or a reservation (charge_mode descriptors), given what each
@@ -70,7 +71,7 @@ export function decideCharges(
     let kind = kinds[c.group];
     if (kind === undefined) {
       records[c.group] = c.reservation && store.held(c);
-      kind = kinds[c.group] = c.slots ? slotKind(c, store) : kindOf(c, records[c.group], store.full);
+      kind = kinds[c.group] = c.kind === SLOTS ? slotKind(c, store) : kindOf(c, records[c.group], store.full);
     }
     const ask = askOf(kind, c, records[c.group] as { estimate: number; atMs: number }, curr[i]!, nowMs, store);
     asks[i] = ask;
@@ -123,7 +124,7 @@ function askOf(kind: Kind, c: CounterCheck, record: { estimate: number; atMs: nu
 /** What a refund (hits < 0) gives back: all of it, or what the window holds (a bucket: its debt, in whole
  * requests rounded up), so a count never goes below 0 and what is reported is what was given. */
 function refund(c: CounterCheck, curr: number): number {
-  const given = Math.min(-c.hits, c.burst > 0 ? Math.ceil(curr / c.windowMs) : curr);
+  const given = Math.min(-c.hits, ALGORITHMS[c.kind]!.refundable(c, curr));
   return given === 0 ? 0 : -given; // not -0, which is a distinct value to its readers
 }
 
@@ -140,13 +141,12 @@ function kindOf(c: CounterCheck, record: Held, full: (c: CounterCheck) => boolea
  * holds the estimate; past it, only what exceeds the estimate. */
 function settlement(c: CounterCheck, r: { estimate: number; atMs: number }, nowMs: number): number {
   const delta = c.hits - r.estimate;
-  if (c.burst > 0 || delta >= 0) return delta;
-  return windowBounds(r.atMs, c.windowMs, c.calendar).index === windowBounds(nowMs, c.windowMs, c.calendar).index ? delta : 0;
+  return delta >= 0 || ALGORITHMS[c.kind]!.holdsSince(c, r.atMs, nowMs) ? delta : 0;
 }
 
-/** Whether `n` more take a window (count `used`) or bucket (debt `used`) past what it holds. */
+/** Whether `n` more take a window, bucket or slots past what it holds (the check's algorithm says). */
 function exceeds(c: CounterCheck, used: number, n: number): boolean {
-  return c.burst > 0 ? used + n * c.windowMs > c.burst * c.windowMs : used + n > c.limit;
+  return ALGORITHMS[c.kind]!.exceeds(c, used, n);
 }
 
 function outcome(kind: Kind, room: boolean, c: CounterCheck, record: Held): ReservationOutcome {

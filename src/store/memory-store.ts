@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { bucketDebt, bucketFits } from '../counters/bucket.js';
-import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
-import { hasRoom, slidingUsed, windowStartMs } from '../counters/window.js';
+import { windowStartMs } from '../counters/window.js';
+import { type Series, SLOTS } from './algorithms/algorithm.js';
+import { ALGORITHMS } from './algorithms/index.js';
 import { decideCharges } from './charge-rules.js';
 import { MemoryReservations } from './memory-reservations.js';
 import { MemorySlots } from './memory-slots.js';
@@ -26,22 +26,6 @@ const defaults = {
 
 /** How many of the oldest counters an eviction compares when none is on probation. */
 const EVICTION_SAMPLE = 32;
-
-/** One counter, shaped like the Redis hash of the Lua script: the window it counts, its count, and the
- * count of the window before (sliding windows). Times are whole seconds from the store's base, so they stay
- * small integers (no boxed doubles per counter). A token bucket uses w and c for its { at, debt }
- * (src/counters/bucket.ts), `at` in ms from the base: a bucket refills by the ms. */
-interface Series {
-  /** The key, flat (see flat()); the expiry buckets hold this copy, not the request's. */
-  k: string;
-  /** Window start (a bucket: when it was last written). */
-  w: number;
-  /** Count (a bucket: its debt). */
-  c: number;
-  p: number;
-  /** When the series can be dropped: the end of the last window that still reads it. */
-  e: number;
-}
 
 /** Counters in this process. Exact under concurrency because a check runs to completion on the event loop
  * before the next starts. */
@@ -98,27 +82,17 @@ export class MemoryStore implements Store {
     let charges = false;
     for (let i = 0; i < n; i++) {
       const c = checks[i]!;
-      if (c.charge || c.slots) charges = true;
-      if (c.slots) {
-        // Slots, not a window: decided with the charges (charge-rules.ts), from the slots held.
+      const a = ALGORITHMS[c.kind]!;
+      if (c.charge || a.series === undefined) charges = true;
+      if (a.series === undefined) {
+        // Slots, not a series: decided with the charges (charge-rules.ts), from the slots held.
         curr[i] = 0;
         prev[i] = 0;
         over[i] = false;
         continue;
       }
-      const s = this.series.get(c.key);
-      if (c.burst > 0) {
-        curr[i] = s === undefined ? 0 : bucketDebt(s.c, s.w + this.baseMs, nowMs, c.limit);
-        prev[i] = 0;
-        over[i] = !bucketFits(curr[i]!, c.hits, c.windowMs, c.burst);
-        continue;
-      }
-      const start = this.seconds(c.calendar === 0 ? windowStartMs(nowMs, c.windowMs) : windowBounds(nowMs, c.windowMs, c.calendar).startMs);
-      const windowS = c.windowMs / 1000;
-      curr[i] = s !== undefined && s.w === start ? s.c : 0;
-      prev[i] = c.sliding && s !== undefined ? (s.w === start ? s.p : s.w === start - windowS ? s.c : 0) : 0;
-      const used = c.sliding ? slidingUsed(prev[i]!, curr[i]!, nowMs, c.windowMs) : curr[i]!;
-      over[i] = !hasRoom(used, c.hits, c.limit);
+      a.series.read(this.series.get(c.key), c, nowMs, this.baseMs, i, curr, prev);
+      over[i] = a.exceeds(c, a.used(c, curr[i]!, prev[i]!, nowMs), Math.max(c.hits, 1));
     }
     if (charges) return this.checkCharges(checks, nowMs, curr, prev);
     const { admitted, groupOver } = settle(checks, over);
@@ -137,7 +111,7 @@ export class MemoryStore implements Store {
   private checkCharges(checks: readonly CounterCheck[], nowMs: number, curr: number[], prev: number[]): CheckResult {
     const expired = this.reservations.sweep(nowMs);
     const slotsExpired = this.readSlots(checks, nowMs, curr);
-    const used = checks.map((c, i) => (c.sliding ? slidingUsed(prev[i]!, curr[i]!, nowMs, c.windowMs) : curr[i]!));
+    const used = checks.map((c, i) => ALGORITHMS[c.kind]!.used(c, curr[i]!, prev[i]!, nowMs));
     const d = decideCharges(checks, used, curr, nowMs, {
       held: (c) => this.reservations.held(c, nowMs),
       full: (c) => this.reservations.full(c, nowMs),
@@ -147,7 +121,7 @@ export class MemoryStore implements Store {
     if (this.fresh.size > 0) this.fresh.clear();
     checks.forEach((c, i) => {
       const n = d.counted[i]!;
-      if (c.slots) {
+      if (c.kind === SLOTS) {
         if (n > 0) this.slots.take(c, n, nowMs);
         else if (n < 0) this.slots.give(c, -n);
       } else if (n !== 0) this.add(c, curr[i]!, nowMs, n);
@@ -165,7 +139,7 @@ export class MemoryStore implements Store {
   private readSlots(checks: readonly CounterCheck[], nowMs: number, curr: number[]): number[] | undefined {
     let expired: number[] | undefined;
     checks.forEach((c, i) => {
-      if (!c.slots) return;
+      if (c.kind !== SLOTS) return;
       this.slots.sweep(nowMs);
       const [held, ended] = this.slots.held(c, nowMs, true);
       curr[i] = held;
@@ -208,40 +182,11 @@ export class MemoryStore implements Store {
     return (ms - this.baseMs) / 1000;
   }
 
-  /** Counts `hits` in the current window (a settlement's may be negative: a count stays at 0 or more); curr is
-   * what check() read, so the series rolls over here, keeping the previous window's count (a fixed window's too:
-   * RLQS reads what RLS admitted there, as in Redis, where a window's counter outlives it). A bucket takes
-   * hits × T: its debt grows by hits × windowMs ticks. */
+  /** Counts `hits` (a settlement's or a refund's may be negative: a value stays at 0 or more) as the check's
+   * algorithm does; curr is what check() read. */
   private add(c: CounterCheck, curr: number, nowMs: number, hits: number): void {
     const s = this.seriesFor(c.key, nowMs);
-    if (c.burst > 0) {
-      s.w = nowMs - this.baseMs;
-      s.c = Math.max(0, curr + hits * c.windowMs);
-      s.p = 0;
-      // Kept until it is full again (then it reads as empty anyway), plus a second, as in Redis.
-      this.expireAt(s, Math.ceil((s.w + (c.limit === 0 ? c.windowMs : s.c / c.limit)) / 1000) + 1);
-      return;
-    }
-    // A window's count grows from what it holds now, not from what the request read: a request holding one
-    // window twice counts it twice, as Redis's INCRBY per window does (and envoyproxy/ratelimit's).
-    if (c.calendar !== 0) {
-      const b = windowBounds(nowMs, c.windowMs, c.calendar);
-      const start = this.seconds(b.startMs);
-      s.c = Math.max(0, (s.w === start ? s.c : 0) + hits);
-      s.w = start;
-      s.p = 0;
-      this.expireAt(s, this.seconds(b.endMs));
-      return;
-    }
-    const start = this.seconds(windowStartMs(nowMs, c.windowMs));
-    const windowS = c.windowMs / 1000;
-    const live = s.w === start ? s.c : 0;
-    s.p = s.w === start ? s.p : s.w === start - windowS ? s.c : 0;
-    s.w = start;
-    s.c = Math.max(0, live + hits);
-    // A sliding window's count is still read as "previous" during the next window; a fixed one's for a second
-    // (as Redis keeps it).
-    this.expireAt(s, start + (c.sliding ? 2 * windowS : windowS + 1));
+    this.expireAt(s, ALGORITHMS[c.kind]!.series!.add(s, c, curr, nowMs, this.baseMs, hits));
   }
 
   private seriesFor(key: string, nowMs: number): Series {

@@ -1,7 +1,9 @@
-import { bucketDebt, bucketRetryMs } from '../counters/bucket.js';
+import { bucketDebt } from '../counters/bucket.js';
 import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
-import { retryAfterMs, windowStartMs } from '../counters/window.js';
+import { windowStartMs } from '../counters/window.js';
+import { BUCKET, SLOTS } from './algorithms/algorithm.js';
+import { ALGORITHMS } from './algorithms/index.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 interface Snapshot {
@@ -107,7 +109,7 @@ export class OverLimitCache implements Store {
     const blocked: (Entry | undefined)[] = [];
     for (const c of checks) {
       // A charge must be counted, and a reservation recorded: only the store can answer them.
-      if (c.shadow || c.charge || c.slots) return undefined;
+      if (c.shadow || c.charge || c.kind === SLOTS) return undefined;
       const e = this.entries.get(c.key);
       if (e && valid(e, c, now)) blocked[c.group] = e;
     }
@@ -120,7 +122,7 @@ export class OverLimitCache implements Store {
       const e = this.entries.get(c.key);
       const full = e !== undefined && valid(e, c, now);
       const seen = blocked[c.group]!.group.find((s) => s.key === c.key);
-      if (c.burst > 0) {
+      if (c.kind === BUCKET) {
         // The debt as last seen, paid back since; unseen and full: as full as it can be.
         result.curr[i] = seen ? bucketDebt(seen.curr, seen.start, nowMs, c.limit) : full ? c.burst * c.windowMs : 0;
         result.prev[i] = 0;
@@ -137,18 +139,13 @@ export class OverLimitCache implements Store {
   private remember(checks: readonly CounterCheck[], r: CheckResult, sentAt: number): void {
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
     checks.forEach((c, i) => {
-      if (!r.over[i] || c.shadow || c.slots) return;
+      if (!r.over[i] || c.shadow || c.kind === SLOTS) return;
       const group: Snapshot[] = [];
       checks.forEach((o, j) => {
-        const start = o.burst > 0 ? r.nowMs : startOf(o, r.nowMs);
+        const start = o.kind === BUCKET ? r.nowMs : startOf(o, r.nowMs);
         if (o.group === c.group) group.push({ key: o.key, windowMs: o.windowMs, start, curr: r.curr[j]!, prev: r.prev[j]! });
       });
-      const wait =
-        c.burst > 0
-          ? bucketRetryMs(r.curr[i]!, c.hits, c.windowMs, c.burst, c.limit)
-          : c.calendar === 0
-            ? retryAfterMs(c, r.prev[i]!, r.curr[i]!, r.nowMs)
-            : windowBounds(r.nowMs, c.windowMs, c.calendar).endMs - r.nowMs;
+      const wait = ALGORITHMS[c.kind]!.waitMs(c, r.curr[i]!, r.prev[i]!, r.nowMs);
       // From the send time: the store's "now" was no earlier, so the entry never outlives the real window.
       this.entries.set(c.key, {
         untilMs: sentAt + wait,

@@ -1,5 +1,6 @@
 import { hashTag, storeKey } from '../counters/keys.js';
 import type { StoreKeyError } from '../errors.js';
+import { FIXED, SLIDING, SLOTS } from './algorithms/algorithm.js';
 import {
   type BatchSpan,
   type BatchTracer,
@@ -30,7 +31,7 @@ const SHORT_MODE = { count: 'c', peek: 'p' } as const;
 
 /** A fixed window that is neither shadow, quota nor charge: the script's fast path. */
 function isPlain(c: CounterCheck): boolean {
-  return !c.sliding && !c.shadow && !c.quota && !c.charge && c.burst === 0 && !c.slots;
+  return c.kind === FIXED && !c.shadow && !c.quota && !c.charge;
 }
 
 /** The first window of each group that holds a reservation, in order: the script's reservations of a request. */
@@ -66,7 +67,7 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
     pushSlots(p.checks, tail);
   }
   const args: (string | number)[] = [nowMs, shapes.length];
-  for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.sliding ? 1 : 0, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
+  for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.kind, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
   for (const a of tail) args.push(a);
   return { keys, args };
 }
@@ -77,8 +78,8 @@ function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[]): 
   const at = tail.length;
   tail.push(0);
   checks.forEach((c, i) => {
-    if (!c.slots) return;
-    tail.push(i + 1, c.slots.id ?? '');
+    if (c.kind !== SLOTS) return;
+    tail.push(i + 1, c.slots?.id ?? '');
     (tail[at] as number)++;
   });
 }
@@ -163,7 +164,7 @@ function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
       s.windowMs === c.windowMs &&
       s.limit === c.limit &&
       s.hits === c.hits &&
-      s.sliding === c.sliding &&
+      s.kind === c.kind &&
       s.shadow === c.shadow &&
       s.burst === c.burst &&
       s.quota === c.quota &&
@@ -198,10 +199,10 @@ export function answerBatch(batch: Pending[], reply: (number | string)[], refuse
       const v = reply[at++] as number;
       over[i] = v < 0;
       curr[i] = v < 0 ? -v - 1 : v;
-      prev[i] = p.checks[i]!.sliding && p.checks[i]!.burst === 0 ? (reply[at++] as number) : 0;
+      prev[i] = p.checks[i]!.kind === SLIDING ? (reply[at++] as number) : 0;
     }
     const result: CheckResult = { nowMs, admitted: head === 1, curr, prev, over };
-    if (p.checks.some((c) => c.charge || c.slots)) at = readCharges(p.checks, reply, at, result);
+    if (p.checks.some((c) => c.charge || c.kind === SLOTS)) at = readCharges(p.checks, reply, at, result);
     p.resolve(result);
   }
   return [];
@@ -221,6 +222,6 @@ function readCharges(checks: readonly CounterCheck[], reply: (number | string)[]
   }
   result.reservations = reservations;
   result.expired = reply[at++] as number;
-  if (checks.some((c) => c.slots)) result.slotsExpired = checks.map((c) => (c.slots ? (reply[at++] as number) : 0));
+  if (checks.some((c) => c.kind === SLOTS)) result.slotsExpired = checks.map((c) => (c.kind === SLOTS ? (reply[at++] as number) : 0));
   return at;
 }

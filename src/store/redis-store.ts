@@ -5,6 +5,7 @@ import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
+import { SLOTS } from './algorithms/algorithm.js';
 import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
 import { answerBatch, batchSpan, byHashTag, encodeBatch, merge, type Pending, pick } from './redis-batch.js';
@@ -148,14 +149,14 @@ export class RedisStore implements Store {
       Promise.all(parts.map((idx, i) => this.enqueue(m, pick(of, idx), queues[i]!, trace, now)));
     const peeked = merge(checks, parts, await part('peek', checks, urgent));
     if (mode === 'peek') return peeked;
-    const charges = checks.some((c) => c.charge && !(c.slots && c.hits >= 0));
+    const charges = checks.some((c) => c.charge && !(c.kind === SLOTS && c.hits >= 0));
     if (!peeked.admitted && !charges) return peeked;
     // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
     // slot's count lets its quota descriptors block nothing (over, they are still not counted).
     let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
     // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
     // (A slot is not a charge: a refused request takes none.)
-    if (!peeked.admitted) counted = counted.map((c) => (c.charge && !(c.slots && c.hits >= 0) ? c : { ...c, hits: 0, shadow: true }));
+    if (!peeked.admitted) counted = counted.map((c) => (c.charge && !(c.kind === SLOTS && c.hits >= 0) ? c : { ...c, hits: 0, shadow: true }));
     const result = merge(checks, parts, await part('count', counted, true));
     if (!peeked.admitted) result.admitted = false;
     return result;

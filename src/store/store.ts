@@ -1,3 +1,5 @@
+import type { KindCode } from './algorithms/algorithm.js';
+
 /** One window of one descriptor to check, and to count if the request is admitted. */
 export interface CounterCheck {
   /** The window's key (src/counters/keys.ts): the descriptor's counter and the window unit. The store keeps
@@ -8,9 +10,11 @@ export interface CounterCheck {
   limit: number;
   /** Added when admitted; 0 = check only. */
   hits: number;
-  sliding: boolean;
-  /** 0 for a window; else a token bucket (GCRA, src/counters/bucket.ts) of this many requests, refilled at
-   * `limit` per `windowMs`. */
+  /** The limit's algorithm (algorithms/: FIXED, SLIDING, BUCKET, SLOTS), whose module decides what the
+   * counter's value means: ALGORITHMS[kind]. */
+  kind: KindCode;
+  /** A token bucket's capacity in requests (GCRA, src/counters/bucket.ts), refilled at `limit` per
+   * `windowMs`; 0 for every other kind. */
   burst: number;
   /** The descriptor this window belongs to: a descriptor's windows are counted all together or not at all. */
   group: number;

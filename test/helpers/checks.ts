@@ -1,3 +1,4 @@
+import { BUCKET, FIXED } from '../../src/store/algorithms/algorithm.js';
 import type { CounterCheck } from '../../src/store/store.js';
 
 /** One window to check, as the limiter sends it: 3 a second, 1 hit, a plain fixed window, unless `over` says. */
@@ -7,7 +8,8 @@ export function counterCheck(over: Partial<CounterCheck> = {}): CounterCheck {
     windowMs: 1000,
     limit: 3,
     hits: 1,
-    sliding: false,
+    // A burst makes a token bucket unless the kind says otherwise, as plan.ts's limits do.
+    kind: over.kind ?? (over.burst ? BUCKET : FIXED),
     burst: 0,
     group: 0,
     shadow: false,

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { ManualClock } from '../../src/counters/clock.js';
+import { SLOTS } from '../../src/store/algorithms/algorithm.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -21,7 +22,7 @@ let prefixes = 0;
 
 /** An in-flight check of `limit` slots on counter `key`: hits > 0 take, < 0 give back. */
 const slot = (hits: number, id: string | undefined, over: Partial<CounterCheck> = {}): CounterCheck =>
-  counterCheck({ key: 'tenant:{t}:slots', windowMs: LEASE, limit: 5, hits, charge: true, slots: { id }, ...over });
+  counterCheck({ key: 'tenant:{t}:slots', windowMs: LEASE, limit: 5, hits, kind: SLOTS, charge: true, slots: { id }, ...over });
 const admitted = (rs: CheckResult[]): number => rs.filter((r) => r.admitted).length;
 
 describe('in-flight slots in the store', () => {

@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { counterId, counterKeyOf, storeKey, windowKey } from '../../src/counters/keys.js';
+import { SLIDING } from '../../src/store/algorithms/algorithm.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT } from '../../src/store/redis-script.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -136,7 +137,7 @@ describe('the Redis store on a 3-master Cluster', () => {
   it('a moved slot found by the reads a request that is not plain needs first: nothing written, counted once by slot', async () => {
     // A sliding window is read before anything is written (the previous window too), on a Cluster master by a
     // GET each: the key found not local there ends the call before any write.
-    const sliding = { ...hourly('moving-read'), sliding: true };
+    const sliding = { ...hourly('moving-read'), kind: SLIDING };
     expect((await store.check([sliding])).curr).toEqual([0]);
     await moveSlot(slotOf(sliding));
     expect((await store.check([sliding])).curr).toEqual([1]);

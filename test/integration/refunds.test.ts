@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
+import { SLIDING } from '../../src/store/algorithms/algorithm.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -50,7 +51,7 @@ describe('refunds in the store', () => {
   describe.each(stores)('%s', (_name, make) => {
     it.each([
       ['fixed window', {}],
-      ['sliding window', { sliding: true }],
+      ['sliding window', { kind: SLIDING }],
       ['token bucket', { burst: 10 }],
     ])('%s: gives back, never below empty, never refused', async (_kind, shape) => {
       const store = await make(new ManualClock(T0 + 100));

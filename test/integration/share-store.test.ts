@@ -4,6 +4,7 @@ import { demandKey, storeKey } from '../../src/counters/keys.js';
 import { StoreDegradedError, StoreKeyError, StoreUnavailableError } from '../../src/errors.js';
 import { MAX_BUCKETS_IN_FLIGHT, RedisShareStore } from '../../src/rlqs/shares/redis-share-store.js';
 import { MemoryShareStore, type ShareGrant, type ShareOutcome, type ShareRequest, type ShareStore } from '../../src/rlqs/shares/share-store.js';
+import { FIXED } from '../../src/store/algorithms/algorithm.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
@@ -322,7 +323,7 @@ describe('the Redis share table with a frozen Redis', () => {
         async () => {
           await Promise.resolve(
             store.check(
-              [{ key: 'busy:{x}:second', windowMs: 1000, limit: 10, hits: 1, sliding: false, burst: 0, group: 0, shadow: false, quota: false }].map((c) => ({
+              [{ key: 'busy:{x}:second', windowMs: 1000, limit: 10, hits: 1, kind: FIXED, burst: 0, group: 0, shadow: false, quota: false }].map((c) => ({
                 ...c,
                 charge: false,
                 calendar: 0,

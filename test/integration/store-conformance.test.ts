@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
 import { windowCounterName } from '../../src/counters/keys.js';
 import { StoreKeyError } from '../../src/errors.js';
+import { SLIDING } from '../../src/store/algorithms/algorithm.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -104,7 +105,7 @@ describe.each(stores)('store conformance: %s', (_name, make) => {
 
   it('sliding window: weighs the previous window', async () => {
     const { store, clock } = await setup();
-    const s = check({ sliding: true, limit: 10, windowMs: 60_000 });
+    const s = check({ kind: SLIDING, limit: 10, windowMs: 60_000 });
     for (let i = 0; i < 10; i++) await store.check([s]);
     clock.set(T0 + 75_000);
     const rs = [];
@@ -261,7 +262,7 @@ describe('redis store specifics', () => {
     const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'ttl:', logger: silentLogger });
     opened.push(store);
     await store.waitReady(5000);
-    const r = await store.check([check({ key: 'fixed', windowMs: 60_000 }), check({ key: 'slide', windowMs: 60_000, sliding: true, group: 1 })]);
+    const r = await store.check([check({ key: 'fixed', windowMs: 60_000 }), check({ key: 'slide', windowMs: 60_000, kind: SLIDING, group: 1 })]);
     // One plain string per window, named by the window's index (src/counters/keys.ts, layout 2).
     const fixed = Number(await redis.cli('PTTL', windowCounterName('ttl:v2:fixed', 60_000, r.nowMs)));
     const slide = Number(await redis.cli('PTTL', windowCounterName('ttl:v2:slide', 60_000, r.nowMs)));

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
+import { SLIDING } from '../../src/store/algorithms/algorithm.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
@@ -54,7 +55,7 @@ describe('memory store', () => {
     expect(store.size).toBe(100);
     clock.advance(1000);
     // RLQS reads what RLS admitted in the window just ended (src/rlqs/quota/fleet-capacity.ts): a sliding read of it.
-    expect((await store.check([check({ key: 'k0', hits: 0, sliding: true, limit: 1000 })])).prev).toEqual([1]);
+    expect((await store.check([check({ key: 'k0', hits: 0, kind: SLIDING, limit: 1000 })])).prev).toEqual([1]);
     clock.advance(1000);
     await store.check([check({ key: 'fresh', hits: 0 })]);
     expect(store.size).toBe(0);
@@ -66,14 +67,14 @@ describe('memory store', () => {
     for (let i = 0; i < 3; i++) await store.check([check({ key: 'k' })]);
     clock.advance(1000);
     await store.check([check({ key: 'k' })]); // the window turns: the series now counts the new one
-    const read = await store.check([check({ key: 'k', hits: 0, sliding: true, limit: 1000 })]);
+    const read = await store.check([check({ key: 'k', hits: 0, kind: SLIDING, limit: 1000 })]);
     expect([read.curr, read.prev]).toEqual([[1], [3]]);
   });
 
   it('keeps a sliding window for one more window, where it counts as the previous one', async () => {
     const clock = new ManualClock(T0);
     const store = new MemoryStore({ clock });
-    const s = check({ sliding: true, limit: 4 });
+    const s = check({ kind: SLIDING, limit: 4 });
     for (let i = 0; i < 4; i++) await store.check([s]);
     clock.advance(1500); // half-way through the next window: previous 4 weigh 2
     const r = await store.check([s]);

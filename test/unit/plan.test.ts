@@ -3,6 +3,7 @@ import { compileSources } from '../../src/config/load.js';
 import { counterKey, counterKeyOf, windowKey } from '../../src/counters/keys.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { type DescriptorInput, noTiers, type PlanContext, planForClient, planRequest, toChecks, traceRequest } from '../../src/limiter/plan.js';
+import { FIXED } from '../../src/store/algorithms/algorithm.js';
 
 const YAML = `
 domain: p
@@ -158,6 +159,6 @@ describe("Envoy's limit on a token-bucket rule (issue 22, item 5)", () => {
 
   it('is a fixed window when burst × window would pass 2^53 (4294967295 a year: 1.35e20 ticks), so Redis and memory agree', () => {
     const c = plan(4294967295, 'year');
-    expect([c.burst, c.sliding, c.limit]).toEqual([0, false, 4294967295]);
+    expect([c.burst, c.kind, c.limit]).toEqual([0, FIXED, 4294967295]);
   });
 });

@@ -2,6 +2,7 @@ import type { CompiledConfig, CompiledLimit, Rule } from '../../config/compiled.
 import type { EntryLike } from '../../config/match.js';
 import { demandKey } from '../../counters/keys.js';
 import { planRequest, type TierSource, toChecks } from '../../limiter/plan.js';
+import { SLIDING } from '../../store/algorithms/algorithm.js';
 import type { CounterCheck } from '../../store/store.js';
 import { bucketEntries } from './bucket-descriptor.js';
 import { ALLOW, DENY, type Strategy } from './strategy.js';
@@ -61,7 +62,7 @@ export function planBucket(config: CompiledConfig, domainName: string, bucket: R
     // What Envoy admitted is counted as it is: no charge rule, no reservation, applies to it.
     else quotas.push({ limit, check });
     // Read as a sliding window: the previous window's count comes back too (the counter names are the same).
-    if (limit.burst === 0 && limit.windowSeconds * 1000 <= o.reportIntervalMs) rlsWindows.push({ limit, check: { ...check, hits: 0, sliding: true } });
+    if (limit.burst === 0 && limit.windowSeconds * 1000 <= o.reportIntervalMs) rlsWindows.push({ limit, check: { ...check, hits: 0, kind: SLIDING } });
   });
   return { ...base, fixed: undefined, shareKey: demandKey(p.key), rates, rlsWindows, quotas };
 }

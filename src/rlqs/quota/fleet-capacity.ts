@@ -1,4 +1,6 @@
 import { slidingUsed } from '../../counters/window.js';
+import { SLIDING } from '../../store/algorithms/algorithm.js';
+import { ALGORITHMS } from '../../store/algorithms/index.js';
 import type { CheckResult } from '../../store/store.js';
 import type { BucketPlan } from './bucket-plan.js';
 
@@ -33,11 +35,11 @@ export function fleetCapacity(plan: BucketPlan, counts: CheckResult | undefined,
     const prev = counts?.prev[from + i] ?? 0;
     const nowMs = counts?.nowMs ?? 0;
     const windowMs = limit.windowSeconds * 1000;
-    const used = (check.sliding ? slidingUsed(prev, curr, nowMs, windowMs) : curr) + allowed;
+    const used = ALGORITHMS[check.kind]!.used(check, curr, prev, nowMs) + allowed;
     const left = limit.requestsPerUnit - used;
     if (left < 1) return { ratePerSecond: 0, spent: true, left: 0 };
     least = Math.min(least, left);
-    const untilTurn = check.sliding ? windowMs : windowMs - (nowMs % windowMs);
+    const untilTurn = check.kind === SLIDING ? windowMs : windowMs - (nowMs % windowMs);
     const horizon = Math.max(1000, Math.min(horizonMs, untilTurn));
     rate = Math.min(rate, (left * 1000) / horizon);
   }

@@ -1,30 +1,9 @@
 --[[
   Part of check-and-incr.lua, included where it says --#include charges.lua (src/store/redis-store.ts
   assembles the script): a request with a charge window (charge_mode), decided as src/store/charge-rules.ts
-  decideCharges. It uses the script's locals: call, max, now, cur, values, shape_of, group_of, count, counts,
-  bucket, bounds, out, o, group_over, quota_group.
+  decideCharges. It uses the script's locals: call, max, now, cur, values, shape_of, group_of, slots_of, read_window,
+  add_window, bounds, out, o, group_over, quota_group and the kind codes.
 ]]
-
--- Adds d (a charge, or a settlement's difference, which may be negative) to a window or bucket, keeping it at
--- 0 or more, and (re)sets its expiry: a charge writes whether or not the counter existed.
-local function write_delta(j, w, curr, d)
-  local n = cur[j]
-  if w.burst > 0 then
-    local after = max(0, curr + d * w.window)
-    local full = w.window
-    if w.limit > 0 then full = math.ceil(after / w.limit) end
-    local v = string.format('%.0f %.0f', now, after)
-    call('SET', n, v, 'PX', full + 1000)
-    values[n] = v
-    return
-  end
-  local after = call('INCRBY', n, d)
-  if after < 0 then after = call('INCRBY', n, -after) end
-  values[n] = after
-  local ends = w.ends
-  if w.sliding then ends = ends + w.window end
-  call('PEXPIRE', n, ends - now + 1000)
-end
 
 -- A reservation's records: what src/store/memory-reservations.ts keeps, with the same bounds per counter. The
 -- hash holds every record (id -> "r <estimate> <ms reserved>" open, "e <estimate> <ms reserved>" ended
@@ -116,7 +95,7 @@ end
 -- bucket: its debt), the previous window's, what it asks and whether that takes it past what it holds.
 local function charge_window(j, rsv)
   local w = shape_of[j]
-  if slots_of[j] then return slot_window(w, slots_of[j], rsv.count_it) end
+  if w.kind == SLOTS then return slot_window(w, slots_of[j], rsv.count_it) end
   local x = rsv.by_group[group_of[j]]
   local kind = 'normal'
   if w.hits < 0 then
@@ -127,35 +106,25 @@ local function charge_window(j, rsv)
   elseif w.charge and w.hits > 0 then
     kind = 'charge'
   end
-  local curr, prev, used = 0, 0, 0
-  if w.burst > 0 then
-    curr = bucket(j, w)
-    used = curr
-  else
-    curr, prev = counts(j, w)
-    used = curr
-    if w.sliding then used = (prev * (w.window - (now % w.window))) / w.window + curr end
-  end
+  local curr, prev, used = read_window(j, w)
   local ask = w.hits
   if kind == 'settle' then
     -- Given back only in the window that holds the estimate; a later one takes only what exceeds it.
     ask = w.hits - x.est
-    if w.burst == 0 and ask < 0 and bounds(w.window, w.calendar, x.at) ~= w.index then ask = 0 end
+    if w.kind ~= BUCKET and ask < 0 and bounds(w.window, w.calendar, x.at) ~= w.index then ask = 0 end
   elseif kind == 'late' then
     ask = 0
   elseif kind == 'refund' then
     -- Given back whatever the answer and never over: at most what the window (a bucket: its debt, in whole
     -- requests rounded up) holds, so a count never goes below 0.
-    local holds = curr
-    if w.burst > 0 then holds = math.ceil(curr / w.window) end
+    local holds = math.ceil(curr / w.step)
     if -w.hits < holds then holds = -w.hits end
     return kind, curr, prev, -holds, false
   end
   local q = ask
   if kind ~= 'charge' and kind ~= 'settle' and kind ~= 'unreserved' then q = max(ask, 1) end
   if kind == 'full' then return kind, curr, prev, ask, true end
-  if w.burst > 0 then return kind, curr, prev, ask, used + q * w.window > w.burst * w.window end
-  return kind, curr, prev, ask, used + q > w.limit
+  return kind, curr, prev, ask, used + q * w.step > w.cap
 end
 
 -- What becomes of each reservation once the request is decided: made (open), refused (remembered so its
@@ -192,8 +161,7 @@ local function answer_charges(admitted, n, k0, curr, prev, over, counted, rsv, e
   for i = 1, n do
     o = o + 1
     if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
-    local w = shape_of[k0 + i]
-    if w.sliding and w.burst == 0 then
+    if shape_of[k0 + i].kind == SLIDING then
       o = o + 1
       out[o] = prev[i]
     end
@@ -252,10 +220,10 @@ local function decide_charges(count_it, n, k0, rsv)
     end
     counted[i] = c
     if count_it and c ~= 0 then
-      if slots_of[k0 + i] then
+      if shape_of[k0 + i].kind == SLOTS then
         slot_write(shape_of[k0 + i], slots_of[k0 + i], c)
       else
-        write_delta(k0 + i, shape_of[k0 + i], curr[i], c)
+        add_window(k0 + i, shape_of[k0 + i], curr[i], c, true)
       end
     end
   end

@@ -24,8 +24,8 @@
   ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
   ARGV[2]  s, the number of window shapes; then s shapes of nine values each (a batch's windows mostly
            share a few, so each is sent once):
-                  window_ms, limit, hits (0 = check only; < 0 a refund, with charge 1), sliding (0|1),
-                  shadow (0|1), burst (0 = a window),
+                  window_ms, limit, hits (0 = check only; < 0 a refund, with charge 1), kind (0 fixed, 1
+                  sliding, 2 bucket, 3 slots: src/store/algorithms/), shadow (0|1), burst (0 unless a bucket),
                   quota (0|1), charge (0|1), calendar (0 = epoch-aligned, -1 weeks from Monday, n > 0 windows
                   of n UTC calendar months: src/counters/calendar.ts)
   then, per request:
@@ -91,22 +91,28 @@ end
 -- Calendar windows: month_of, month_start_day and bounds (src/counters/calendar.ts, line for line).
 --#include calendar.lua
 
+-- The kinds of limit (src/store/algorithms/algorithm.ts, the same codes), each with its include below. A
+-- shape's step and cap say what it holds: used + n * step > cap is over (a window counts requests, a bucket
+-- ticks); keep, how long past its window's end a counter is still read.
+local FIXED, SLIDING, BUCKET, SLOTS = 0, 1, 2, 3
+
 -- The shapes, as numbers once, each table made whole at once (a field added later makes Lua grow it).
 local shapes = {}
 local s = tonumber(ARGV[2])
 local format = string.format
 for i = 1, s do
   local a = 2 + (i - 1) * 9
-  local window, calendar, burst = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 6])
-  local sliding, shadow, quota, charge = ARGV[a + 4] == '1', ARGV[a + 5] == '1', ARGV[a + 7] == '1', ARGV[a + 8] == '1'
+  local window, calendar, burst, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 2])
+  local kind, shadow, quota, charge = tonumber(ARGV[a + 4]), ARGV[a + 5] == '1', ARGV[a + 7] == '1', ARGV[a + 8] == '1'
   local index, ends = bounds(window, calendar, now)
-  local prev_suffix
-  if sliding then prev_suffix = ':' .. format('%.0f', index - 1) end
+  local prev_suffix, keep, step, cap = nil, 0, 1, limit
+  if kind == SLIDING then prev_suffix, keep = ':' .. format('%.0f', index - 1), window end
+  if kind == BUCKET then step, cap = window, burst * window end
   shapes[i] = {
     window = window,
-    limit = tonumber(ARGV[a + 2]),
+    limit = limit,
     hits = tonumber(ARGV[a + 3]),
-    sliding = sliding,
+    kind = kind,
     shadow = shadow,
     burst = burst,
     quota = quota,
@@ -114,9 +120,12 @@ for i = 1, s do
     calendar = calendar,
     index = index,
     ends = ends,
+    keep = keep,
+    step = step,
+    cap = cap,
     suffix = ':' .. format('%.0f', index),
     prev_suffix = prev_suffix,
-    plain = not (sliding or shadow or quota or charge or burst > 0),
+    plain = kind == FIXED and not (shadow or quota or charge),
   }
 end
 
@@ -145,14 +154,16 @@ do
       shape_of[j] = w
       if not short then group_of[j] = ARGV[a + (i - 1) * 2 + 3] end
       local n1
-      if w.burst > 0 then n1 = K[k_at + j] else n1 = K[k_at + j] .. w.suffix end
-      -- A plain request that counts reads nothing up front: its INCRBYs read (decide_counting).
-      if mode ~= 'c' then
+      -- A bucket's counter and a set of slots are the base itself; a window's is named by its index.
+      if w.kind == BUCKET or w.kind == SLOTS then n1 = K[k_at + j] else n1 = K[k_at + j] .. w.suffix end
+      -- A plain request that counts reads nothing up front: its INCRBYs read (decide_counting). Slots are
+      -- read by slots.lua.
+      if mode ~= 'c' and w.kind ~= SLOTS then
         m = m + 1
         names[m] = n1
       end
       cur[j] = n1
-      if w.sliding and w.burst == 0 then
+      if w.kind == SLIDING then
         local n0 = K[k_at + j] .. w.prev_suffix
         m = m + 1
         names[m] = n0
@@ -202,50 +213,24 @@ end
 -- Reading counters: key_error, read, is_count, count.
 --#include counts.lua
 
--- A window's count, the previous window's (sliding only), and whether it has room (see the rules above).
-local function counts(j, w)
-  local c = count(cur[j])
-  local p = 0
-  local used = c
-  if w.sliding then
-    p = count(old[j])
-    used = (p * (w.window - (now % w.window))) / w.window + c
-  end
-  return c, p, used + max(w.hits, 1) > w.limit
+-- The algorithms: fixed_read and window_add, sliding_read, bucket_read and bucket_add.
+--#include fixed.lua
+--#include sliding.lua
+--#include bucket.lua
+
+-- The one place a window's kind picks its algorithm: its count before the request (a bucket: its debt), the
+-- previous window's (sliding only), and what a decision weighs.
+local function read_window(j, w)
+  local kind = w.kind
+  if kind == FIXED then return fixed_read(j, w) end
+  if kind == SLIDING then return sliding_read(j, w) end
+  return bucket_read(j, w)
 end
 
--- A bucket's debt now and whether it has room (see the rules above).
-local function bucket(j, w)
-  local v = values[cur[j]]
-  local d = 0
-  if v then
-    local at, debt = string.match(v, '^(%d+) (%d+)$')
-    if not at then error({ err = 'WRONGTYPE bucket value is not one' }) end
-    d = max(0, tonumber(debt) - (now - tonumber(at)) * w.limit)
-  end
-  return d, d + max(w.hits, 1) * w.window > w.burst * w.window
-end
-
--- Counts an admitted window or bucket, and keeps what it wrote for the batch's later requests. Integers are
--- written with %.0f: tostring keeps only 14 digits.
-local function write(j, w, curr)
-  local n = cur[j]
-  if w.burst > 0 then
-    local after = curr + w.hits * w.window
-    local full = w.window
-    if w.limit > 0 then full = math.ceil(after / w.limit) end
-    local v = string.format('%.0f %.0f', now, after)
-    call('SET', n, v, 'PX', full + 1000)
-    values[n] = v
-    return
-  end
-  local after = call('INCRBY', n, w.hits)
-  values[n] = after
-  if after == w.hits then
-    local ends = w.ends
-    if w.sliding then ends = ends + w.window end
-    call('PEXPIRE', n, ends - now + 1000)
-  end
+-- Adds d to window j (its value read as curr); `always` sets a window's expiry even if it existed.
+local function add_window(j, w, curr, d, always)
+  if w.kind == BUCKET then return bucket_add(j, w, curr, d) end
+  return window_add(j, w, d, always)
 end
 
 -- The reply, and how many values it holds (`#out` is not used: a request writes its admitted flag last).
@@ -263,12 +248,9 @@ local function decide(count_it, n, k0)
   for i = 1, n do
     local w = shape_of[k0 + i]
     local group = group_of[k0 + i]
-    local is_over
-    if w.burst > 0 then
-      curr[i], is_over = bucket(k0 + i, w)
-    else
-      curr[i], prev[i], is_over = counts(k0 + i, w)
-    end
+    local used
+    curr[i], prev[i], used = read_window(k0 + i, w)
+    local is_over = used + max(w.hits, 1) * w.step > w.cap
     if w.quota and not quota_group[group] then
       quota_group[group] = true
       quota_groups = quota_groups + 1
@@ -285,7 +267,7 @@ local function decide(count_it, n, k0)
   if admitted == 1 and count_it then
     for i = 1, n do
       local w = shape_of[k0 + i]
-      if w.hits > 0 and not group_over[group_of[k0 + i]] then write(k0 + i, w, curr[i]) end
+      if w.hits > 0 and not group_over[group_of[k0 + i]] then add_window(k0 + i, w, curr[i], w.hits, false) end
     end
   end
 
@@ -294,8 +276,7 @@ local function decide(count_it, n, k0)
   for i = 1, n do
     o = o + 1
     if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
-    local w = shape_of[k0 + i]
-    if w.sliding and w.burst == 0 then
+    if shape_of[k0 + i].kind == SLIDING then
       o = o + 1
       out[o] = prev[i]
     end

@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compileSources } from '../../src/config/load.js';
+import type { LimitKind } from '../../src/config/spec.js';
+import { ManualClock } from '../../src/counters/clock.js';
+import { type DescriptorInput, Limiter } from '../../src/limiter/limiter.js';
+import { ALGORITHMS } from '../../src/store/algorithms/index.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { parseRedisUrl } from '../../src/store/redis-connection.js';
+import { RedisStore } from '../../src/store/redis-store.js';
+import type { Store } from '../../src/store/store.js';
+import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
+import { silentLogger } from '../helpers/service.js';
+
+// The contract every kind of limit keeps, on every store, through the real planner and limiter: from empty,
+// with the clock still, a limit of 5 admits 5 of 7 at once, refuses the rest without counting them, a
+// refund of n makes room for exactly n, and a refund never takes a counter below empty. A kind registered in
+// src/store/algorithms/index.ts without a rule here fails the first test.
+
+const RULE_OF: Record<LimitKind, string> = {
+  fixed_window: 'rate_limit: {unit: hour, requests_per_unit: 5}',
+  sliding_window: 'algorithm: sliding_window\n    rate_limit: {unit: hour, requests_per_unit: 5}',
+  token_bucket: 'algorithm: token_bucket\n    rate_limit: {unit: hour, requests_per_unit: 5}',
+  in_flight: 'in_flight: {limit: 5, lease: 1h}',
+};
+const T0 = 1_800_000_000_000 + 1234;
+let prefixes = 0;
+
+describe('every registered kind has a conformance rule', () => {
+  it('names exactly the kinds of src/store/algorithms/index.ts', () => {
+    expect(Object.keys(RULE_OF).sort()).toEqual(ALGORITHMS.map((a) => a.kind).sort());
+  });
+});
+
+describe('the contract of every kind, on every store', () => {
+  let redis: RedisServer;
+  let cluster: RedisCluster;
+  const opened: Store[] = [];
+  beforeAll(async () => {
+    [redis, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
+  });
+  afterAll(async () => {
+    for (const s of opened) await s.close();
+    await Promise.all([redis?.stop(), cluster?.stop()]);
+  });
+  const redisStore = async (url: string, mode: 'single' | 'cluster', clock: ManualClock): Promise<Store> => {
+    const s = new RedisStore({ connection: parseRedisUrl(url, mode), timeoutMs: 2000, keyPrefix: `kind${++prefixes}:`, logger: silentLogger, clock });
+    opened.push(s);
+    await s.waitReady(10_000);
+    return s;
+  };
+  const stores: [string, (clock: ManualClock) => Promise<Store>][] = [
+    ['memory', async (clock) => new MemoryStore({ clock })],
+    ['redis', (clock) => redisStore(redis.url, 'single', clock)],
+    ['redis cluster', (clock) => redisStore(cluster.url, 'cluster', clock)],
+  ];
+  const cases = stores.flatMap(([store, make]) => ALGORITHMS.map((a) => [store, a.kind, make] as const));
+
+  it.each(cases)('%s, %s', async (_store, kind, make) => {
+    const config = compileSources([{ file: 'k.yaml', text: `domain: k\ndescriptors:\n  - key: tenant\n    ${RULE_OF[kind]}\n` }]);
+    expect(config.domains.get('k')!.rules[0]!.limits[0]!.algorithm).toBe(kind);
+    const clock = new ManualClock(T0);
+    const limiter = new Limiter({ config: () => config, store: await make(clock), clock });
+    const ask = async (d: Omit<DescriptorInput, 'entries'>) =>
+      limiter.decide({ domain: 'k', hits: 1, descriptors: [{ entries: [{ key: 'tenant', value: 'acme' }], ...d }] });
+    const admitted = async (n: number): Promise<number> => (await Promise.all(Array.from({ length: n }, () => ask({})))).filter((d) => !d.overLimit).length;
+
+    expect(await admitted(7)).toBe(5);
+    const full = await ask({ hits: 0 });
+    expect([full.overLimit, full.descriptors[0]!.windows[0]!.remaining]).toEqual([true, 0]);
+    const refund = await ask({ hits: 2, refund: true });
+    expect([refund.overLimit, refund.descriptors[0]!.windows[0]!.remaining]).toEqual([false, 2]);
+    expect(await admitted(4)).toBe(2);
+    // More back than is held: empty, never below it.
+    expect((await ask({ hits: 50, refund: true })).descriptors[0]!.windows[0]!.remaining).toBe(5);
+    expect(await admitted(7)).toBe(5);
+  });
+});
