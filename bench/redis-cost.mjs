@@ -62,7 +62,7 @@ const window = (fp, unit, ms, limit) => ({
   windowMs: ms,
   limit,
   hits: 1,
-  sliding: false,
+  kind: 0, // a fixed window (src/store/algorithms/algorithm.ts FIXED)
   burst: 0,
   group: 0,
   shadow: false,

@@ -1,5 +1,8 @@
 import type { CounterCheck } from './store.js';
 
+/** Leases ended per call, at most (slots.lua's SLOT_PURGE). */
+const SLOT_PURGE = 100;
+
 /** A holder of in-flight slots: a request id's fingerprint, or (slots as counts) a number of its own. */
 interface Holder {
   slots: number;
@@ -28,17 +31,23 @@ export class MemorySlots {
 
   constructor(private readonly maxHolders: number) {}
 
-  /** Slots held on c's counter now, after the leases that ran out ended; returns [held, expired]. */
-  held(c: CounterCheck, nowMs: number, write: boolean): [number, number] {
+  /** Slots held on c's counter now, after the leases that ran out ended; returns [held, expired]. Holders
+   * are in the order they took their slots, which is the order their leases end (one lease per rule): the
+   * first one still live ends the look, so a call costs what ended, not what is held. At most SLOT_PURGE end
+   * per call, as in slots.lua (the rest count as held until a later call: a refusal too many, never an
+   * admission too many). */
+  held(c: CounterCheck, nowMs: number): [number, number] {
     const p = this.pools.get(c.key);
     if (!p) return [0, 0];
     let expired = 0;
+    let ended = 0;
     for (const [id, h] of p.holders) {
-      if (h.untilMs > nowMs) continue;
+      if (h.untilMs > nowMs || ended === SLOT_PURGE) break;
       expired += h.slots;
-      if (write) this.remove(p, id, h);
+      ended++;
+      this.remove(p, id, h);
     }
-    return [p.held - (write ? 0 : expired), expired];
+    return [p.held, expired];
   }
 
   /** Slots the request's id holds on c's counter (0 without an id, or none held). */

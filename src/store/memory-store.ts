@@ -141,7 +141,7 @@ export class MemoryStore implements Store {
     checks.forEach((c, i) => {
       if (c.kind !== SLOTS) return;
       this.slots.sweep(nowMs);
-      const [held, ended] = this.slots.held(c, nowMs, true);
+      const [held, ended] = this.slots.held(c, nowMs);
       curr[i] = held;
       expired ??= new Array<number>(checks.length).fill(0);
       expired[i] = ended;

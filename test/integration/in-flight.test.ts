@@ -102,6 +102,16 @@ describe('in-flight slots in the store', () => {
       expect([after.admitted, after.curr[0], after.slotsExpired?.[0]]).toEqual([true, 0, 5]);
     });
 
+    it('a give-back larger than a thousand holders returns exactly what it asks, the oldest first', async () => {
+      const store = await make(new ManualClock(T0));
+      const big = { limit: 3000 };
+      const taken = await Promise.all(Array.from({ length: 2500 }, () => store.check([slot(1, undefined, big)])));
+      expect(admitted(taken)).toBe(2500);
+      expect((await store.check([slot(-2200, undefined, big)])).counted?.[0]).toBe(-2200);
+      expect((await store.check([slot(0, undefined, big)])).curr[0]).toBe(300);
+      expect((await store.check([slot(-1000, undefined, big)])).counted?.[0]).toBe(-300);
+    });
+
     it('a take is all or nothing with the request: refused by another descriptor, it holds nothing', async () => {
       const store = await make(new ManualClock(T0));
       const full = counterCheck({ key: 'other:{t}:second', limit: 0, hits: 1, group: 1 });

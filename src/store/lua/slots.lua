@@ -13,6 +13,8 @@
 -- Leases ended per call, at most: a call's work stays bounded whatever ran out; the rest end at later calls
 -- (until then they count as held: a refusal too many, never an admission too many).
 local SLOT_PURGE = 100
+-- Holders read or removed by one command, at most: Lua's unpack takes a few thousand values.
+local SLOT_CHUNK = 1000
 
 -- Holders whose lease ended: their slots come back (written only when counting). Returns how many.
 local function slot_leases(x, count_it)
@@ -68,18 +70,27 @@ local function slot_write(w, x, n)
     call('HINCRBY', x.hash, '#held', n)
     return
   end
+  -- The oldest holders, SLOT_CHUNK at a time (unpack's bound): each holds one slot or more, so a give-back
+  -- touches at most as many holders as it returns slots, each once (every holder was a take).
   local left = -n
   while left > 0 do
-    local oldest = call('ZRANGE', x.set, 0, 0)[1]
-    if not oldest then break end
-    local has = tonumber(call('HGET', x.hash, oldest)) or 0
-    if has <= left then
-      call('ZREM', x.set, oldest)
-      call('HDEL', x.hash, oldest)
-      left = left - has
-    else
-      call('HSET', x.hash, oldest, has - left)
-      left = 0
+    local oldest = call('ZRANGE', x.set, 0, math.min(left, SLOT_CHUNK) - 1)
+    if #oldest == 0 then break end
+    local has, gone = call('HMGET', x.hash, unpack(oldest)), {}
+    for i = 1, #oldest do
+      local h = tonumber(has[i]) or 0
+      if h <= left then
+        gone[#gone + 1] = oldest[i]
+        left = left - h
+      else
+        call('HSET', x.hash, oldest[i], h - left)
+        left = 0
+        break
+      end
+    end
+    if #gone > 0 then
+      call('ZREM', x.set, unpack(gone))
+      call('HDEL', x.hash, unpack(gone))
     end
   end
   call('HINCRBY', x.hash, '#held', n + left)
