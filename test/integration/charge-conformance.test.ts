@@ -1,44 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FROM_MONDAY } from '../../src/counters/calendar.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { MAX_RESERVATIONS_PER_COUNTER } from '../../src/store/memory-reservations.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
-import { parseRedisUrl } from '../../src/store/redis-connection.js';
-import { RedisStore } from '../../src/store/redis-store.js';
 import type { CheckResult, CounterCheck, Reservation, Store } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { silentLogger } from '../helpers/service.js';
+import { everyStore } from '../helpers/stores.js';
 
 // Charges, reservations and calendar windows (issue 37), decided identically by the memory store and Redis's
 // script: the same scenarios against both, on a clock the test moves.
 
 const HOUR = 3_600_000;
 const T0 = 1_800_000_000_000 - (1_800_000_000_000 % HOUR); // on an hour boundary
-let redis: RedisServer;
-const opened: Store[] = [];
-let seq = 0;
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const s of opened) await s.close();
-  await redis?.stop();
-});
-
-const stores: [string, (clock: ManualClock) => Promise<Store>][] = [
-  ['memory', async (clock) => new MemoryStore({ clock })],
-  [
-    'redis',
-    async (clock) => {
-      const s = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 2000, keyPrefix: `chg${++seq}:`, logger: silentLogger, clock });
-      opened.push(s);
-      await s.waitReady(5000);
-      return s;
-    },
-  ],
-];
+// Memory and one Redis, each store made fresh per test (helpers/stores.ts).
+const { stores } = everyStore();
 
 /** 1,000 an hour on one tenant, in charge mode. */
 const budget = (over: Partial<CounterCheck> = {}): CounterCheck => counterCheck({ key: 'tenant', windowMs: HOUR, limit: 1000, charge: true, ...over });

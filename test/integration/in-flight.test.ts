@@ -3,14 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { ManualClock } from '../../src/counters/clock.js';
 import { SLOTS } from '../../src/store/algorithms/algorithm.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
-import { parseRedisUrl } from '../../src/store/redis-connection.js';
-import { RedisStore } from '../../src/store/redis-store.js';
-import type { CheckResult, CounterCheck, Store } from '../../src/store/store.js';
+import type { CheckResult, CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
-import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
-import { configDir, header, type RlsRequest, silentLogger, startTestService, type TestService } from '../helpers/service.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { everyStore } from '../helpers/stores.js';
 
 // In-flight limits (in_flight: {limit, lease, request_key}): at most N requests at once over every replica,
 // a slot given back by Envoy 1.38's stream-done refund, or returned by its lease. The same answers from every
@@ -18,7 +16,6 @@ import { configDir, header, type RlsRequest, silentLogger, startTestService, typ
 
 const T0 = 1_800_000_000_000;
 const LEASE = 60_000;
-let prefixes = 0;
 
 /** An in-flight check of `limit` slots on counter `key`: hits > 0 take, < 0 give back. */
 const slot = (hits: number, id: string | undefined, over: Partial<CounterCheck> = {}): CounterCheck =>
@@ -26,28 +23,7 @@ const slot = (hits: number, id: string | undefined, over: Partial<CounterCheck> 
 const admitted = (rs: CheckResult[]): number => rs.filter((r) => r.admitted).length;
 
 describe('in-flight slots in the store', () => {
-  let redis: RedisServer;
-  let cluster: RedisCluster;
-  const opened: Store[] = [];
-  beforeAll(async () => {
-    [redis, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
-  });
-  afterAll(async () => {
-    for (const s of opened) await s.close();
-    await Promise.all([redis?.stop(), cluster?.stop()]);
-  });
-  const redisStore = async (url: string, mode: 'single' | 'cluster', clock: ManualClock): Promise<Store> => {
-    const s = new RedisStore({ connection: parseRedisUrl(url, mode), timeoutMs: 2000, keyPrefix: `slots${++prefixes}:`, logger: silentLogger, clock });
-    opened.push(s);
-    await s.waitReady(10_000);
-    return s;
-  };
-  const stores: [string, (clock: ManualClock) => Promise<Store>][] = [
-    ['memory', async (clock) => new MemoryStore({ clock })],
-    ['redis', (clock) => redisStore(redis.url, 'single', clock)],
-    ['redis cluster', (clock) => redisStore(cluster.url, 'cluster', clock)],
-  ];
-
+  const { stores } = everyStore({ cluster: true });
   describe.each(stores)('%s', (_name, make) => {
     it('10 takes at once against 5 admit exactly 5; two given back (one twice) admit exactly two more', async () => {
       const store = await make(new ManualClock(T0));

@@ -1,15 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { compileSources } from '../../src/config/load.js';
 import type { LimitKind } from '../../src/config/spec.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { type DescriptorInput, Limiter } from '../../src/limiter/limiter.js';
 import { ALGORITHMS } from '../../src/store/algorithms/index.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
-import { parseRedisUrl } from '../../src/store/redis-connection.js';
-import { RedisStore } from '../../src/store/redis-store.js';
-import type { Store } from '../../src/store/store.js';
-import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
-import { silentLogger } from '../helpers/service.js';
+import { everyStore } from '../helpers/stores.js';
 
 // The contract every kind of limit keeps, on every store, through the real planner and limiter: from empty,
 // with the clock still, a limit of 5 admits 5 of 7 at once, refuses the rest without counting them, a
@@ -23,7 +18,6 @@ const RULE_OF: Record<LimitKind, string> = {
   in_flight: 'in_flight: {limit: 5, lease: 1h}',
 };
 const T0 = 1_800_000_000_000 + 1234;
-let prefixes = 0;
 
 describe('every registered kind has a conformance rule', () => {
   it('names exactly the kinds of src/store/algorithms/index.ts', () => {
@@ -32,27 +26,7 @@ describe('every registered kind has a conformance rule', () => {
 });
 
 describe('the contract of every kind, on every store', () => {
-  let redis: RedisServer;
-  let cluster: RedisCluster;
-  const opened: Store[] = [];
-  beforeAll(async () => {
-    [redis, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
-  });
-  afterAll(async () => {
-    for (const s of opened) await s.close();
-    await Promise.all([redis?.stop(), cluster?.stop()]);
-  });
-  const redisStore = async (url: string, mode: 'single' | 'cluster', clock: ManualClock): Promise<Store> => {
-    const s = new RedisStore({ connection: parseRedisUrl(url, mode), timeoutMs: 2000, keyPrefix: `kind${++prefixes}:`, logger: silentLogger, clock });
-    opened.push(s);
-    await s.waitReady(10_000);
-    return s;
-  };
-  const stores: [string, (clock: ManualClock) => Promise<Store>][] = [
-    ['memory', async (clock) => new MemoryStore({ clock })],
-    ['redis', (clock) => redisStore(redis.url, 'single', clock)],
-    ['redis cluster', (clock) => redisStore(cluster.url, 'cluster', clock)],
-  ];
+  const { stores } = everyStore({ cluster: true });
   const cases = stores.flatMap(([store, make]) => ALGORITHMS.map((a) => [store, a.kind, make] as const));
 
   it.each(cases)('%s, %s', async (_store, kind, make) => {

@@ -1,50 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
 import { SLIDING } from '../../src/store/algorithms/algorithm.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
-import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
-import type { Store } from '../../src/store/store.js';
 import { counterCheck as check } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { configDir, header, type RlsRequest, silentLogger, startTestService, type TestService } from '../helpers/service.js';
+import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { everyStore } from '../helpers/stores.js';
 import { within } from '../helpers/time.js';
 
 // Envoy 1.38's refunds (is_negative_hits, envoyproxy/envoy#41219): a descriptor whose hits are given back to
 // its rule's windows, never refused. Before, the decoder skipped field 4 and a refund was counted as a charge.
 
 const T0 = 1_800_000_000_000;
-let prefixes = 0;
 
 describe('refunds in the store', () => {
-  let redis: RedisServer;
-  const opened: Store[] = [];
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    for (const s of opened) await s.close();
-    await redis?.stop();
-  });
-  const stores: [string, (clock: ManualClock) => Promise<Store>][] = [
-    ['memory', async (clock) => new MemoryStore({ clock })],
-    [
-      'redis',
-      async (clock) => {
-        const s = new RedisStore({
-          connection: parseRedisUrl(redis.url, 'single'),
-          timeoutMs: 1000,
-          keyPrefix: `refund${++prefixes}:`,
-          logger: silentLogger,
-          clock,
-        });
-        opened.push(s);
-        await s.waitReady(5000);
-        return s;
-      },
-    ],
-  ];
+  const { stores, redis } = everyStore();
   // A refund is sent as the limiter sends it: negative hits, in charge mode (plan.ts toChecks).
   const refund = (hits: number, over: Parameters<typeof check>[0] = {}) => check({ ...over, hits: -hits, charge: true });
 
@@ -76,7 +47,7 @@ describe('refunds in the store', () => {
       const store = await make(new ManualClock(T0 + 100));
       const r = await store.check([refund(4, { key: 'empty', limit: 10 })]);
       expect([r.admitted, r.counted?.[0]]).toEqual([true, 0]);
-      if (store instanceof RedisStore) expect(await redis.cli('--scan', '--pattern', `refund${prefixes}:*empty*`)).toBe('');
+      if (store instanceof RedisStore) expect(await redis().cli('--scan', '--pattern', '*empty*')).toBe('');
       await store.check([check({ key: 'x', limit: 5, hits: 5 })]);
       // One request: a refund on x and a descriptor over its limit. Refused, and the refund still given.
       const both = await store.check([refund(2, { key: 'x', limit: 5 }), check({ key: 'full', limit: 0, hits: 1, group: 1 })]);
