@@ -1,4 +1,5 @@
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
+import { SLOTS } from './algorithms/algorithm.js';
 import type { CounterCheck, Store } from './store.js';
 
 /** Most settlements kept while the shared store does not answer, in all and per counter: past either, one
@@ -9,12 +10,13 @@ export const MAX_WAITING_PER_COUNTER = 1_000;
 /** How many are sent at once when the store answers again. */
 const SEND_AT_ONCE = 100;
 
-/** Stream-end settlements (a settlement_key's calls) the shared store could not take, frozen or unreachable,
- * kept and sent again once it answers: Envoy ignores the answer of that call, so without this the tokens it
- * reports would never reach the budget. Sending one twice is safe: a settlement names its reservation, and
- * the second finds it settled and counts nothing (a frozen Redis that wakes runs what was sent to it before
- * the timeout, and then the retry finds it done). Plain charges (no reservation) are not kept: nothing tells
- * a retry whether a frozen Redis ran the first. */
+/** Stream-end settlements (a settlement_key's calls) and in-flight give-backs by request id that the shared
+ * store could not take, frozen or unreachable, kept and sent again once it answers: Envoy ignores the answer
+ * of that call, so without this the tokens it reports would never reach the budget, and the slot would stay
+ * held until its lease. Sending one twice is safe: each names what it ends, and the second finds it ended and
+ * counts nothing (a frozen Redis that wakes runs what was sent to it before the timeout, and then the retry
+ * finds it done). Plain charges and count-mode give-backs are not kept: nothing tells a retry whether a frozen
+ * Redis ran the first. */
 export class SettlementQueue {
   private readonly waiting: CounterCheck[][] = [];
   private readonly perCounter = new Map<string, number>();
@@ -32,14 +34,16 @@ export class SettlementQueue {
     return this.waiting.length;
   }
 
-  /** Whether a request is a settlement only, the one kind this keeps. */
+  /** Whether a request only settles or gives back by id, the kinds this keeps: each names what it ends (a
+   * reservation, or the slots a request id holds), so sending it twice ends it once. A count-mode give-back
+   * (no id) is not kept: a retry cannot know whether the first ran. */
   static holds(checks: readonly CounterCheck[]): boolean {
-    return checks.length > 0 && checks.every((c) => c.reservation?.settles === true);
+    return checks.length > 0 && checks.every((c) => c.reservation?.settles === true || (c.kind === SLOTS && c.hits < 0 && c.slots?.id !== undefined));
   }
 
-  /** Keeps a settlement the store failed to take; false when a bound dropped it. */
+  /** Keeps a settlement or give-back the store failed to take; false when a bound dropped it. */
   keep(checks: readonly CounterCheck[]): boolean {
-    const counter = checks[0]!.reservation!.key;
+    const counter = counterOf(checks);
     const held = this.perCounter.get(counter) ?? 0;
     if (this.closed || this.waiting.length >= MAX_WAITING_SETTLEMENTS || held >= MAX_WAITING_PER_COUNTER) {
       this.dropped++;
@@ -75,7 +79,7 @@ export class SettlementQueue {
         if (r.status === 'rejected') this.dropped++;
         done++;
       }
-      for (const checks of this.waiting.splice(0, done)) this.release(checks[0]!.reservation!.key);
+      for (const checks of this.waiting.splice(0, done)) this.release(counterOf(checks));
       if (done < slice.length) break;
     }
     if (this.waiting.length > 0) this.schedule();
@@ -86,4 +90,9 @@ export class SettlementQueue {
     if (n <= 0) this.perCounter.delete(counter);
     else this.perCounter.set(counter, n);
   }
+}
+
+/** The counter a kept request is bounded by: its reservation's, or its slots'. */
+function counterOf(checks: readonly CounterCheck[]): string {
+  return checks[0]!.reservation?.key ?? checks[0]!.key;
 }

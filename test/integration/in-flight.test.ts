@@ -9,6 +9,7 @@ import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { everyStore } from '../helpers/stores.js';
+import { within } from '../helpers/time.js';
 
 // In-flight limits (in_flight: {limit, lease, request_key}): at most N requests at once over every replica,
 // a slot given back by Envoy 1.38's stream-done refund, or returned by its lease. The same answers from every
@@ -201,5 +202,30 @@ describe('the shipped example (envoy/envoy-inflight.yaml, examples/in-flight.yam
     s.clock.advance(2_000);
     const after = await s.rls.call(request('after-lease').request);
     expect([after.overall_code, after.statuses[0]!.limit_remaining]).toEqual(['OK', 19]);
+  });
+});
+
+describe('give-backs while Redis is frozen', () => {
+  it('are kept and return their slots once it answers; a give-back sent twice returns one slot', async () => {
+    const redis = await startRedis();
+    const dir = configDir({ 'api.yaml': config.replace('limit: 100', 'limit: 5') });
+    const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-timeout-ms', '100', '--redis-failure', 'deny'];
+    const s = await startTestService({ configDir: dir, args });
+    try {
+      const t = `t-${Math.random()}`;
+      for (let i = 0; i < 5; i++) expect((await s.rls.call(take(t, `f-${i}`))).overall_code).toBe('OK');
+      redis.signal('SIGSTOP');
+      // Envoy's stream-done calls during the freeze (their answers are ignored); f-0's is sent twice.
+      await Promise.allSettled(['f-0', 'f-0', 'f-1'].map((id) => s.rls.call(take(t, id, true))));
+      expect(metric((await scrape(s.service.httpPort)).series, 'tollgate_settlements_waiting')).toBe(3);
+      redis.signal('SIGCONT');
+      await within(10_000, async () => metric((await scrape(s.service.httpPort)).series, 'tollgate_settlements_waiting') === 0, 'the queue sent');
+      const admitted = await Promise.all(['n-0', 'n-1', 'n-2'].map((id) => s.rls.call(take(t, id))));
+      expect(admitted.filter((a) => a.overall_code === 'OK').length).toBe(2);
+    } finally {
+      redis.signal('SIGCONT');
+      await s.close();
+      await redis.stop();
+    }
   });
 });
