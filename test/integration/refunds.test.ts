@@ -61,10 +61,16 @@ const tenantConfig = `domain: api
 descriptors:
   - key: tenant
     rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: sliding_tenant
+    algorithm: sliding_window
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: bucket_tenant
+    algorithm: token_bucket
+    rate_limit: {unit: hour, requests_per_unit: 10}
 `;
-const call = (tenant: string, hits: number, refund = false): RlsRequest => ({
+const call = (tenant: string, hits: number, refund = false, key = 'tenant'): RlsRequest => ({
   domain: 'api',
-  descriptors: [{ entries: [{ key: 'tenant', value: tenant }], hits_addend: { value: hits }, ...(refund && { is_negative_hits: true }) }],
+  descriptors: [{ entries: [{ key, value: tenant }], hits_addend: { value: hits }, ...(refund && { is_negative_hits: true }) }],
 });
 
 describe.each([
@@ -90,14 +96,14 @@ describe.each([
     await redis?.stop();
   });
 
-  it("the new user's sequence: take 3, Envoy 1.38 refunds 2, a check sees 9 left", async () => {
+  it.each(['tenant', 'sliding_tenant', 'bucket_tenant'])("the new user's sequence on %s: take 3, Envoy 1.38 refunds 2, a check sees 9 left", async (key) => {
     const t = `t-${Math.random()}`;
-    expect(header(await a.rls.call(call(t, 3)), 'X-RateLimit-Remaining')).toBe('7');
-    const back = await b.rls.call(call(t, 2, true));
+    expect(header(await a.rls.call(call(t, 3, false, key)), 'X-RateLimit-Remaining')).toBe('7');
+    const back = await b.rls.call(call(t, 2, true, key));
     expect([back.overall_code, back.statuses[0]!.limit_remaining]).toEqual(['OK', 9]);
-    expect((await a.rls.call(call(t, 0))).statuses[0]!.limit_remaining).toBe(9);
+    expect((await a.rls.call(call(t, 0, false, key))).statuses[0]!.limit_remaining).toBe(9);
     const { series } = await scrape(b.service.httpPort);
-    expect(metric(series, 'tollgate_refunded_hits_total', { domain: 'api', rule: 'tenant' })).toBeGreaterThanOrEqual(2);
+    expect(metric(series, 'tollgate_refunded_hits_total', { domain: 'api', rule: key })).toBeGreaterThanOrEqual(2);
   });
 
   it("a window this replica's cache holds as full opens again when another replica takes a refund", async () => {
