@@ -6,8 +6,8 @@ import { bucketIsExact, type Unit } from '../config/units.js';
 import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
 import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
-import { SLOTS } from '../store/algorithms/algorithm.js';
 import { algorithmOf } from '../store/algorithms/index.js';
+import { SLOTS } from '../store/algorithms/kinds.js';
 import type { CounterCheck, Reservation } from '../store/store.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { ManualClock } from '../../src/counters/clock.js';
-import { SLOTS } from '../../src/store/algorithms/algorithm.js';
+import { SLOTS } from '../../src/store/algorithms/kinds.js';
 import type { CheckResult, CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';

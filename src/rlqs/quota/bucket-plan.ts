@@ -2,7 +2,7 @@ import type { CompiledConfig, CompiledLimit, Rule } from '../../config/compiled.
 import type { EntryLike } from '../../config/match.js';
 import { demandKey } from '../../counters/keys.js';
 import { planRequest, type TierSource, toChecks } from '../../limiter/plan.js';
-import { SLIDING } from '../../store/algorithms/algorithm.js';
+import { SLIDING } from '../../store/algorithms/kinds.js';
 import type { CounterCheck } from '../../store/store.js';
 import { bucketEntries } from './bucket-descriptor.js';
 import { ALLOW, DENY, type Strategy } from './strategy.js';

@@ -1,14 +1,6 @@
 import type { LimitKind } from '../../config/spec.js';
 import type { CounterCheck } from '../store.js';
-
-/** The kinds of limit, as a CounterCheck and check-and-incr.lua's shapes carry them: a small number each, so
- * picking one is an array index (index.ts holds them in this order). */
-export type KindCode = 0 | 1 | 2 | 3;
-// Annotated, so an object literal keeps the code's type instead of widening it to number.
-export const FIXED: 0 = 0;
-export const SLIDING: 1 = 1;
-export const BUCKET: 2 = 2;
-export const SLOTS: 3 = 3;
+import type { KindCode } from './kinds.js';
 
 /** One counter of the memory store, shaped like Redis's: the window it counts (a bucket: when it was last
  * written, in ms from the store's base), its count (a bucket: its debt), and the count of the window before

@@ -1,6 +1,7 @@
 import { bucketDebt, bucketFullInMs, bucketRemaining, bucketRetryMs } from '../../counters/bucket.js';
 import { bucketKey } from '../../counters/keys.js';
-import { BUCKET, type LimitAlgorithm } from './algorithm.js';
+import type { LimitAlgorithm } from './algorithm.js';
+import { BUCKET } from './kinds.js';
 
 /** Token buckets (GCRA, counters/bucket.ts): a debt in ticks of 1/limit ms, paid back at `limit` ticks a ms;
  * `burst` requests fit in an empty one. Redis: lua/bucket.lua. */
