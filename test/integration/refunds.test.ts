@@ -104,6 +104,8 @@ describe.each([
     expect((await a.rls.call(call(t, 0, false, key))).statuses[0]!.limit_remaining).toBe(9);
     const { series } = await scrape(b.service.httpPort);
     expect(metric(series, 'tollgate_refunded_hits_total', { domain: 'api', rule: key })).toBeGreaterThanOrEqual(2);
+    // Envoy's stream-done call: never counted as a 429, nor as a request.
+    expect(metric(series, 'tollgate_requests_total', { domain: 'api', result: 'stream_end' })).toBeGreaterThanOrEqual(1);
   });
 
   it("a window this replica's cache holds as full opens again when another replica takes a refund", async () => {
