@@ -104,7 +104,7 @@ describe.each([
     expect((await a.rls.call(call(t, 0, false, key))).statuses[0]!.limit_remaining).toBe(9);
     const { series } = await scrape(b.service.httpPort);
     expect(metric(series, 'tollgate_refunded_hits_total', { domain: 'api', rule: key })).toBeGreaterThanOrEqual(2);
-    // Envoy's stream-done call: never counted as a 429, nor as a request.
+    // Envoy's stream-done call is counted apart (stream_end), never as a 429.
     expect(metric(series, 'tollgate_requests_total', { domain: 'api', result: 'stream_end' })).toBeGreaterThanOrEqual(1);
   });
 
