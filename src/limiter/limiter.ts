@@ -120,8 +120,9 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     const o = outcomes[c.group]!;
     const prev = r.prev[i]!;
     const curr = r.curr[i]!;
-    // A charge or a reservation says what it counted; otherwise an admitted request counted its hits.
-    const counted = r.counted ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
+    // A charge or a reservation says what it counted; otherwise an admitted request counted its hits. A
+    // refused request took no slot (a Cluster's peek across masters reports what it would have taken).
+    const counted = r.counted && !(c.kind === SLOTS && c.hits > 0 && !r.admitted) ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
     const a = ALGORITHMS[c.kind]!;
     const wait = !over ? 0 : (r.retryAfterMs ?? a.waitMs(c, curr, prev, r.nowMs));
@@ -171,7 +172,8 @@ function settles(o: DescriptorOutcome): boolean {
  * found ended. */
 function noteSlots(o: DescriptorOutcome, c: CounterCheck, counted: number, over: boolean, expired: number): void {
   if (c.hits < 0) o.slots = { event: 'returned', count: -counted, expired };
-  else if (over) o.slots = { event: 'refused', count: Math.max(c.hits, 1), expired };
+  // A refusal is counted once, whatever the hits it asked for (a client's hits_addend is no count of slots).
+  else if (over) o.slots = { event: 'refused', count: 1, expired };
   else o.slots = { event: 'taken', count: counted, expired };
 }
 

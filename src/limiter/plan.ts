@@ -116,6 +116,7 @@ export function planRequest(
     const d = request.descriptors[i]!;
     plans[i] = planDescriptor(domain, d, request.hits, ctx, steps);
     if (d.refund) refundOf(plans[i]!);
+    if (plans[i]!.rule?.inFlight?.requestKey !== undefined && plans[i]!.slotId === undefined) withoutId(plans[i]!);
     if (trace) trace.configured[i] = plans[i]!.limits;
   }
   const replacedBy = dropReplaced(plans);
@@ -142,12 +143,14 @@ function planDescriptor(
   steps: MatchStep[] | undefined,
 ): DescriptorPlan {
   const hits = d.hits ?? requestHits;
-  // A request id is matched apart: only a domain with reservation rules looks for one (compiled once).
-  if (domain && (domain.reservationKeys.size > 0 || domain.slotKeys.size > 0) && !d.override) {
+  // A request id is matched apart: only a domain with reservation or in-flight rules looks for one (compiled
+  // once). Envoy's own limit never takes a reservation, nor replaces an in-flight rule's slots.
+  if (domain && (domain.reservationKeys.size > 0 || domain.slotKeys.size > 0)) {
     const planned = reservationPlan(domain, d, hits, ctx, steps);
     if (planned) return planned;
   }
   const rule = domain && matchRule(domain, d.entries, steps);
+  if (rule?.inFlight && d.override) return planDescriptor(domain, { ...d, override: undefined }, requestHits, ctx, undefined);
   // Envoy's own limit takes neither the rule's shadow_mode nor its quota_mode (envoyproxy/ratelimit's
   // GetLimit builds it with both off), nor its charge_mode; the service-wide modes still apply.
   const mode = modesOf(rule, !!d.override, ctx);
@@ -176,7 +179,8 @@ function modesOf(rule: Rule | undefined, override: boolean, ctx: PlanContext): M
   return {
     shadow: ruleShadow || ctx.globalShadow,
     shadowStatus: ruleShadow,
-    quota: (!override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false),
+    // An in-flight rule is never in quota mode (QUOTA_MODE included): a slot is held or it is not.
+    quota: !rule?.inFlight && ((!override && (rule?.quota ?? false)) || (ctx.globalQuota ?? false)),
     charge: (!override && (rule?.charge ?? false)) || (ctx.globalCharge ?? false),
     reservation: undefined,
   };
@@ -198,7 +202,7 @@ function reservationPlan(
   const rule = matchRule(domain, entries);
   const settles = rule !== undefined && rule.settlementKey === last.key;
   const holds = rule?.inFlight !== undefined && rule.inFlight.requestKey === last.key;
-  if (!rule || (rule.reservationKey !== last.key && !settles && !holds) || rule.unlimited) return undefined;
+  if (!rule || (rule.reservationKey !== last.key && !settles && !holds) || rule.unlimited || (d.override && !holds)) return undefined;
   if (Buffer.byteLength(last.value) > MAX_RESERVATION_ID_BYTES) {
     throw new InvalidRequestError(
       `the ${holds ? 'request' : 'reservation'} id (entry ${d.entries.length - 1}) is longer than ${MAX_RESERVATION_ID_BYTES} bytes`,
@@ -219,6 +223,13 @@ function reservationPlan(
 function refundOf(p: DescriptorPlan): void {
   p.refund = true;
   p.reservation = undefined;
+}
+
+/** A descriptor of an in-flight rule with a request_key that does not name the request (its last entry is
+ * not the key): only a check. Taking or giving back slots no id holds would free other requests' slots. */
+function withoutId(p: DescriptorPlan): void {
+  p.hits = 0;
+  p.refund = undefined;
 }
 
 /** A quota-mode descriptor that passes whatever the counters say, as envoyproxy/ratelimit counts it
@@ -318,7 +329,8 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         kind: a.code,
         burst: l.burst,
         group,
-        shadow: peek || p.shadow || (p.quota && quotaCannotBlock),
+        // A refund never blocks, one of 0 (which gives nothing) included.
+        shadow: peek || p.shadow || (p.quota && quotaCannotBlock) || p.refund === true,
         quota: !peek && p.quota,
         charge: !peek && (p.charge || p.refund === true || slots),
         calendar: l.calendar,

@@ -32,7 +32,7 @@ export class BudgetMetrics {
     );
     this.inFlight = new FastCounter(
       'tollgate_in_flight_slots_total',
-      'In-flight slots by rule and event: taken, refused (none free), returned (given back), expired (their lease ran out); ' +
+      'In-flight slots by rule and event: taken, returned (given back), expired (their lease ran out); refused: takes with no slot free, one each; ' +
         'held = taken - returned - expired, summed over replicas',
       registry,
     );

@@ -66,6 +66,8 @@ export function decideCharges(
   const records: Held[] = [];
   const over = new Array<boolean>(n);
   const asks = new Array<number>(n);
+  // Slots this request's earlier takes ask on a counter: its descriptors never take more than the limit together.
+  let pending: Map<string, number> | undefined;
   for (let i = 0; i < n; i++) {
     const c = checks[i]!;
     let kind = kinds[c.group];
@@ -76,7 +78,13 @@ export function decideCharges(
     const ask = askOf(kind, c, records[c.group] as { estimate: number; atMs: number }, curr[i]!, nowMs, store);
     asks[i] = ask;
     // A charge or settlement is over when it took the window past its limit; anything else asks for room.
-    over[i] = kind === 'full' || (!gives(kind) && exceeds(c, used[i]!, charges(kind) ? ask : Math.max(ask, 1)));
+    let before = 0;
+    if (kind === 'take') {
+      pending ??= new Map();
+      before = pending.get(c.key) ?? 0;
+      pending.set(c.key, before + c.hits);
+    }
+    over[i] = kind === 'full' || (!gives(kind) && exceeds(c, used[i]! + before, charges(kind) ? ask : Math.max(ask, 1)));
   }
   const { admitted, groupOver } = settle(checks, over);
   const counted = new Array<number>(n);

@@ -16,13 +16,16 @@ interface Pool {
   held: number;
   /** The latest lease end: the pool is dropped once it has passed. */
   untilMs: number;
+  /** Whether the holders' leases end in the order they were taken: true unless a take came with a shorter
+   * lease than one before it (a reload shortened the rule's lease). */
+  ordered: boolean;
   seq: number;
 }
 
 /** The memory store's in-flight slots (an `in_flight` rule): per counter, who holds how many slots until
  * when. What slots.lua keeps in Redis, with the same answers. Holders are at most the counter's limit (each
- * holds at least one slot); the pools in all are bounded by `maxHolders` (past it a new take is refused), and a
- * pool leaves with its last lease, through an expiry index by second like the store's own. */
+ * holds at least one slot), in all at most `maxHolders` (past it a new take is refused); a pool leaves when
+ * its last holder does, or with its last lease, through an expiry index by second like the store's own. */
 export class MemorySlots {
   private readonly pools = new Map<string, Pool>();
   private readonly expiries = new Map<number, Set<string>>();
@@ -32,20 +35,30 @@ export class MemorySlots {
   constructor(private readonly maxHolders: number) {}
 
   /** Slots held on c's counter now, after the leases that ran out ended; returns [held, expired]. Holders
-   * are in the order they took their slots, which is the order their leases end (one lease per rule): the
-   * first one still live ends the look, so a call costs what ended, not what is held. At most SLOT_PURGE end
-   * per call, as in slots.lua (the rest count as held until a later call: a refusal too many, never an
-   * admission too many). */
+   * end in the order they were taken while the rule's lease stays the same: the first one still live ends the
+   * look, so a call costs what ended, not what is held (a pool whose lease was shortened is looked at whole).
+   * At most SLOT_PURGE end per call, as in slots.lua (the rest count as held until a later call: a refusal too
+   * many, never an admission too many); the request's own id's ended lease ends whatever the bound. */
   held(c: CounterCheck, nowMs: number): [number, number] {
     const p = this.pools.get(c.key);
     if (!p) return [0, 0];
     let expired = 0;
     let ended = 0;
     for (const [id, h] of p.holders) {
-      if (h.untilMs > nowMs || ended === SLOT_PURGE) break;
+      if (ended === SLOT_PURGE) break;
+      if (h.untilMs > nowMs) {
+        if (p.ordered) break;
+        continue;
+      }
       expired += h.slots;
       ended++;
-      this.remove(p, id, h);
+      this.remove(c.key, p, id, h);
+    }
+    const id = c.slots?.id;
+    const own = id === undefined ? undefined : p.holders.get(id);
+    if (own && own.untilMs <= nowMs) {
+      expired += own.slots;
+      this.remove(c.key, p, id!, own);
     }
     return [p.held, expired];
   }
@@ -64,11 +77,15 @@ export class MemorySlots {
   take(c: CounterCheck, n: number, nowMs: number): void {
     let p = this.pools.get(c.key);
     if (!p) {
-      p = { holders: new Map(), held: 0, untilMs: 0, seq: 0 };
+      p = { holders: new Map(), held: 0, untilMs: 0, ordered: true, seq: 0 };
       this.pools.set(c.key, p);
     }
     const id = c.slots?.id ?? `#${++p.seq}`;
+    const before = p.holders.get(id);
+    // The same id twice in one request: one holding, of the last take's slots.
+    if (before) this.remove(c.key, p, id, before, false);
     const untilMs = nowMs + c.windowMs;
+    if (untilMs < p.untilMs) p.ordered = false;
     p.holders.set(id, { slots: n, untilMs });
     p.held += n;
     this.total++;
@@ -82,7 +99,7 @@ export class MemorySlots {
     const id = c.slots?.id;
     if (id !== undefined) {
       const h = p.holders.get(id);
-      if (h) this.remove(p, id, h);
+      if (h) this.remove(c.key, p, id, h);
       return;
     }
     let left = n;
@@ -90,7 +107,7 @@ export class MemorySlots {
       if (left <= 0) break;
       const back = Math.min(left, h.slots);
       left -= back;
-      if (back === h.slots) this.remove(p, k, h);
+      if (back === h.slots) this.remove(c.key, p, k, h);
       else {
         h.slots -= back;
         p.held -= back;
@@ -114,16 +131,27 @@ export class MemorySlots {
     }
   }
 
+  /** Pools and holders kept, for tests of the bounds. */
+  get size(): { pools: number; holders: number } {
+    return { pools: this.pools.size, holders: this.total };
+  }
+
   clear(): void {
     this.pools.clear();
     this.expiries.clear();
     this.total = 0;
   }
 
-  private remove(p: Pool, id: string, h: Holder): void {
+  /** Removes a holder; the pool goes with its last one (`drop`), so a pool costs memory only while held. */
+  private remove(key: string, p: Pool, id: string, h: Holder, drop = true): void {
     p.holders.delete(id);
     p.held -= h.slots;
     this.total--;
+    if (!drop || p.holders.size > 0) return;
+    this.pools.delete(key);
+    const bucket = this.expiries.get(Math.ceil(p.untilMs / 1000));
+    bucket?.delete(key);
+    if (bucket?.size === 0) this.expiries.delete(Math.ceil(p.untilMs / 1000));
   }
 
   private expireAt(key: string, p: Pool, untilMs: number): void {

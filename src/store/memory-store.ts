@@ -135,18 +135,19 @@ export class MemoryStore implements Store {
     return result;
   }
 
-  /** The slots held by each in-flight check (into curr), ending the leases that ran out unless the request
-   * only peeks (hits 0 and not counted: explain, inspection); per check, how many did. */
+  /** The slots held by each in-flight check (into curr), ending the leases that ran out; per check, how many
+   * did. Then the pools whose every lease ended go (those of this request's counters were looked at first, so
+   * what ended on them is counted). */
   private readSlots(checks: readonly CounterCheck[], nowMs: number, curr: number[]): number[] | undefined {
     let expired: number[] | undefined;
     checks.forEach((c, i) => {
       if (c.kind !== SLOTS) return;
-      this.slots.sweep(nowMs);
       const [held, ended] = this.slots.held(c, nowMs);
       curr[i] = held;
       expired ??= new Array<number>(checks.length).fill(0);
       expired[i] = ended;
     });
+    if (expired) this.slots.sweep(nowMs);
     return expired;
   }
 

@@ -70,7 +70,8 @@ export class OverLimitCache implements Store {
   }
 
   private announceRefunds(checks: readonly CounterCheck[], counted: readonly number[]): void {
-    const keys = checks.filter((c, i) => c.hits < 0 && counted[i]! < 0).map((c) => c.key);
+    // Slots are never cached (answer, remember): a give-back needs no announcement.
+    const keys = checks.filter((c, i) => c.hits < 0 && counted[i]! < 0 && c.kind !== SLOTS).map((c) => c.key);
     if (keys.length > 0) this.onRefund!(keys);
   }
 

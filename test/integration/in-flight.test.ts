@@ -1,8 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
+import { Limiter } from '../../src/limiter/limiter.js';
 import { SLOTS } from '../../src/store/algorithms/kinds.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { RedisStore } from '../../src/store/redis-store.js';
 import type { CheckResult, CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
@@ -24,7 +28,7 @@ const slot = (hits: number, id: string | undefined, over: Partial<CounterCheck> 
 const admitted = (rs: CheckResult[]): number => rs.filter((r) => r.admitted).length;
 
 describe('in-flight slots in the store', () => {
-  const { stores } = everyStore({ cluster: true });
+  const { stores, redis } = everyStore({ cluster: true });
   describe.each(stores)('%s', (_name, make) => {
     it('10 takes at once against 5 admit exactly 5; two given back (one twice) admit exactly two more', async () => {
       const store = await make(new ManualClock(T0));
@@ -89,6 +93,44 @@ describe('in-flight slots in the store', () => {
       expect((await store.check([slot(-1000, undefined, big)])).counted?.[0]).toBe(-300);
     });
 
+    it('an id taking again after its lease ended, among more than 100 that ended at once, holds one slot', async () => {
+      const clock = new ManualClock(T0);
+      const store = await make(clock);
+      const big = { limit: 500 };
+      await Promise.all(Array.from({ length: 150 }, (_, i) => store.check([slot(1, `old-${i}`, big)])));
+      await store.check([slot(1, 'zz', big)]);
+      clock.advance(LEASE / 2);
+      await store.check([slot(1, 'live', big)]);
+      clock.advance(LEASE / 2 + 1);
+      expect((await store.check([slot(1, 'zz', big)])).admitted).toBe(true);
+      for (let i = 0; i < 3; i++) await store.check([slot(0, undefined, big)]);
+      await store.check([slot(-1, 'zz', big)]);
+      await store.check([slot(-1, 'live', big)]);
+      expect((await store.check([slot(0, undefined, big)])).curr[0]).toBe(0);
+    });
+
+    it('a lease shortened by a reload: older holders keep theirs, and their slots stay held', async () => {
+      const clock = new ManualClock(T0);
+      const store = await make(clock);
+      const key = 'lease:{t}:slots';
+      await store.check([slot(1, 'a', { key, limit: 2, windowMs: 3_600_000 })]);
+      await store.check([slot(1, 'b', { key, limit: 2, windowMs: 1000 })]);
+      if (store instanceof RedisStore) {
+        for (const k of (await redis().cli('--scan', '--pattern', `*${key}*`)).split('\n'))
+          expect(Number(await redis().cli('PTTL', k))).toBeGreaterThan(3_000_000);
+      }
+      clock.advance(2000);
+      const after = await Promise.all(['c', 'd'].map((id) => store.check([slot(1, id, { key, limit: 2, windowMs: 1000 })])));
+      expect(admitted(after)).toBe(1);
+    });
+
+    it("one request's descriptors on one counter never take more than the limit together", async () => {
+      const store = await make(new ManualClock(T0));
+      const r = await store.check([slot(1, 'x', { limit: 1 }), slot(1, 'y', { limit: 1, group: 1 }), slot(1, 'z', { limit: 1, group: 2 })]);
+      expect(r.admitted).toBe(false);
+      expect((await store.check([slot(0, undefined, { limit: 1 })])).curr[0]).toBe(0);
+    });
+
     it('a take is all or nothing with the request: refused by another descriptor, it holds nothing', async () => {
       const store = await make(new ManualClock(T0));
       const full = counterCheck({ key: 'other:{t}:second', limit: 0, hits: 1, group: 1 });
@@ -146,6 +188,11 @@ describe('in-flight limits through the service: 3 replicas on one Redis', () => 
     expect((await replicas[0]!.rls.call(take(t, 'late-2'))).overall_code).toBe('OVER_LIMIT');
     // The request id reaches Redis as a fingerprint only.
     expect(await redis.cli('--scan', '--pattern', '*req-*')).toBe('');
+    // A give-back frees no window an over-limit cache could hold: nothing is announced to the other replicas.
+    const publishes = async () => Number(/cmdstat_publish:calls=(\d+)/.exec(await redis.cli('INFO', 'commandstats'))?.[1] ?? 0);
+    const published = await publishes();
+    for (let i = 1; i < 4; i++) await replicas[i % 3]!.rls.call(take(t, `req-${ok[i]}`, true));
+    expect(await publishes()).toBe(published);
     const { series } = await scrape(replicas[0]!.service.httpPort);
     expect(metric(series, 'tollgate_in_flight_slots_total', { domain: 'api', rule: 'tenant', event: 'taken' })).toBeGreaterThan(0);
   }, 60_000);
@@ -227,5 +274,105 @@ describe('give-backs while Redis is frozen', () => {
       await s.close();
       await redis.stop();
     }
+  });
+});
+
+describe('the memory store holds slots only while they are held', () => {
+  it('20,000 tenants that each take a slot and give it back leave no pool behind', async () => {
+    const store = new MemoryStore({ clock: new ManualClock(T0) });
+    for (let i = 0; i < 20_000; i++) {
+      await store.check([slot(1, 'r', { key: `tenant:{t${i}}:slots`, windowMs: 86_400_000 })]);
+      await store.check([slot(-1, 'r', { key: `tenant:{t${i}}:slots`, windowMs: 86_400_000 })]);
+    }
+    expect(store.slots.size).toEqual({ pools: 0, holders: 0 });
+  });
+});
+
+describe('in_flight rules and the rest of a request', () => {
+  const rules = `domain: api
+descriptors:
+  - key: tenant
+    in_flight: {limit: 2, lease: 1m, request_key: request_id}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+`;
+  let s: TestService;
+  let q: TestService;
+  beforeAll(async () => {
+    const dir = configDir({ 'api.yaml': rules });
+    [s, q] = await Promise.all([startTestService({ configDir: dir }), startTestService({ configDir: dir, args: ['--quota-mode', 'true'] })]);
+  });
+  afterAll(async () => {
+    await Promise.all([s?.close(), q?.close()]);
+  });
+  const tenant = (t: string) => ({ entries: [{ key: 'tenant', value: t }] });
+
+  it('without the request id a descriptor of a request_key rule only checks: it takes and frees nothing', async () => {
+    const t = `t-${Math.random()}`;
+    for (const id of ['v-0', 'v-1']) expect((await s.rls.call(take(t, id))).overall_code).toBe('OK');
+    const back = await s.rls.call({ domain: 'api', descriptors: [{ ...tenant(t), hits_addend: { value: 2 }, is_negative_hits: true }] });
+    expect(back.overall_code).toBe('OVER_LIMIT');
+    expect((await s.rls.call(take(t, 'next'))).overall_code).toBe('OVER_LIMIT');
+  });
+
+  it('QUOTA_MODE leaves an in_flight rule as it is: a slot is held or it is not', async () => {
+    const t = `t-${Math.random()}`;
+    const both = (id: string): RlsRequest => ({ domain: 'api', descriptors: [...take(t, id).descriptors, { entries: [{ key: 'user', value: 'u' }] }] });
+    const answers = await Promise.all(['a', 'b', 'c', 'd'].map((id) => q.rls.call(both(id))));
+    expect(answers.filter((a) => a.overall_code === 'OK').length).toBe(2);
+  });
+
+  it("Envoy's per-descriptor limit does not replace an in_flight rule's slots", async () => {
+    const t = `t-${Math.random()}`;
+    const over = (id: string): RlsRequest => ({
+      domain: 'api',
+      descriptors: [{ ...take(t, id).descriptors[0]!, limit: { requests_per_unit: 100, unit: 'HOUR' } }],
+    });
+    const answers = await Promise.all(['a', 'b', 'c'].map((id) => s.rls.call(over(id))));
+    expect(answers.filter((a) => a.overall_code === 'OK').length).toBe(2);
+  });
+
+  it('a refusal counts once in the metric, whatever hits it asked for', async () => {
+    const t = `t-${Math.random()}`;
+    const before =
+      metric((await scrape(s.service.httpPort)).series, 'tollgate_in_flight_slots_total', { domain: 'api', rule: 'tenant', event: 'refused' }) ?? 0;
+    const huge: RlsRequest = { domain: 'api', descriptors: [{ ...take(t, 'h').descriptors[0]!, hits_addend: { value: 4_294_967_295 } }] };
+    expect((await s.rls.call(huge)).overall_code).toBe('OVER_LIMIT');
+    const after = metric((await scrape(s.service.httpPort)).series, 'tollgate_in_flight_slots_total', { domain: 'api', rule: 'tenant', event: 'refused' });
+    expect(after).toBe(before + 1);
+  });
+});
+
+describe('a take in a request another descriptor refuses, through the limiter', () => {
+  const { stores } = everyStore({ cluster: true });
+  const config = compileSources([
+    {
+      file: 'k.yaml',
+      text: [
+        'domain: k',
+        'descriptors:',
+        '  - key: tenant',
+        '    in_flight: {limit: 5, request_key: request_id}',
+        '  - key: blocked',
+        '    rate_limit: {unit: hour, requests_per_unit: 0}',
+      ].join('\n'),
+    },
+  ]);
+  it.each(stores)('%s: takes nothing, and says so (a Cluster asks each master first, then counts)', async (_name, make) => {
+    const clock = new ManualClock(T0);
+    const limiter = new Limiter({ config: () => config, store: await make(clock), clock });
+    const descriptors = [
+      {
+        entries: [
+          { key: 'tenant', value: 'acme' },
+          { key: 'request_id', value: 'r1' },
+        ],
+      },
+      { entries: [{ key: 'blocked', value: 'x' }] },
+    ];
+    const d = await limiter.decide({ domain: 'k', hits: 1, descriptors });
+    expect([d.overLimit, d.descriptors[0]!.slots?.count ?? 0, d.descriptors[0]!.windows[0]!.remaining]).toEqual([true, 0, 5]);
+    const alone = await limiter.decide({ domain: 'k', hits: 1, descriptors: [descriptors[0]!] });
+    expect(alone.descriptors[0]!.windows[0]!.remaining).toBe(4);
   });
 });

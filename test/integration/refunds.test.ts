@@ -9,7 +9,7 @@ import { configDir, header, type RlsRequest, startTestService, type TestService 
 import { everyStore } from '../helpers/stores.js';
 import { within } from '../helpers/time.js';
 
-// Envoy 1.38's refunds (is_negative_hits, envoyproxy/envoy#41219): a descriptor whose hits are given back to
+// Envoy 1.38's refunds (is_negative_hits: envoyproxy/envoy issue #41219, PR #44059): a descriptor whose hits are given back to
 // its rule's windows, never refused. Before, the decoder skipped field 4 and a refund was counted as a charge.
 
 const T0 = 1_800_000_000_000;
@@ -106,6 +106,13 @@ describe.each([
     expect(metric(series, 'tollgate_refunded_hits_total', { domain: 'api', rule: key })).toBeGreaterThanOrEqual(2);
     // Envoy's stream-done call is counted apart (stream_end), never as a 429.
     expect(metric(series, 'tollgate_requests_total', { domain: 'api', result: 'stream_end' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a refund of 0 on a full window gives nothing and is never refused', async () => {
+    const t = `t-${Math.random()}`;
+    expect((await a.rls.call(call(t, 10))).overall_code).toBe('OK');
+    const zero = await b.rls.call(call(t, 0, true));
+    expect([zero.overall_code, zero.statuses[0]!.limit_remaining]).toEqual(['OK', 0]);
   });
 
   it("a window this replica's cache holds as full opens again when another replica takes a refund", async () => {

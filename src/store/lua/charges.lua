@@ -95,7 +95,7 @@ end
 -- bucket: its debt), the previous window's, what it asks and whether that takes it past what it holds.
 local function charge_window(j, rsv)
   local w = shape_of[j]
-  if w.kind == SLOTS then return slot_window(w, slots_of[j], rsv.count_it) end
+  if w.kind == SLOTS then return slot_window(w, slots_of[j], rsv.count_it, rsv.pending) end
   local x = rsv.by_group[group_of[j]]
   local kind = 'normal'
   if w.hits < 0 then
@@ -189,7 +189,7 @@ end
 -- A charge or settlement is counted whatever the answer; anything else as decide counts it (admitted, with
 -- room); the admission rule is decide's.
 local function decide_charges(count_it, n, k0, rsv)
-  rsv.count_it = count_it
+  rsv.count_it, rsv.pending = count_it, {}
   local expired = 0
   for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it) end
   local curr, prev, over, asks, kinds = {}, {}, {}, {}, {}

@@ -31,17 +31,30 @@ local function slot_leases(x, count_it)
   return expired
 end
 
+-- The request id's own holding, when its lease ended but no purge reached it yet (more than SLOT_PURGE ended
+-- at once): ended now (counting only), so a new take by the id starts afresh. Returns the slots it held.
+local function own_lease(x)
+  local mine = tonumber(call('HGET', x.hash, x.id)) or 0
+  if mine == 0 or tonumber(call('ZSCORE', x.set, x.id) or 0) > now then return 0 end
+  call('ZREM', x.set, x.id)
+  call('HDEL', x.hash, x.id)
+  call('HINCRBY', x.hash, '#held', -mine)
+  return mine
+end
+
 -- Window j's slots: its kind, the slots held before the request, what it asks, and whether it is over.
-local function slot_window(w, x, count_it)
+-- `pending`: slots this request's earlier takes on the same counter ask for (one request's descriptors
+-- never take more than the limit together).
+local function slot_window(w, x, count_it, pending)
   x.expired = slot_leases(x, count_it)
+  if x.id and count_it then x.expired = x.expired + own_lease(x) end
   local held = tonumber(call('HGET', x.hash, '#held')) or 0
   if not count_it then held = held - x.expired end
   if held < 0 then held = 0 end
   local mine = 0
   if x.id then
     mine = tonumber(call('HGET', x.hash, x.id)) or 0
-    local until_ms = tonumber(call('ZSCORE', x.set, x.id) or 0)
-    if mine > 0 and until_ms <= now then mine = 0 end
+    if mine > 0 and tonumber(call('ZSCORE', x.set, x.id) or 0) <= now then mine = 0 end
   end
   if w.hits < 0 then
     local back = mine
@@ -49,7 +62,9 @@ local function slot_window(w, x, count_it)
     return 'return', held, 0, -back, false
   end
   if mine > 0 then return 'again', held, 0, 0, false end
-  return 'take', held, 0, w.hits, held + max(w.hits, 1) > w.limit
+  local before = pending[x.set] or 0
+  pending[x.set] = before + w.hits
+  return 'take', held, 0, w.hits, held + before + max(w.hits, 1) > w.limit
 end
 
 -- Writes what a slots check counted: n > 0 slots taken (by the id, or by a new holder), n < 0 given back
@@ -57,11 +72,16 @@ end
 local function slot_write(w, x, n)
   if n > 0 then
     local id = x.id or ('#' .. call('HINCRBY', x.hash, '#seq', 1))
+    -- The same id twice in one request: one holding, of the last take's slots.
+    local before = tonumber(call('HGET', x.hash, id)) or 0
     call('ZADD', x.set, now + w.window, id)
     call('HSET', x.hash, id, n)
-    call('HINCRBY', x.hash, '#held', n)
-    call('PEXPIRE', x.set, w.window + 1000)
-    call('PEXPIRE', x.hash, w.window + 1000)
+    call('HINCRBY', x.hash, '#held', n - before)
+    -- Never shortened: a holder taken under a longer lease (before a reload) keeps its keys.
+    if call('PTTL', x.set) < w.window + 1000 then
+      call('PEXPIRE', x.set, w.window + 1000)
+      call('PEXPIRE', x.hash, w.window + 1000)
+    end
     return
   end
   if x.id then
