@@ -2,6 +2,7 @@ import { EPOCH_ALIGNED, FROM_MONDAY } from '../counters/calendar.js';
 import { counterId, windowName } from '../counters/keys.js';
 import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule, WildcardNode } from './compiled.js';
 import { compileGlob, isGlob } from './glob.js';
+import { KIND_CODES, SLOTS } from './kinds.js';
 import type { Algorithm, DescriptorSpec, DomainSpec, InFlightSpec, LimitSpec } from './spec.js';
 import { UNITS } from './units.js';
 
@@ -99,6 +100,7 @@ export function compileLimit(l: LimitSpec, domain: string, ruleId: string, ruleA
     named: l.name !== undefined,
     replaces: l.replaces,
     algorithm,
+    kind: KIND_CODES[algorithm],
     burst: algorithm === 'token_bucket' ? (l.burst ?? l.requestsPerUnit) : 0,
   };
 }
@@ -117,6 +119,7 @@ function slotsLimit(f: InFlightSpec, domain: string, ruleId: string): CompiledLi
     named: false,
     replaces: [],
     algorithm: 'in_flight',
+    kind: SLOTS,
     burst: 0,
   };
 }

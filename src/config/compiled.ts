@@ -1,4 +1,5 @@
 import type { Glob } from './glob.js';
+import type { KindCode } from './kinds.js';
 import type { Algorithm, HeaderSpec, InFlightSpec, LimitKind, Metadata } from './spec.js';
 import type { Unit } from './units.js';
 
@@ -22,6 +23,8 @@ export interface CompiledLimit {
   /** Resolved: the limit's own algorithm, else its rule's, else the domain's; `in_flight` for slots (then
    * requestsPerUnit is the slots and windowSeconds the lease). */
   algorithm: LimitKind;
+  /** The algorithm's code (kinds.ts): what a check of this limit carries. */
+  kind: KindCode;
   /** token_bucket: the capacity in requests (default requestsPerUnit); 0 for windows. */
   burst: number;
 }

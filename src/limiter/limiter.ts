@@ -1,8 +1,8 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
+import { SLOTS } from '../config/kinds.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { NoConfigError } from '../errors.js';
 import { ALGORITHMS } from '../store/algorithms/index.js';
-import { SLOTS } from '../store/algorithms/kinds.js';
 import type { CheckResult, CounterCheck, Maybe, ReservationOutcome, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
 

@@ -1,13 +1,13 @@
 import { compileLimit } from '../config/compile.js';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
+import { SLOTS } from '../config/kinds.js';
 import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
 import { bucketIsExact, type Unit } from '../config/units.js';
 import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
 import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
-import { algorithmOf } from '../store/algorithms/index.js';
-import { SLOTS } from '../store/algorithms/kinds.js';
+import { ALGORITHMS } from '../store/algorithms/index.js';
 import type { CounterCheck, Reservation } from '../store/store.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
@@ -318,15 +318,15 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
   for (let group = 0; group < plans.length; group++) {
     const p = plans[group]!;
     for (const l of p.limits) {
-      const a = algorithmOf(l.algorithm);
-      const slots = a.code === SLOTS;
+      const a = ALGORITHMS[l.kind]!;
+      const slots = l.kind === SLOTS;
       checks[at++] = {
         key: a.storeKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
         // A refund is a negative charge: counted whatever the answer, never over (store/charge-rules.ts).
         hits: peek ? 0 : p.refund ? -p.hits : p.hits,
-        kind: a.code,
+        kind: l.kind,
         burst: l.burst,
         group,
         // A refund never blocks, one of 0 (which gives nothing) included.

@@ -1,5 +1,5 @@
+import { SLOTS } from '../config/kinds.js';
 import { ALGORITHMS } from './algorithms/index.js';
-import { SLOTS } from './algorithms/kinds.js';
 import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
 
 /** The decision of a request that holds a charge or a reservation (charge_mode descriptors), given what each

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
+import { SLOTS } from '../config/kinds.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { windowStartMs } from '../counters/window.js';
 import type { Series } from './algorithms/algorithm.js';
 import { ALGORITHMS } from './algorithms/index.js';
-import { SLOTS } from './algorithms/kinds.js';
 import { decideCharges } from './charge-rules.js';
 import { MemoryReservations } from './memory-reservations.js';
 import { MemorySlots } from './memory-slots.js';

@@ -1,9 +1,9 @@
+import { BUCKET, SLOTS } from '../config/kinds.js';
 import { bucketDebt } from '../counters/bucket.js';
 import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { windowStartMs } from '../counters/window.js';
 import { ALGORITHMS } from './algorithms/index.js';
-import { BUCKET, SLOTS } from './algorithms/kinds.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 interface Snapshot {

@@ -1,6 +1,6 @@
+import { FIXED, SLIDING, SLOTS } from '../config/kinds.js';
 import { hashTag, storeKey } from '../counters/keys.js';
 import type { StoreKeyError } from '../errors.js';
-import { FIXED, SLIDING, SLOTS } from './algorithms/kinds.js';
 import {
   type BatchSpan,
   type BatchTracer,

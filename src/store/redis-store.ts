@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import { Cluster, type Redis, ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
+import { SLOTS } from '../config/kinds.js';
 import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
-import { SLOTS } from './algorithms/kinds.js';
 import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
 import { answerBatch, batchSpan, byHashTag, encodeBatch, merge, type Pending, pick } from './redis-batch.js';

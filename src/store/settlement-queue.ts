@@ -1,5 +1,5 @@
+import { SLOTS } from '../config/kinds.js';
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
-import { SLOTS } from './algorithms/kinds.js';
 import type { CounterCheck, Store } from './store.js';
 
 /** Most settlements kept while the shared store does not answer, in all and per counter: past either, one

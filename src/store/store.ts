@@ -1,4 +1,4 @@
-import type { KindCode } from './algorithms/kinds.js';
+import type { KindCode } from '../config/kinds.js';
 
 /** One window of one descriptor to check, and to count if the request is admitted. */
 export interface CounterCheck {

@@ -1,4 +1,4 @@
-import { BUCKET, FIXED } from '../../src/store/algorithms/kinds.js';
+import { BUCKET, FIXED } from '../../src/config/kinds.js';
 import type { CounterCheck } from '../../src/store/store.js';
 
 /** One window to check, as the limiter sends it: 3 a second, 1 hit, a plain fixed window, unless `over` says. */

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { SLOTS } from '../../src/config/kinds.js';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { Limiter } from '../../src/limiter/limiter.js';
-import { SLOTS } from '../../src/store/algorithms/kinds.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { CheckResult, CounterCheck } from '../../src/store/store.js';

@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SLIDING } from '../../src/config/kinds.js';
 import { counterId, counterKeyOf, storeKey, windowKey } from '../../src/counters/keys.js';
-import { SLIDING } from '../../src/store/algorithms/kinds.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT } from '../../src/store/redis-script.js';
 import { RedisStore } from '../../src/store/redis-store.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SLIDING } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
-import { SLIDING } from '../../src/store/algorithms/kinds.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { counterCheck as check } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';

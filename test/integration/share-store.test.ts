@@ -1,10 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXED } from '../../src/config/kinds.js';
 import { demandKey, storeKey } from '../../src/counters/keys.js';
 import { StoreDegradedError, StoreKeyError, StoreUnavailableError } from '../../src/errors.js';
 import { MAX_BUCKETS_IN_FLIGHT, RedisShareStore } from '../../src/rlqs/shares/redis-share-store.js';
 import { MemoryShareStore, type ShareGrant, type ShareOutcome, type ShareRequest, type ShareStore } from '../../src/rlqs/shares/share-store.js';
-import { FIXED } from '../../src/store/algorithms/kinds.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SLIDING } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { windowCounterName } from '../../src/counters/keys.js';
 import { StoreKeyError } from '../../src/errors.js';
-import { SLIDING } from '../../src/store/algorithms/kinds.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';

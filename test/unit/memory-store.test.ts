@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { SLIDING } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
-import { SLIDING } from '../../src/store/algorithms/kinds.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';

@@ -1,8 +1,8 @@
 import type { CompiledConfig, CompiledLimit, Rule } from '../../config/compiled.js';
+import { SLIDING } from '../../config/kinds.js';
 import type { EntryLike } from '../../config/match.js';
 import { demandKey } from '../../counters/keys.js';
 import { planRequest, type TierSource, toChecks } from '../../limiter/plan.js';
-import { SLIDING } from '../../store/algorithms/kinds.js';
 import type { CounterCheck } from '../../store/store.js';
 import { bucketEntries } from './bucket-descriptor.js';
 import { ALLOW, DENY, type Strategy } from './strategy.js';

@@ -1,6 +1,6 @@
+import { SLIDING } from '../../config/kinds.js';
 import { slidingUsed } from '../../counters/window.js';
 import { ALGORITHMS } from '../../store/algorithms/index.js';
-import { SLIDING } from '../../store/algorithms/kinds.js';
 import type { CheckResult } from '../../store/store.js';
 import type { BucketPlan } from './bucket-plan.js';
 

@@ -1,6 +1,6 @@
+import { SLOTS } from '../../config/kinds.js';
 import { slotsKey } from '../../counters/keys.js';
 import type { LimitAlgorithm } from './algorithm.js';
-import { SLOTS } from './kinds.js';
 
 /** What a refused in-flight request is told to wait, and when its slots are said to reset: a slot comes back
  * when any request of the tenant ends, which no counter predicts; the lease is only the worst case. */

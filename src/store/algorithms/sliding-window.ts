@@ -1,8 +1,8 @@
+import { SLIDING } from '../../config/kinds.js';
 import { windowKey } from '../../counters/keys.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../../counters/window.js';
 import type { LimitAlgorithm } from './algorithm.js';
 import { addToWindow, fixedWindow } from './fixed-window.js';
-import { SLIDING } from './kinds.js';
 
 /** Sliding windows: fixed windows of counts, the previous one weighted by how much of it still overlaps the
  * last window's length (counters/window.ts slidingUsed). Always epoch-aligned. Redis: lua/sliding.lua. */

@@ -1,7 +1,7 @@
+import { BUCKET } from '../../config/kinds.js';
 import { bucketDebt, bucketFullInMs, bucketRemaining, bucketRetryMs } from '../../counters/bucket.js';
 import { bucketKey } from '../../counters/keys.js';
 import type { LimitAlgorithm } from './algorithm.js';
-import { BUCKET } from './kinds.js';
 
 /** Token buckets (GCRA, counters/bucket.ts): a debt in ticks of 1/limit ms, paid back at `limit` ticks a ms;
  * `burst` requests fit in an empty one. Redis: lua/bucket.lua. */
