@@ -163,13 +163,13 @@ async function paced(url, windowMs, rate, n) {
 const pacedLatency = {};
 
 const LEAN = readFileSync(new URL('./lean-floor.lua', import.meta.url), 'utf8');
-async function lean(port) {
+async function lean(port, batch = BATCH) {
   const client = new Redis({ port, host: '127.0.0.1', lazyConnect: false });
   const sha = await client.script('LOAD', LEAN);
   let admitted = 0;
-  for (let done = 0; done < N; done += BATCH) {
+  for (let done = 0; done < N; done += batch) {
     const keys = [];
-    for (let j = 0; j < BATCH; j++) for (const w of twoWindows(pick(done + j))) keys.push(`lean:${w.key}`);
+    for (let j = 0; j < batch; j++) for (const w of twoWindows(pick(done + j))) keys.push(`lean:${w.key}`);
     const r = await client.evalsha(sha, keys.length, ...keys, 0, 1_000_000_000, 4_000_000_000);
     for (const x of r) admitted += x;
   }
@@ -241,6 +241,8 @@ async function main() {
     'tollgate 1 window (bench domain)': [one, () => tollgate(url, oneWindow)],
     'tollgate 2 windows, batch 8': [one, () => tollgate(url, twoWindows, 8)],
     'tollgate 2 windows, batch 1': [one, () => tollgate(url, twoWindows, 1)],
+    // The quiet sidecar's floor: the same lean script, one request a call.
+    'lean floor 2 windows, batch 1': [one, () => lean(port, 1)],
   };
   // --sidecar: 2,000 decisions a second from one store, with no batch window and with 2 ms (REDIS_PIPELINE_WINDOW).
   if (values.sidecar) for (const ms of [0, 2]) variants[`sidecar 2,000/s, window ${ms} ms`] = [one, () => paced(url, ms, 2000, SIDECAR_N), SIDECAR_N];
@@ -299,6 +301,7 @@ async function main() {
       tokens: TOKENS,
       rounds: ROUNDS,
       tollgateOverFloor: ratio('tollgate 2 windows', 'lean floor 2 windows'),
+      quietOverFloor: ratio('tollgate 2 windows, batch 1', 'lean floor 2 windows, batch 1'),
       clusterOverOne: ratio('cluster 2 windows', 'tollgate 2 windows'),
       clusterOverOneBusy: ratio(`cluster 2 windows, ${R} replicas`, `tollgate 2 windows, ${R} replicas`),
       clusterOverOneFlowing: ratio('cluster 2 windows, 128 in flight', 'tollgate 2 windows, 128 in flight'),

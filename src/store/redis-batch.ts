@@ -84,6 +84,23 @@ function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[]): 
   });
 }
 
+/** Whether a batch of this one request can go through the lean script (lua/one-plain.lua): it counts, and
+ * every window is a plain epoch-aligned fixed window that counts hits. */
+export function isOnePlain(p: Pending): boolean {
+  return p.mode === 'count' && p.checks.every((c) => isPlain(c) && c.calendar === 0 && c.hits > 0);
+}
+
+/** one-plain.lua's KEYS (each window's base) and ARGV (the clock, then per window its length, limit and hits). */
+export function encodeOnePlain(p: Pending, keyPrefix: string, nowMs: number): { keys: string[]; args: (string | number)[] } {
+  const keys = new Array<string>(p.checks.length);
+  const args: (string | number)[] = [nowMs];
+  p.checks.forEach((c, i) => {
+    keys[i] = storeKey(keyPrefix, c.key);
+    args.push(c.windowMs, c.limit, c.hits);
+  });
+  return { keys, args };
+}
+
 /** A span for a script call that carries at least one sampled decision, linked to each of them; none
  * otherwise (the usual case at a low sampling rate costs one pass over the batch). */
 export function batchSpan(tracer: BatchTracer, batch: readonly Pending[], keys: number): BatchSpan | undefined {

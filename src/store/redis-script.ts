@@ -88,6 +88,20 @@ export function evalCheckScript(client: Redis | Cluster, keys: string[], args: (
   return runEncoded(client, CHECK_SCRIPT, keys.length, keys, args);
 }
 
+/** The lean script for a batch of one plain request on one Redis (lua/one-plain.lua: its header is the
+ * contract); its reply is check-and-incr.lua's for that request, or { now, "FULL" } when the full script must
+ * decide it. */
+export const ONE_PLAIN_SCRIPT = scriptOf(luaScript('one-plain.lua'));
+
+/** One plain request through the lean script, falling back to the full one (`full`: its keys and arguments)
+ * when the lean one would not decide it: the fallback's round trip happens only on a refused INCRBY. */
+export async function evalOnePlain(client: Redis, keys: string[], args: (string | number)[], full: () => { keys: string[]; args: (string | number)[] }) {
+  const reply = await runEncoded<(number | string)[]>(client, ONE_PLAIN_SCRIPT, keys.length, keys, args);
+  if (reply[1] !== 'FULL') return reply;
+  const batch = full();
+  return runEncoded<(number | string)[]>(client, CHECK_SCRIPT, batch.keys.length, batch.keys, batch.args);
+}
+
 /** The Cluster variant on one master's connection, for keys of any of its slots. */
 export function evalOnNode(node: Redis, keys: string[], args: (string | number)[]): Promise<(number | string)[]> {
   return runEncoded(node, CLUSTER_CHECK_SCRIPT, 0, args, keys, [keys.length]);

@@ -8,10 +8,10 @@ import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters
 import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
 import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
-import { answerBatch, batchSpan, byHashTag, encodeBatch, merge, type Pending, pick } from './redis-batch.js';
+import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePlain, merge, type Pending, pick } from './redis-batch.js';
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
 import { KeyRefusals } from './redis-refusals.js';
-import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnNode, noScriptFlags, notLocal } from './redis-script.js';
+import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
 import type { BatchTracer, CheckResult, CounterCheck, CounterWindow, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
@@ -110,7 +110,8 @@ export class RedisStore implements Store {
   private async preload(): Promise<void> {
     const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
     const load = (n: Redis, script: string): Promise<unknown> => withTimeout(n.script('LOAD', script), this.opts.timeoutMs * 40).catch(() => undefined);
-    await Promise.all(nodes.flatMap((n) => (this.routes ? [load(n, CHECK_SCRIPT.text), load(n, CLUSTER_CHECK_SCRIPT.text)] : [load(n, CHECK_SCRIPT.text)])));
+    const scripts = this.routes ? [CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT] : this.client instanceof Cluster ? [CHECK_SCRIPT] : [CHECK_SCRIPT, ONE_PLAIN_SCRIPT];
+    await Promise.all(nodes.flatMap((n) => scripts.map((s) => load(n, s.text))));
   }
 
   check(checks: readonly CounterCheck[], trace?: TraceLink): Promise<CheckResult> {
@@ -178,9 +179,13 @@ export class RedisStore implements Store {
       this.reroute(batch);
       return;
     }
-    const { keys, args } = encodeBatch(batch, this.opts.keyPrefix, this.opts.clock?.now() ?? 0);
+    const nowMs = this.opts.clock?.now() ?? 0;
+    const full = () => encodeBatch(batch, this.opts.keyPrefix, nowMs);
+    // A quiet replica's usual call, one plain request, runs the lean script on one Redis (not a Cluster's).
+    const lean = !node && batch.length === 1 && !(this.client instanceof Cluster) && isOnePlain(batch[0]!);
+    const { keys, args } = lean ? encodeOnePlain(batch[0]!, this.opts.keyPrefix, nowMs) : full();
     const span = this.opts.tracer && batchSpan(this.opts.tracer, batch, keys.length);
-    const call = node ? evalOnNode(node, keys, args) : evalCheckScript(this.client, keys, args);
+    const call = node ? evalOnNode(node, keys, args) : lean ? evalOnePlain(this.client as Redis, keys, args, full) : evalCheckScript(this.client, keys, args);
     const timeoutMs = Math.max(1, this.opts.timeoutMs - heldMs);
     withTimeout(this.waiting(call), timeoutMs, this.opts.timeoutMs).then(
       (reply) => {

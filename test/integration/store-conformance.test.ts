@@ -5,6 +5,7 @@ import { windowCounterName } from '../../src/counters/keys.js';
 import { StoreKeyError } from '../../src/errors.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
+import { CHECK_SCRIPT, ONE_PLAIN_SCRIPT } from '../../src/store/redis-script.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { CounterCheck, Store } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
@@ -345,6 +346,19 @@ describe('redis store specifics', () => {
     expect(ttl).toBeGreaterThan(180_000);
     expect(ttl).toBeLessThanOrEqual(181_000);
   });
+  it('a lone plain request runs the lean script (one INCRBY a window); with a check-only window, the full one', async () => {
+    const store = new RedisStore({ connection: parseRedisUrl(redis.url, 'single'), timeoutMs: 1000, keyPrefix: 'lean:', logger: silentLogger });
+    opened.push(store);
+    await store.waitReady(5000);
+    await redis.cli('SCRIPT', 'FLUSH');
+    const loaded = async (): Promise<string> => redis.cli('SCRIPT', 'EXISTS', ONE_PLAIN_SCRIPT.sha, CHECK_SCRIPT.sha);
+    const r = await store.check([check({ key: 'l', limit: 10 }), check({ key: 'l', windowMs: 60_000, limit: 100, group: 1 })]);
+    expect([r.admitted, r.curr]).toEqual([true, [0, 0]]);
+    expect(await loaded()).toBe('1\n0');
+    await store.check([check({ key: 'l', limit: 10, hits: 0 })]);
+    expect(await loaded()).toBe('1\n1');
+  });
+
   it('a Redis that lost its scripts (SCRIPT FLUSH, a restart the client did not see) gets the script by EVAL, once', async () => {
     // A clock that stands still: the three checks count in one window however long the flush takes (on Redis's
     // clock they crossed into the next second once in a while, and the second read 0).
