@@ -18,6 +18,8 @@ const DOMAIN_LABELLED = [
   'tollgate_over_limit_total',
   'tollgate_rlqs_assignments_total',
   'tollgate_rlqs_reported_requests_total',
+  'tollgate_in_flight_slots_total',
+  'tollgate_refunded_hits_total',
 ];
 
 /** Every `uid` in the JSON, wherever it is. */
@@ -86,6 +88,8 @@ describe('deploy/grafana/dashboards/tollgate.json', () => {
       'RLQS: assignments/s by strategy',
       'RLQS: streams and buckets',
       'RLQS: refusals and stream errors/s',
+      'In-flight slots/s, by event',
+      'Refunded hits/s, by rule',
     ]);
     const ids = dashboard.panels.map((p: Obj) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
