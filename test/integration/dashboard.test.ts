@@ -30,6 +30,8 @@ descriptors:
   - key: client
     shadow_mode: true
     rate_limit: {unit: second, requests_per_unit: 1, name: trial}
+  - key: job
+    in_flight: {limit: 10, request_key: request_id}
 `;
 
 describe('Grafana dashboard against a real Prometheus', () => {
@@ -54,6 +56,17 @@ describe('Grafana dashboard against a real Prometheus', () => {
         await t.rls.call(property('read', 'Bearer hammer'));
         await t.rls.call(property('write', `Bearer writer-${Math.floor(i / 6)}`));
         await t.rls.call({ domain: 'trial', descriptors: [{ entries: [{ key: 'client', value: 'c' }] }] });
+        // A refund of every fourth call (Envoy 1.38's is_negative_hits: the rest still go past the shadow
+        // limit), and a job taking a slot and giving it back.
+        if (i % 4 === 0) {
+          await t.rls.call({ domain: 'trial', descriptors: [{ entries: [{ key: 'client', value: 'c' }], hits_addend: { value: 1 }, is_negative_hits: true }] });
+        }
+        const job = [
+          { key: 'job', value: 'j' },
+          { key: 'request_id', value: `r-${i}` },
+        ];
+        await t.rls.call({ domain: 'trial', descriptors: [{ entries: job }] });
+        await t.rls.call({ domain: 'trial', descriptors: [{ entries: job, hits_addend: { value: 1 }, is_negative_hits: true }] });
         envoy.request({ category: 'reports', token: 'Bearer rlqs' });
         // Pacing, not a wait for a condition: a modest rate that lasts the whole test, rather than its
         // 20,000 rounds at full speed on the CPU Prometheus and the service share.
