@@ -36,6 +36,7 @@ export function encodeRequest(req: RlsRequest): number[] {
     const parts = d.entries.map((e) => enc.message(1, ...(e.key ? [enc.string(1, e.key)] : []), ...(e.value ? [enc.string(2, e.value)] : [])));
     if (d.limit) parts.push(enc.message(2, enc.varint(1, d.limit.requests_per_unit), enc.varint(2, Number(d.limit.unit))));
     if (d.hits_addend) parts.push(enc.message(3, enc.varint(1, d.hits_addend.value)));
+    if (d.is_negative_hits) parts.push(enc.varint(4, 1));
     out.push(...enc.message(2, ...parts));
   }
   if (req.hits_addend) out.push(...enc.varint(3, req.hits_addend));
@@ -148,11 +149,16 @@ function extremeNumbers(r: Rng, base: number[]): { kind: string; bytes: number[]
   const override = enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), enc.message(2, enc.varint(1, big), negativeUnit));
   const wrapped = enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), enc.message(3, enc.varint(1, big)));
   const eleven = [0x18, ...Array<number>(10).fill(0xff), 0x01];
+  // Envoy 1.38's refund flag as any varint protobuf reads as true, and as a wire type that is not a varint.
+  const refund = enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), enc.varint(3, 0), enc.varint(4, big));
+  const refundAsBytes = enc.message(2, enc.message(1, enc.string(1, 'category'), enc.string(2, 'read')), enc.string(4, 'yes'));
   const [kind, bytes, allowed]: [string, number[], Answer[]] = r.pick([
     ['extreme request hits_addend', [...base, ...hits], DECIDED_OR_INVALID],
     ['extreme override, negative unit', [...enc.string(1, 'property-api'), ...override], [status.INVALID_ARGUMENT]],
     ['extreme descriptor hits_addend', [...enc.string(1, 'property-api'), ...wrapped], DECIDED_OR_INVALID],
     ['11-byte varint', [...base, ...eleven], [status.INVALID_ARGUMENT]],
+    ['extreme is_negative_hits', [...enc.string(1, 'property-api'), ...refund], DECIDED_OR_INVALID],
+    ['is_negative_hits as bytes', [...enc.string(1, 'property-api'), ...refundAsBytes], DECIDED_OR_INVALID],
   ]);
   return { kind, bytes, allowed };
 }

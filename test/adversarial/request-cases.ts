@@ -50,6 +50,8 @@ function descriptor(r: Rng, domain: string, marker: string, max: number): RlsDes
   const d: RlsDescriptor = { entries: entries(r, domain, marker, max) };
   if (r.chance(0.2)) d.limit = { requests_per_unit: r.pick([0, 1, 7, 1000, MAX_UINT32]), unit: r.between(1, 6) };
   if (r.chance(0.15)) d.hits_addend = { value: r.pick([0, 1, 3, MAX_UINT32]) };
+  // Envoy 1.38's refunds: given back, never refused, whatever else the request holds.
+  if (r.chance(0.1)) d.is_negative_hits = true;
   return d;
 }
 
