@@ -11,7 +11,8 @@ interface Holder {
 }
 
 interface Pool {
-  /** In the order they took their slots, so count-mode give-backs return the oldest first (as slots.lua). */
+  /** In the order they took their slots: the order their leases end while the rule's lease stays the same
+   * (leaseOrder). */
   holders: Map<string, Holder>;
   held: number;
   /** The latest lease end: the pool is dropped once it has passed. */
@@ -35,8 +36,8 @@ export class MemorySlots {
   constructor(private readonly maxHolders: number) {}
 
   /** Slots held on c's counter now, after the leases that ran out ended; returns [held, expired]. Holders
-   * end in the order they were taken while the rule's lease stays the same: the first one still live ends the
-   * look, so a call costs what ended, not what is held (a pool whose lease was shortened is looked at whole).
+   * are looked at in the order their leases end (leaseOrder): the first one still live ends the look, so a call
+   * costs what ended, not what is held (a pool whose lease was shortened is sorted first).
    * At most SLOT_PURGE end per call, as in slots.lua (the rest count as held until a later call: a refusal too
    * many, never an admission too many); the request's own id's ended lease ends whatever the bound. */
   held(c: CounterCheck, nowMs: number): [number, number] {
@@ -44,12 +45,9 @@ export class MemorySlots {
     if (!p) return [0, 0];
     let expired = 0;
     let ended = 0;
-    for (const [id, h] of p.holders) {
+    for (const [id, h] of leaseOrder(p)) {
       if (ended === SLOT_PURGE) break;
-      if (h.untilMs > nowMs) {
-        if (p.ordered) break;
-        continue;
-      }
+      if (h.untilMs > nowMs) break;
       expired += h.slots;
       ended++;
       this.remove(c.key, p, id, h);
@@ -103,7 +101,7 @@ export class MemorySlots {
       return;
     }
     let left = n;
-    for (const [k, h] of p.holders) {
+    for (const [k, h] of leaseOrder(p)) {
       if (left <= 0) break;
       const back = Math.min(left, h.slots);
       left -= back;
@@ -162,4 +160,11 @@ export class MemorySlots {
     if (bucket) bucket.add(key);
     else this.expiries.set(second, new Set([key]));
   }
+}
+
+/** A pool's holders by when their leases end, as slots.lua's sorted set orders them: count-mode give-backs
+ * return the soonest ending first, and ended leases end in that order. The order they took their slots, unless a
+ * shorter lease came later (a reload): then sorted, which only such a pool pays for. */
+function leaseOrder(p: Pool): Iterable<[string, Holder]> {
+  return p.ordered ? p.holders : [...p.holders].sort((a, b) => a[1].untilMs - b[1].untilMs);
 }

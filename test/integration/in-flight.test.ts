@@ -124,6 +124,21 @@ describe('in-flight slots in the store', () => {
       expect(admitted(after)).toBe(1);
     });
 
+    it('after a lease was shortened, a count-mode give-back returns the slot that would end soonest', async () => {
+      const clock = new ManualClock(T0);
+      const store = await make(clock);
+      const key = 'order:{t}:slots';
+      await store.check([slot(1, undefined, { key, limit: 2, windowMs: 10_000 })]);
+      clock.advance(1);
+      await store.check([slot(1, undefined, { key, limit: 2, windowMs: 2000 })]);
+      clock.advance(1);
+      await store.check([slot(-1, undefined, { key, limit: 2, windowMs: 2000 })]);
+      // The 2-second holder went back; the 10-second one is still held at 5 s.
+      clock.advance(5000);
+      const r = await store.check([slot(1, undefined, { key, limit: 1, windowMs: 2000 })]);
+      expect([r.admitted, r.curr[0]]).toEqual([false, 1]);
+    });
+
     it("one request's descriptors on one counter never take more than the limit together", async () => {
       const store = await make(new ManualClock(T0));
       const r = await store.check([slot(1, 'x', { limit: 1 }), slot(1, 'y', { limit: 1, group: 1 }), slot(1, 'z', { limit: 1, group: 2 })]);

@@ -68,7 +68,7 @@ local function slot_window(w, x, count_it, pending)
 end
 
 -- Writes what a slots check counted: n > 0 slots taken (by the id, or by a new holder), n < 0 given back
--- (the id's, or the oldest holders' first).
+-- (the id's, or those of the holders whose leases end soonest: the sorted set's order).
 local function slot_write(w, x, n)
   if n > 0 then
     local id = x.id or ('#' .. call('HINCRBY', x.hash, '#seq', 1))
