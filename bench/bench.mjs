@@ -320,6 +320,7 @@ function print(r) {
       );
     }
     console.log(`  tollgate over the lean floor: ${f(c.tollgateOverFloor, 2)}×`);
+    if (c.quietOverFloor) console.log(`  a quiet sidecar (one request a call) over the lean floor at one a call: ${f(c.quietOverFloor, 2)}×`);
     if (c.clusterOverOne)
       console.log(
         `  3-master Cluster over one Redis, all masters' CPU: ${f(c.clusterOverOne, 2)}× (one replica's batches), ` +
