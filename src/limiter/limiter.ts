@@ -120,9 +120,8 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     const o = outcomes[c.group]!;
     const prev = r.prev[i]!;
     const curr = r.curr[i]!;
-    // A charge or a reservation says what it counted; otherwise an admitted request counted its hits. A
-    // refused request took no slot (a Cluster's peek across masters reports what it would have taken).
-    const counted = r.counted && !(c.kind === SLOTS && c.hits > 0 && !r.admitted) ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
+    // A charge or a reservation says what it counted; otherwise an admitted request counted its hits.
+    const counted = r.counted ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
     const a = ALGORITHMS[c.kind]!;
     const wait = !over ? 0 : (r.retryAfterMs ?? a.waitMs(c, curr, prev, r.nowMs));

@@ -151,7 +151,11 @@ export class RedisStore implements Store {
     const peeked = merge(checks, parts, await part('peek', checks, urgent));
     if (mode === 'peek') return peeked;
     const charges = checks.some((c) => c.charge && !(c.kind === SLOTS && c.hits >= 0));
-    if (!peeked.admitted && !charges) return peeked;
+    if (!peeked.admitted && !charges) {
+      // Refused with nothing written: what the peek says each part would count (a slot taken) was not counted.
+      if (peeked.counted) peeked.counted = peeked.counted.map(() => 0);
+      return peeked;
+    }
     // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
     // slot's count lets its quota descriptors block nothing (over, they are still not counted).
     let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
