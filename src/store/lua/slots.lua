@@ -31,31 +31,29 @@ local function slot_leases(x, count_it)
   return expired
 end
 
--- The request id's own holding, when its lease ended but no purge reached it yet (more than SLOT_PURGE ended
--- at once): ended now (counting only), so a new take by the id starts afresh. Returns the slots it held.
-local function own_lease(x)
-  local mine = tonumber(call('HGET', x.hash, x.id)) or 0
-  if mine == 0 or tonumber(call('ZSCORE', x.set, x.id) or 0) > now then return 0 end
-  call('ZREM', x.set, x.id)
-  call('HDEL', x.hash, x.id)
-  call('HINCRBY', x.hash, '#held', -mine)
-  return mine
-end
-
 -- Window j's slots: its kind, the slots held before the request, what it asks, and whether it is over.
 -- `pending`: slots this request's earlier takes on the same counter ask for (one request's descriptors
 -- never take more than the limit together).
 local function slot_window(w, x, count_it, pending)
   x.expired = slot_leases(x, count_it)
-  if x.id and count_it then x.expired = x.expired + own_lease(x) end
-  local held = tonumber(call('HGET', x.hash, '#held')) or 0
-  if not count_it then held = held - x.expired end
-  if held < 0 then held = 0 end
+  -- The id's own holding. One whose lease ended but no purge reached yet (more than SLOT_PURGE ended at once)
+  -- holds nothing, and ends now when counting, so a new take by the id starts afresh.
   local mine = 0
   if x.id then
     mine = tonumber(call('HGET', x.hash, x.id)) or 0
-    if mine > 0 and tonumber(call('ZSCORE', x.set, x.id) or 0) <= now then mine = 0 end
+    if mine > 0 and tonumber(call('ZSCORE', x.set, x.id) or 0) <= now then
+      if count_it then
+        call('ZREM', x.set, x.id)
+        call('HDEL', x.hash, x.id)
+        call('HINCRBY', x.hash, '#held', -mine)
+        x.expired = x.expired + mine
+      end
+      mine = 0
+    end
   end
+  local held = tonumber(call('HGET', x.hash, '#held')) or 0
+  if not count_it then held = held - x.expired end
+  if held < 0 then held = 0 end
   if w.hits < 0 then
     local back = mine
     if not x.id then back = math.min(-w.hits, held) end
