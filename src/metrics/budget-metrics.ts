@@ -1,6 +1,6 @@
 import { Counter, type Registry } from 'prom-client';
 import type { DescriptorOutcome } from '../limiter/limiter.js';
-import { type CounterSeries, FastCounter } from './series.js';
+import { type CounterSeries, cachedSeries, FastCounter } from './series.js';
 
 type Labels = { domain: string; rule: string; category: string };
 
@@ -45,14 +45,7 @@ export class BudgetMetrics {
 
   /** One descriptor's charge, reservation, refund or slots; `children` caches its series by event. */
   observe(children: Map<string, CounterSeries>, labels: Labels, o: DescriptorOutcome): void {
-    const child = (key: string, make: () => CounterSeries): CounterSeries => {
-      let c = children.get(key);
-      if (!c) {
-        c = make();
-        children.set(key, c);
-      }
-      return c;
-    };
+    const child = (key: string, make: () => CounterSeries): CounterSeries => cachedSeries(children, key, make);
     if (o.charged !== undefined && o.charged > 0) child('charged', () => this.charged.labels(labels)).inc(o.charged);
     if (o.refunded) child('refunded', () => this.refunded.labels(labels)).inc(o.refunded);
     const event = o.reservation?.event;

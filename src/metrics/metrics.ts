@@ -4,7 +4,7 @@ import type { Decision } from '../limiter/limiter.js';
 import type { RedisMemory } from '../store/redis-info.js';
 import { CONNECT_FAILURE_REASONS } from '../xds/connect-failure.js';
 import { BudgetMetrics } from './budget-metrics.js';
-import { type CounterSeries, FastCounter, FastHistogram, ScrapedSeries } from './series.js';
+import { type CounterSeries, cachedSeries, FastCounter, FastHistogram, ScrapedSeries } from './series.js';
 
 /** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule
  * path, category, window), never a token, fingerprint or other request value, so 10,000 tokens add no series. */
@@ -289,9 +289,9 @@ export class Metrics {
       if (o.charged !== undefined || o.reservation || o.refunded !== undefined || o.slots) this.budget.observe(c.charges, c.labels, o);
       for (const w of o.windows) {
         const window = w.limit.windowName;
-        if (w.over) this.child(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();
+        if (w.over) cachedSeries(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();
         else if (w.limit.requestsPerUnit - w.remaining >= this.nearRatio * w.limit.requestsPerUnit) {
-          this.child(c.near, window, () => this.nearLimit.labels({ ...c.labels, window })).inc();
+          cachedSeries(c.near, window, () => this.nearLimit.labels({ ...c.labels, window })).inc();
         }
       }
     }
@@ -314,14 +314,5 @@ export class Metrics {
       this.requestsByDomain.set(domain, pair);
     }
     return pair;
-  }
-
-  private child<T>(map: Map<string, T>, key: string, make: () => T): T {
-    let c = map.get(key);
-    if (!c) {
-      c = make();
-      map.set(key, c);
-    }
-    return c;
   }
 }

@@ -144,3 +144,14 @@ export class ScrapedSeries {
 
   reset(): void {}
 }
+
+/** The series cached in `map` under `key`, made by `make` on its first use: the hot path builds no label set
+ * for a series it has seen. */
+export function cachedSeries<T>(map: Map<string, T>, key: string, make: () => T): T {
+  let c = map.get(key);
+  if (!c) {
+    c = make();
+    map.set(key, c);
+  }
+  return c;
+}
