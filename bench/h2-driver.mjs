@@ -1,7 +1,7 @@
 // Lean load driver, run as its own process: node:http2 with every gRPC request framed once up front, no
 // grpc-js on the client side, so the driver costs far less per call than the server it drives. Prints one
 // JSON line: decisions, errors, rate, latency percentiles and the driver's own CPU.
-//   node bench/h2-driver.mjs --target 127.0.0.1:8081 --seconds 6 [--rate 5000] [--mix property|bench]
+//   node bench/h2-driver.mjs --target 127.0.0.1:8081 --seconds 6 [--rate 5000] [--mix property|bench|tokens]
 //                            [--connections 4] [--concurrency 128]
 import { connect, constants } from 'node:http2';
 import { parseArgs } from 'node:util';
@@ -30,11 +30,12 @@ function frame(request) {
 
 /** property: the property API's traffic (70% read, 20% write, 10% reports; 20% from 20 hot tokens far over
  * their limits, the rest over 5,000 tokens). bench: one token under a limit no run reaches (every call is
- * admitted and counted). */
+ * admitted and counted). tokens: the same limit over 5,000 tokens in turn, so a Cluster's three masters share
+ * every batch. */
 function buildFrames() {
-  if (values.mix === 'bench') {
-    return [frame({ domain: 'bench', descriptors: [{ entries: [{ key: 'token', value: 'Bearer bench' }] }], hits_addend: 0 })];
-  }
+  const bench = (value) => frame({ domain: 'bench', descriptors: [{ entries: [{ key: 'token', value }] }], hits_addend: 0 });
+  if (values.mix === 'bench') return [bench('Bearer bench')];
+  if (values.mix === 'tokens') return Array.from({ length: 5000 }, (_, i) => bench(`Bearer bench-${i}`));
   const out = [];
   let seed = 42;
   const random = () => {

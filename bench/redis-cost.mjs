@@ -17,7 +17,6 @@
 // without a batch window and with REDIS_PIPELINE_WINDOW=2ms. Prints one JSON line.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -28,6 +27,7 @@ import { fingerprint } from '../dist/fingerprint.js';
 import { parseRedisUrl } from '../dist/store/redis-connection.js';
 import { RedisStore } from '../dist/store/redis-store.js';
 import { cpuSeconds, freePort, start, stop } from './bench-lib.mjs';
+import { clusterUrl, startCluster, startSoloCluster } from './redis-cluster.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -248,10 +248,10 @@ async function main() {
   if (values.sidecar)
     for (const ms of [0, 2])
       variants[`sidecar 2,000/s, window ${ms} ms`] = [one, () => paced(url, ms, 2000, SIDECAR_N, 'single', (i) => twoWindows(pick(i))), SIDECAR_N];
-  const cluster = values.cluster ? await startCluster() : undefined;
-  const solo = values.cluster ? await startSoloCluster() : undefined;
+  const cluster = values.cluster ? await startCluster(startRedis) : undefined;
+  const solo = values.cluster ? await startSoloCluster(startRedis) : undefined;
   if (cluster) {
-    const curl = `redis://${cluster.map((n) => `127.0.0.1:${n.port}`).join(',')}`;
+    const curl = clusterUrl(cluster);
     const R = Number(values.replicas);
     variants['cluster 2 windows'] = [cluster, () => tollgate(curl, twoWindows, BATCH, 'cluster')];
     // What the Cluster's figure is made of: a master gets a third of each batch (one Redis at B/3), and runs in
@@ -325,66 +325,6 @@ async function main() {
       results: out,
     }),
   );
-}
-
-/** A 3-master Redis Cluster (one redis-server each, no replicas), its slots spread by redis-cli: each master's
- * port and process. */
-async function startCluster() {
-  const nodes = [];
-  for (let i = 0; i < 3; i++) nodes.push(await clusterNode());
-  const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
-  execFileSync('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
-  await clusterOk(nodes.map((n) => n.port));
-  return nodes;
-}
-
-/** A Cluster of one master holding every slot: the Cluster's own costs without the split of the batches. It
- * announces its address, which a master that never met another leaves empty in CLUSTER SLOTS. */
-async function startSoloCluster() {
-  const node = await clusterNode(['--cluster-announce-ip', '127.0.0.1']);
-  execFileSync('redis-cli', ['-p', String(node.port), 'cluster', 'addslotsrange', '0', '16383'], { stdio: 'ignore' });
-  await clusterOk([node.port]);
-  return [node];
-}
-
-/** A redis-server in cluster mode on a port of its own: its port, pid and process. */
-async function clusterNode(extra = []) {
-  const port = await clusterPort();
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-rcc-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--cluster-enabled', 'yes'];
-  const child = await startRedis([...args, ...extra, '--cluster-node-timeout', '2000', '--dir', dir]);
-  return { port, pid: child.pid, process: child };
-}
-
-/** Waits until every node says cluster_state:ok (10 s at most). */
-async function clusterOk(ports) {
-  for (const port of ports) {
-    for (
-      let i = 0;
-      i < 100 &&
-      !execFileSync('redis-cli', ['-p', String(port), 'cluster', 'info'])
-        .toString()
-        .includes('cluster_state:ok');
-      i++
-    )
-      await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** A port whose cluster-bus twin (port + 10000) is free too. */
-async function clusterPort() {
-  for (;;) {
-    const p = 20000 + Math.floor(Math.random() * 20000);
-    if ((await free(p)) && (await free(p + 10000))) return p;
-  }
-}
-
-function free(port) {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
 }
 
 main().catch((err) => {

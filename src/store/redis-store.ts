@@ -63,7 +63,8 @@ export class RedisStore implements Store {
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
-    this.queues = new BatchQueues((batch, to, heldMs) => this.send(batch, to, heldMs), opts.batch);
+    // A Cluster master's share of a turn gathers for one more turn while small (batch-queues.ts, GATHER_BELOW).
+    this.queues = new BatchQueues((batch, to, heldMs) => this.send(batch, to, heldMs), opts.batch, undefined, (to) => to.startsWith(NODE));
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
     this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
     this.client.on('ready', () => {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { BatchQueues } from '../../src/store/batch-queues.js';
+import { BatchQueues, GATHER_BELOW, GATHER_TURNS } from '../../src/store/batch-queues.js';
 import type { Pending } from '../../src/store/redis-batch.js';
 import { counterCheck } from '../helpers/checks.js';
 
@@ -96,5 +96,55 @@ describe('BatchQueues', () => {
     for (const p of ps) q.add('a', p);
     vi.advanceTimersByTime(0);
     for (const p of ps) expect(p.failed()).toBeInstanceOf(Error);
+  });
+
+  describe("a Cluster master's small share gathers for a few turns", () => {
+    const masters = (): BatchQueues =>
+      new BatchQueues(
+        (batch, to, heldMs) => sent.push({ to, n: batch.length, heldMs }),
+        undefined,
+        () => clock,
+        (to) => to.startsWith('node:'),
+      );
+    /** One event-loop turn: what was queued in it, then its end (the immediates it set). */
+    const turn = (q: BatchQueues, ...to: string[]): void => {
+      for (const t of to) q.add(t, pending());
+      vi.advanceTimersToNextTimer();
+    };
+
+    it(`a share under ${GATHER_BELOW} waits up to ${GATHER_TURNS} turns, growing with each, and its wait comes off its deadline`, () => {
+      const q = masters();
+      turn(q, 'node:a', 'tag:x');
+      expect(sent).toEqual([{ to: 'tag:x', n: 1, heldMs: 0 }]); // not a master's: it goes at the end of its turn
+      for (let i = 1; i < GATHER_TURNS; i++) {
+        clock += 1;
+        turn(q, 'node:a');
+      }
+      expect(sent).toHaveLength(1);
+      clock += 1;
+      turn(q);
+      expect(sent.slice(1)).toEqual([{ to: 'node:a', n: GATHER_TURNS, heldMs: GATHER_TURNS }]);
+    });
+
+    it(`a share of ${GATHER_BELOW} goes at the end of its turn`, () => {
+      const q = masters();
+      turn(q, ...Array(GATHER_BELOW).fill('node:a'), 'node:b');
+      expect(sent).toEqual([{ to: 'node:a', n: GATHER_BELOW, heldMs: 0 }]);
+    });
+
+    it('an urgent request (the second phase of a split, a reroute) does not wait', () => {
+      const q = masters();
+      q.add('node:a', pending());
+      q.add('node:a', pending(), true);
+      vi.advanceTimersToNextTimer();
+      expect(sent).toEqual([{ to: 'node:a', n: 2, heldMs: 0 }]);
+    });
+
+    it('closing sends what gathers', () => {
+      const q = masters();
+      turn(q, 'node:a');
+      q.flushNow();
+      expect(sent).toEqual([{ to: 'node:a', n: 1, heldMs: 0 }]);
+    });
   });
 });

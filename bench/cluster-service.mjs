@@ -1,0 +1,90 @@
+// A 3-master Redis Cluster against one Redis, through the service: `tollgate serve` on each in turn, driven by
+// bench/h2-driver.mjs (node:http2, frames encoded once) at a fixed number of calls in flight over 5,000 tokens of
+// the bench domain (every call admitted and counted). Per target and round: decisions a second, redis-server CPU
+// per decision summed over every master, Tollgate's CPU per decision, the driver's CPU share. Rounds alternate
+// the order; the ratios are the medians of each round's Cluster against the same round's one Redis.
+//   node bench/cluster-service.mjs [--rounds 3] [--seconds 5] [--concurrency 64]
+// Prints one JSON line last.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { configDir, cpuSeconds, driver, freePort, median, onSupportedNode, redisScriptCalls, serveArgs, start, stop } from './bench-lib.mjs';
+import { clusterUrl, startCluster } from './redis-cluster.mjs';
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '3' },
+    seconds: { type: 'string', default: '5' },
+    concurrency: { type: 'string', default: '64' },
+    'this-node': { type: 'boolean', default: false },
+  },
+});
+onSupportedNode(values['this-node']);
+
+async function main() {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-cs-'));
+  const one = await start('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], /Ready to accept/);
+  const cluster = await startCluster();
+  const config = configDir();
+  const targets = {
+    one: { servers: [{ port, pid: one.pid }], args: ['--redis-url', `redis://127.0.0.1:${port}`] },
+    cluster: { servers: cluster, args: ['--redis-type', 'cluster', '--redis-url', clusterUrl(cluster)] },
+  };
+  const runs = { one: [], cluster: [] };
+  for (let round = 1; round <= Number(values.rounds); round++) {
+    for (const name of round % 2 ? ['one', 'cluster'] : ['cluster', 'one']) {
+      const r = await measure(config, targets[name]);
+      runs[name].push(r);
+      console.error(`round ${round} ${name}: ${Math.round(r.perSecond)}/s, redis ${r.redisUs.toFixed(1)} µs, tollgate ${r.serviceUs.toFixed(1)} µs`);
+    }
+  }
+  await Promise.all([one, ...cluster.map((n) => n.process)].map(stop));
+  const summary = (name) => Object.fromEntries(Object.keys(runs[name][0]).map((k) => [k, median(runs[name].map((r) => r[k]))]));
+  const byRound = (k) => median(runs.cluster.map((r, i) => r[k] / runs.one[i][k]));
+  console.log(
+    JSON.stringify({
+      concurrency: Number(values.concurrency),
+      rounds: Number(values.rounds),
+      one: summary('one'),
+      cluster: summary('cluster'),
+      redisCpuOverOne: byRound('redisUs'),
+      ratePerOne: byRound('perSecond'),
+      serviceCpuOverOne: byRound('serviceUs'),
+    }),
+  );
+}
+
+/** One target, one round: a fresh Tollgate on emptied Redis servers, the driver's 1 s warm-up, then the run. */
+async function measure(config, { servers, args }) {
+  for (const s of servers) execFileSync('redis-cli', ['-p', String(s.port), 'FLUSHALL']);
+  const [grpc, http] = [await freePort(), await freePort()];
+  const service = await start(process.execPath, [...serveArgs('dist/cli.js', config, grpc, http), '--store', 'redis', ...args], /tollgate serving/);
+  const pids = [service.pid, ...servers.map((s) => s.pid)];
+  const before = pids.map((p) => cpuSeconds(p));
+  const calls = () => servers.reduce((n, s) => n + redisScriptCalls(s.port), 0);
+  const callsBefore = calls();
+  const flags = ['--seconds', values.seconds, '--warmup', '1', '--mix', 'tokens', '--connections', '4', '--concurrency', values.concurrency];
+  const run = await driver(`127.0.0.1:${grpc}`, flags);
+  // The warm-up second is in the CPU figures too: its decisions are counted in `total`.
+  const used = pids.map((p, i) => cpuSeconds(p) - before[i]);
+  const scriptCalls = calls() - callsBefore;
+  await stop(service);
+  const per = (s) => (s / run.total) * 1e6;
+  return {
+    perSecond: run.perSecond,
+    redisUs: per(used.slice(1).reduce((a, b) => a + b, 0)),
+    serviceUs: per(used[0]),
+    callsPerDecision: scriptCalls / run.total,
+    driverShare: run.driverCpuShare,
+    errors: run.errors,
+    p99: run.p99,
+  };
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
