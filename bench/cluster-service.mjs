@@ -66,11 +66,13 @@ async function measure(config, { servers, args }) {
   const before = pids.map((p) => cpuSeconds(p));
   const calls = () => servers.reduce((n, s) => n + redisScriptCalls(s.port), 0);
   const callsBefore = calls();
+  const scriptBefore = scriptUsec(servers);
   const flags = ['--seconds', values.seconds, '--warmup', '1', '--mix', 'tokens', '--connections', '4', '--concurrency', values.concurrency];
   const run = await driver(`127.0.0.1:${grpc}`, flags);
   // The warm-up second is in the CPU figures too: its decisions are counted in `total`.
   const used = pids.map((p, i) => cpuSeconds(p) - before[i]);
   const scriptCalls = calls() - callsBefore;
+  const scriptUs = scriptUsec(servers) - scriptBefore;
   await stop(service);
   const per = (s) => (s / run.total) * 1e6;
   return {
@@ -78,10 +80,22 @@ async function measure(config, { servers, args }) {
     redisUs: per(used.slice(1).reduce((a, b) => a + b, 0)),
     serviceUs: per(used[0]),
     callsPerDecision: scriptCalls / run.total,
+    // The scripts' own time (commandstats), against redis-server's CPU: what a call costs outside its script.
+    scriptUs: scriptUs / run.total,
     driverShare: run.driverCpuShare,
     errors: run.errors,
     p99: run.p99,
   };
+}
+
+/** Microseconds Redis spent running scripts (EVALSHA and EVAL), over every server. */
+function scriptUsec(servers) {
+  let us = 0;
+  for (const s of servers) {
+    const stats = execFileSync('redis-cli', ['-p', String(s.port), 'INFO', 'commandstats']).toString();
+    for (const m of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=\d+,usec=(\d+)/gm)) us += Number(m[1]);
+  }
+  return us;
 }
 
 main().catch((err) => {

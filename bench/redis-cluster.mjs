@@ -45,7 +45,14 @@ async function clusterNode(run, extra = []) {
 /** Waits until every node says cluster_state:ok (10 s at most). */
 async function clusterOk(ports) {
   for (const port of ports) {
-    for (let i = 0; i < 100 && !execFileSync('redis-cli', ['-p', String(port), 'cluster', 'info']).toString().includes('cluster_state:ok'); i++)
+    for (
+      let i = 0;
+      i < 100 &&
+      !execFileSync('redis-cli', ['-p', String(port), 'cluster', 'info'])
+        .toString()
+        .includes('cluster_state:ok');
+      i++
+    )
       await new Promise((r) => setTimeout(r, 100));
   }
 }

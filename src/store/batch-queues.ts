@@ -20,16 +20,17 @@ export const MAX_BATCH_KEYS = 512;
 /** Sends one call's requests to `to`; `heldMs`: how long the window held them, which their deadline gives back. */
 export type SendBatch = (batch: Pending[], to: string, heldMs: number) => void;
 
-/** Without a window, a queue of a destination that `gathers` (a Cluster master: one of several that share each
- * turn's requests) with fewer requests than GATHER_BELOW at the end of its turn waits for the end of the next, for
- * at most GATHER_TURNS turns. A master's call costs it a fixed part (waking, reading, the script's setup) that a
- * third of a turn's batch pays three times as often as one Redis pays it: through the service at 64 calls in flight,
- * a 3-master Cluster ran 0.195 script calls a decision against one Redis's 0.069, and spent 2.3× its Redis CPU
- * a decision (issue 53; bench/cluster-service.mjs). Waiting a turn costs a quiet process a loop iteration, tens of
- * µs; a busy one reads its sockets again meanwhile, so the batch grows by what came: 0.126 calls a decision, 1.56×.
- * One Redis, which gets the whole turn, does not wait. */
+/** Without a window, in a busy turn (BUSY_TURN requests or more queued in it, for every destination), a queue of a
+ * destination that `gathers` (a Cluster master: one of several that share each turn's requests) with fewer requests
+ * than GATHER_BELOW waits for the end of the next turn, for at most GATHER_TURNS turns. A master's call costs it a
+ * fixed part (waking, reading, the script's setup), which a third of a turn's batch pays three times as often as one
+ * Redis pays it: through the service at 64 calls in flight, a 3-master Cluster ran 0.195 script calls a decision
+ * against one Redis's 0.069, and 2.3× its Redis CPU a decision (issue 53, bench/cluster-service.mjs). A busy process
+ * reads its sockets again while a share waits, so the share grows by what came (0.147 calls a decision). A quiet
+ * turn has nothing coming to wait for, so its shares go at its end; one Redis, which gets the whole turn, never waits. */
 export const GATHER_BELOW = 16;
 export const GATHER_TURNS = 3;
+export const BUSY_TURN = 8;
 
 /** The requests waiting for a script call, by destination (a Redis, a Cluster master, or a hash tag:
  * cluster-routes.ts; '' outside Cluster): each event-loop turn's go at its end (setImmediate runs after the poll
@@ -41,6 +42,8 @@ export class BatchQueues {
   private timer: NodeJS.Timeout | undefined;
   /** When each queue's first request came. */
   private readonly since = new Map<string, number>();
+  /** Requests queued since the last flush: BUSY_TURN or more make a busy turn. */
+  private arrived = 0;
   /** The queues that have waited a turn already (GATHER_BELOW). */
   private readonly waited = new Map<string, number>();
 
@@ -61,6 +64,7 @@ export class BatchQueues {
       this.since.set(to, this.now());
     }
     queue.push(p);
+    this.arrived++;
     if (this.window.limit > 0 && queue.length >= this.window.limit) {
       this.queues.delete(to);
       this.sendQueue(to, queue);
@@ -96,9 +100,11 @@ export class BatchQueues {
     this.flushing = false;
     this.timer = undefined;
     let held = false;
+    const busy = !all && this.window.windowMs === 0 && this.arrived >= BUSY_TURN;
+    this.arrived = 0;
     for (const [to, queue] of this.queues) {
       const turns = this.waited.get(to) ?? 0;
-      if (!all && this.window.windowMs === 0 && queue.length < GATHER_BELOW && this.gathers(to) && turns < GATHER_TURNS) {
+      if (busy && queue.length < GATHER_BELOW && this.gathers(to) && turns < GATHER_TURNS) {
         this.waited.set(to, turns + 1); // GATHER_BELOW: at the end of the next turn, with what it brings
         held = true;
         continue;

@@ -1,14 +1,14 @@
 import { performance } from 'node:perf_hooks';
 import { Cluster, type Redis, ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
-import { SLOTS } from '../config/kinds.js';
 import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
+import { acrossParts } from './across-parts.js';
 import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
-import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePlain, merge, type Pending, pick } from './redis-batch.js';
+import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePlain, type Pending } from './redis-batch.js';
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
 import { KeyRefusals } from './redis-refusals.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
@@ -64,7 +64,12 @@ export class RedisStore implements Store {
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
     // A Cluster master's share of a turn gathers for one more turn while small (batch-queues.ts, GATHER_BELOW).
-    this.queues = new BatchQueues((batch, to, heldMs) => this.send(batch, to, heldMs), opts.batch, undefined, (to) => to.startsWith(NODE));
+    this.queues = new BatchQueues(
+      (batch, to, heldMs) => this.send(batch, to, heldMs),
+      opts.batch,
+      undefined,
+      (to) => to.startsWith(NODE),
+    );
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
     this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
     this.client.on('ready', () => {
@@ -134,43 +139,18 @@ export class RedisStore implements Store {
     return this.acrossParts(mode, checks, slots, queues, trace, urgent);
   }
 
-  /** A request whose counters are on several masters (or slots), which one script call cannot reach. Every part
-   * is first asked without writing ('peek'); only when the request fits everywhere is each part counted,
-   * atomically within the part. A request that loses a race between the two phases can be counted in one part
-   * yet rejected by another: the one inexactness, and only for such requests. The count does not wait for a
-   * batch window (the peek did), which would widen that gap. */
-  private async acrossParts(
+  /** Queues a request for the next script call to `tag` (batch-queues.ts); `urgent`, past any batch window. */
+  private readonly enqueue = (
     mode: Pending['mode'],
     checks: readonly CounterCheck[],
-    parts: number[][],
-    queues: string[],
-    trace?: TraceLink,
+    tag: string,
+    trace: TraceLink | undefined,
     urgent = false,
-  ): Promise<CheckResult> {
-    const part = (m: Pending['mode'], of: readonly CounterCheck[], now: boolean): Promise<CheckResult[]> =>
-      Promise.all(parts.map((idx, i) => this.enqueue(m, pick(of, idx), queues[i]!, trace, now)));
-    const peeked = merge(checks, parts, await part('peek', checks, urgent));
-    if (mode === 'peek') return peeked;
-    const charges = checks.some((c) => c.charge && !(c.kind === SLOTS && c.hits >= 0));
-    if (!peeked.admitted && !charges) {
-      // Refused with nothing written: what the peek says each part would count (a slot taken) was not counted.
-      if (peeked.counted) peeked.counted = peeked.counted.map(() => 0);
-      return peeked;
-    }
-    // Quota mode is a rule over the whole request, which no one slot sees: the peek settled it, so each
-    // slot's count lets its quota descriptors block nothing (over, they are still not counted).
-    let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
-    // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
-    // (A slot is not a charge: a refused request takes none.)
-    if (!peeked.admitted) counted = counted.map((c) => (c.charge && !(c.kind === SLOTS && c.hits >= 0) ? c : { ...c, hits: 0, shadow: true }));
-    const result = merge(checks, parts, await part('count', counted, true));
-    if (!peeked.admitted) result.admitted = false;
-    return result;
-  }
+  ): Promise<CheckResult> => new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject }, urgent));
 
-  /** Queues a request for the next script call to `tag` (batch-queues.ts); `urgent`, past any batch window. */
-  private enqueue(mode: Pending['mode'], checks: readonly CounterCheck[], tag: string, trace: TraceLink | undefined, urgent = false): Promise<CheckResult> {
-    return new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject }, urgent));
+  /** A request over several masters or slots (across-parts.ts). */
+  private acrossParts(mode: Pending['mode'], checks: readonly CounterCheck[], parts: number[][], queues: string[], trace?: TraceLink, urgent = false) {
+    return acrossParts(this.enqueue, mode, checks, parts, queues, trace, urgent);
   }
 
   /** One script call for a batch. Its deadline runs from here, when the command is written, not from when

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SLIDING } from '../../src/config/kinds.js';
+import { BUCKET, FIXED, type KindCode, SLIDING } from '../../src/config/kinds.js';
 import { counterId, counterKeyOf, storeKey, windowKey } from '../../src/counters/keys.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT } from '../../src/store/redis-script.js';
@@ -100,7 +100,7 @@ describe('the Redis store on a 3-master Cluster', () => {
     expect(r.curr).toEqual([1, 1]);
   });
 
-  it('with a 10 ms batch window, a request whose clients are on two masters is checked, then counted once on each', async () => {
+  it('with a 10 ms batch window, a request whose clients are on two masters is counted once on each', async () => {
     const windowed = new RedisStore({
       connection: parseRedisUrl(cluster.url, 'cluster'),
       timeoutMs: 2000,
@@ -123,6 +123,65 @@ describe('the Redis store on a 3-master Cluster', () => {
     } finally {
       await windowed.close();
     }
+  });
+
+  describe('a plain request over two masters (src/store/across-parts.ts)', () => {
+    /** A window of client `a` (kind `kind`, limit `aLimit`) and one of a client `b` on another master (fixed, `bLimit`). */
+    async function split(name: string, kind: KindCode, aLimit: number, bLimit: number): Promise<[CounterCheck, CounterCheck]> {
+      const burst = kind === BUCKET ? aLimit : 0;
+      const a = { ...hourly(`${name}-a`), kind, limit: aLimit, burst };
+      const master = (await owner(slotOf(a))).port;
+      for (let i = 0; ; i++) {
+        const b = { ...hourly(`${name}-b-${i}`), limit: bLimit };
+        if ((await owner(slotOf(b))).port !== master) return [a, b];
+      }
+    }
+
+    it('costs one script call on each master, not a peek and then a count on each', async () => {
+      const [a, b] = await split('one-trip', FIXED, 10, 10);
+      await store.check([hourly('one-trip-warm')]); // the map of slots read
+      const before = await scriptCalls();
+      const r = await store.check([a, b]);
+      expect([r.admitted, await scriptCalls()]).toEqual([true, before + 2]);
+      expect(
+        (
+          await store.check([
+            { ...a, hits: 0 },
+            { ...b, hits: 0 },
+          ])
+        ).curr,
+      ).toEqual([1, 1]);
+    });
+
+    it.each([
+      ['fixed window', FIXED],
+      ['sliding window', SLIDING],
+      ['token bucket', BUCKET],
+    ] as const)('refused by one master, what the other counted is given back: %s', async (_name, kind) => {
+      const [a, b] = await split(`undo-${kind}`, kind, 3, 1);
+      expect((await store.check([a, b])).admitted).toBe(true);
+      for (let i = 0; i < 3; i++) expect((await store.check([a, b])).admitted).toBe(false);
+      // a holds 1 of 3: two more alone are admitted (kept, the refused requests' counts would have filled it).
+      const alone = [];
+      for (let i = 0; i < 5; i++) alone.push((await store.check([a])).admitted);
+      expect(alone.filter(Boolean)).toHaveLength(2);
+    });
+
+    it('200 at once, one master allowing 50: 50 admitted, and the other master holds exactly their 50', async () => {
+      const [a, b] = await split('burst', FIXED, 1_000, 50);
+      await store.check([hourly('burst-warm')]);
+      const results = await Promise.all(Array.from({ length: 200 }, () => store.check([a, b])));
+      expect(results.filter((r) => r.admitted)).toHaveLength(50);
+      // The give-backs go ahead of this read on a's master (queued first, urgent, on the same connection).
+      expect(
+        (
+          await store.check([
+            { ...a, hits: 0 },
+            { ...b, hits: 0 },
+          ])
+        ).curr,
+      ).toEqual([50, 50]);
+    });
   });
 
   it('follows a slot moved to another master: the call that finds it not local writes nothing, and the request is counted once', async () => {
