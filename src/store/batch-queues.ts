@@ -40,7 +40,7 @@ export class BatchQueues {
   private queues = new Map<string, Pending[]>();
   private flushing = false;
   private timer: NodeJS.Timeout | undefined;
-  /** When each queue's first request came. */
+  /** With a window, when each queue's first request came; else when a queue began to gather. */
   private readonly since = new Map<string, number>();
   /** Requests queued since the last flush: BUSY_TURN or more make a busy turn. */
   private arrived = 0;
@@ -61,7 +61,7 @@ export class BatchQueues {
     if (!queue) {
       queue = [];
       this.queues.set(to, queue);
-      this.since.set(to, this.now());
+      if (this.window.windowMs > 0) this.since.set(to, this.now());
     }
     queue.push(p);
     this.arrived++;
@@ -106,6 +106,8 @@ export class BatchQueues {
       const turns = this.waited.get(to) ?? 0;
       if (busy && queue.length < GATHER_BELOW && this.gathers(to) && turns < GATHER_TURNS) {
         this.waited.set(to, turns + 1); // GATHER_BELOW: at the end of the next turn, with what it brings
+        // Its deadline gives back the turns it waits, not the one it came in: reading a burst is not Redis's delay.
+        if (turns === 0) this.since.set(to, this.now());
         held = true;
         continue;
       }

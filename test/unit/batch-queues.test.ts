@@ -129,6 +129,14 @@ describe('BatchQueues', () => {
       expect(sent.filter((x) => x.to === 'node:a')).toEqual([{ to: 'node:a', n: GATHER_TURNS, heldMs: GATHER_TURNS }]);
     });
 
+    it("the turn a request came in is not taken off its deadline, however long the turn: reading a burst is not Redis's delay", () => {
+      const q = masters();
+      q.add('tag:x', pending());
+      clock = 5;
+      vi.advanceTimersToNextTimer();
+      expect(sent).toEqual([{ to: 'tag:x', n: 1, heldMs: 0 }]);
+    });
+
     it('in a quiet turn, a share goes at its end: nothing is coming to wait for', () => {
       const q = masters();
       turn(q, 'node:a', 'node:b');
