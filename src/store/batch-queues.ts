@@ -17,8 +17,9 @@ export interface BatchWindow {
 /** Most keys in one script call; a larger batch is split (a single request is never split). */
 export const MAX_BATCH_KEYS = 512;
 
-/** Sends one call's requests to `to`; `heldMs`: how long the window held them, which their deadline gives back. */
-export type SendBatch = (batch: Pending[], to: string, heldMs: number) => void;
+/** Sends one call's requests to `to`; `heldMs`: how long the window held them, which their deadline gives back.
+ * Its promise, if any, settles when the call is over (answered, failed or timed out). */
+export type SendBatch = (batch: Pending[], to: string, heldMs: number) => Promise<unknown> | undefined;
 
 /** Without a window, in a busy turn (BUSY_TURN requests or more queued in it, for every destination), a queue of a
  * destination that `gathers` (a Cluster master: one of several that share each turn's requests) with fewer requests
@@ -42,8 +43,9 @@ export class BatchQueues {
   private timer: NodeJS.Timeout | undefined;
   /** With a window, when each queue's first request came; else when a queue began to gather. */
   private readonly since = new Map<string, number>();
-  /** Requests queued since the last flush: BUSY_TURN or more make a busy turn. */
+  /** Requests queued since the last flush, and sent but not answered: either at BUSY_TURN makes a busy turn. */
   private arrived = 0;
+  private outstanding = 0;
   /** The queues that have waited a turn already (GATHER_BELOW). */
   private readonly waited = new Map<string, number>();
 
@@ -100,7 +102,7 @@ export class BatchQueues {
     this.flushing = false;
     this.timer = undefined;
     let held = false;
-    const busy = !all && this.window.windowMs === 0 && this.arrived >= BUSY_TURN;
+    const busy = !all && this.window.windowMs === 0 && (this.arrived >= BUSY_TURN || this.outstanding >= BUSY_TURN);
     this.arrived = 0;
     for (const [to, queue] of this.queues) {
       const turns = this.waited.get(to) ?? 0;
@@ -126,7 +128,13 @@ export class BatchQueues {
     const heldMs = since === undefined ? 0 : Math.max(0, this.now() - since);
     const send = (batch: Pending[]): void => {
       try {
-        this.send(batch, to, heldMs);
+        const call = this.send(batch, to, heldMs);
+        if (!call) return;
+        this.outstanding += batch.length;
+        const over = (): void => {
+          this.outstanding -= batch.length;
+        };
+        call.then(over, over);
       } catch (err) {
         for (const p of batch) p.reject(err as Error);
       }

@@ -158,11 +158,11 @@ export class RedisStore implements Store {
    * could not run extends it, up to twice the timeout in all (see withTimeout): with the defaults, 50 ms,
    * Envoy's filter timeout in the shipped envoy.yaml. What a batch window held them (`heldMs`) comes off it:
    * the window is this process's choice, and the budget is Envoy's. */
-  private send(batch: Pending[], to: string, heldMs = 0): void {
+  private send(batch: Pending[], to: string, heldMs = 0): Promise<void> | undefined {
     const node = to.startsWith(NODE) ? this.routes!.connection(to) : undefined;
     if (to.startsWith(NODE) && !node) {
       this.reroute(batch);
-      return;
+      return undefined;
     }
     const nowMs = this.opts.clock?.now() ?? 0;
     const full = () => encodeBatch(batch, this.opts.keyPrefix, nowMs);
@@ -172,7 +172,7 @@ export class RedisStore implements Store {
     const span = this.opts.tracer && batchSpan(this.opts.tracer, batch, keys.length);
     const call = node ? evalOnNode(node, keys, args) : lean ? evalOnePlain(this.client as Redis, keys, args, full) : evalCheckScript(this.client, keys, args);
     const timeoutMs = Math.max(1, this.opts.timeoutMs - heldMs);
-    withTimeout(this.waiting(call), timeoutMs, this.opts.timeoutMs).then(
+    return withTimeout(this.waiting(call), timeoutMs, this.opts.timeoutMs).then(
       (reply) => {
         this.replied();
         span?.end();

@@ -31,7 +31,7 @@ function pending(): Pending & { failed: () => unknown } {
 
 const queues = (windowMs: number, limit = 0): BatchQueues =>
   new BatchQueues(
-    (batch, to, heldMs) => sent.push({ to, n: batch.length, heldMs }),
+    (batch, to, heldMs) => void sent.push({ to, n: batch.length, heldMs }),
     { windowMs, limit },
     () => clock,
   );
@@ -99,13 +99,20 @@ describe('BatchQueues', () => {
   });
 
   describe("a Cluster master's small share gathers for a few turns", () => {
-    const masters = (): BatchQueues =>
-      new BatchQueues(
-        (batch, to, heldMs) => sent.push({ to, n: batch.length, heldMs }),
+    /** Every call stays out (unanswered) until `answer()`. */
+    let answer: () => void = () => undefined;
+    const masters = (): BatchQueues => {
+      const out = new Promise<void>((resolve) => (answer = resolve));
+      return new BatchQueues(
+        (batch, to, heldMs) => {
+          sent.push({ to, n: batch.length, heldMs });
+          return out;
+        },
         undefined,
         () => clock,
         (to) => to.startsWith('node:'),
       );
+    };
     /** One event-loop turn: what was queued in it, then its end (the immediates it set). */
     const turn = (q: BatchQueues, ...to: string[]): void => {
       for (const t of to) q.add(t, pending());
@@ -135,6 +142,17 @@ describe('BatchQueues', () => {
       clock = 5;
       vi.advanceTimersToNextTimer();
       expect(sent).toEqual([{ to: 'tag:x', n: 1, heldMs: 0 }]);
+    });
+
+    it(`with ${BUSY_TURN} requests waiting for Redis, a turn is busy however few come in it; their answers end that`, async () => {
+      const q = masters();
+      turn(q, ...others); // sent, and not answered
+      turn(q, 'node:a');
+      expect(sent.filter((x) => x.to === 'node:a')).toEqual([]);
+      answer();
+      await Promise.resolve();
+      turn(q, 'node:b');
+      expect(sent.filter((x) => x.to !== 'tag:x').map((x) => x.to)).toEqual(['node:a', 'node:b']);
     });
 
     it('in a quiet turn, a share goes at its end: nothing is coming to wait for', () => {
