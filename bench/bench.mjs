@@ -18,7 +18,8 @@
 // over rounds, and "vs floor, round by round" is the median of each round's ratio to that round's floor. Then the
 // memory store's footprint (bench/memory.mjs), and Tollgate's own cost per decision with the bench limit as a
 // fixed window and as a token bucket (bench/own-cost.mjs, alternating, medians over the rounds). Then what Redis
-// spends per decision, against the lean floor of the same job (bench/redis-cost.mjs; --skip-redis-cost leaves it out).
+// spends per decision, against the lean floor of the same job (bench/redis-cost.mjs), and a 3-master Cluster against one
+// Redis through the service at 64 calls in flight (bench/cluster-service.mjs); --skip-redis-cost leaves both out.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -114,7 +115,10 @@ async function main() {
     results.memoryStore = JSON.parse(out.trim().split('\n').pop());
   }
   results.ownCost = ownCost(Number(values.rounds));
-  if (!values['skip-redis-cost']) results.redisCost = redisCost(Number(values.rounds));
+  if (!values['skip-redis-cost']) {
+    results.redisCost = redisCost(Number(values.rounds));
+    results.clusterService = clusterService(Number(values.rounds));
+  }
   print(results);
   if (values.json)
     writeFileSync(values.json, `${JSON.stringify({ machine: machine(), seconds, rounds: Number(values.rounds), rate: values.rate, results }, null, 2)}\n`);
@@ -230,6 +234,12 @@ function redisCost(rounds) {
   return JSON.parse(out.trim().split('\n').pop());
 }
 
+/** A 3-master Cluster against one Redis through the service, 64 calls in flight (bench/cluster-service.mjs). */
+function clusterService(rounds) {
+  const out = execFileSync(process.execPath, ['bench/cluster-service.mjs', '--rounds', String(rounds), '--this-node']).toString();
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
 /** µs per decision of Tollgate's own code, fixed window against token bucket, alternating. */
 function ownCost(rounds) {
   const runs = { fixed_window: [], token_bucket: [] };
@@ -274,7 +284,7 @@ function print(r) {
     ],
   ];
   for (const [name, x] of Object.entries(r)) {
-    if (name === 'memoryStore' || name === 'ownCost' || name === 'redisCost') continue;
+    if (name === 'memoryStore' || name === 'ownCost' || name === 'redisCost' || name === 'clusterService') continue;
     const driverNote = x.sat.driverShare > 0.9 ? ' (driver-bound!)' : '';
     rows.push([
       name,
@@ -329,6 +339,15 @@ function print(r) {
           `keys ${c.keysPerMaster.join(' / ')}; of which a third of each batch per call ${f(c.thirdBatchOverOne, 2)}×, ` +
           `cluster mode at that size ${f(c.clusterModeOverOne, 2)}×`,
       );
+  }
+  if (r.clusterService) {
+    const { one, cluster, concurrency, redisCpuOverOne, ratePerOne, serviceCpuOverOne } = r.clusterService;
+    console.log(
+      `\n3-master Cluster through the service (bench/cluster-service.mjs, ${concurrency} calls in flight, 5,000 tokens), against one Redis, ` +
+        `round by round: Redis CPU a decision ${f(redisCpuOverOne, 2)}× (${f(cluster.redisUs, 1)} against ${f(one.redisUs, 1)} µs), decisions a second ` +
+        `${f(ratePerOne, 2)}× (${f(cluster.perSecond)} against ${f(one.perSecond)}), Tollgate's CPU a decision ${f(serviceCpuOverOne, 2)}×; ` +
+        `script calls a decision ${f(cluster.callsPerDecision, 3)} against ${f(one.callsPerDecision, 3)}`,
+    );
   }
   if (r.memoryStore) {
     const m = r.memoryStore;

@@ -3,7 +3,8 @@
 // the bench domain (every call admitted and counted). Per target and round: decisions a second, redis-server CPU
 // per decision summed over every master, Tollgate's CPU per decision, the driver's CPU share. Rounds alternate
 // the order; the ratios are the medians of each round's Cluster against the same round's one Redis.
-//   node bench/cluster-service.mjs [--rounds 3] [--seconds 5] [--concurrency 64]
+//   node bench/cluster-service.mjs [--rounds 3] [--seconds 5] [--concurrency 64] [--before DIR]
+// --before DIR: another checkout, built: its one Redis and Cluster run in the same rounds, and its ratios are printed too.
 // Prints one JSON line last.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
@@ -18,6 +19,7 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '64' },
+    before: { type: 'string' },
     'this-node': { type: 'boolean', default: false },
   },
 });
@@ -29,13 +31,20 @@ async function main() {
   const one = await start('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], /Ready to accept/);
   const cluster = await startCluster();
   const config = configDir();
+  const cli = 'dist/cli.js';
   const targets = {
-    one: { servers: [{ port, pid: one.pid }], args: ['--redis-url', `redis://127.0.0.1:${port}`] },
-    cluster: { servers: cluster, args: ['--redis-type', 'cluster', '--redis-url', clusterUrl(cluster)] },
+    one: { cli, servers: [{ port, pid: one.pid }], args: ['--redis-url', `redis://127.0.0.1:${port}`] },
+    cluster: { cli, servers: cluster, args: ['--redis-type', 'cluster', '--redis-url', clusterUrl(cluster)] },
   };
-  const runs = { one: [], cluster: [] };
+  if (values.before) {
+    const old = join(values.before, 'dist/cli.js');
+    targets['one@before'] = { ...targets.one, cli: old };
+    targets['cluster@before'] = { ...targets.cluster, cli: old };
+  }
+  const names = Object.keys(targets);
+  const runs = Object.fromEntries(names.map((n) => [n, []]));
   for (let round = 1; round <= Number(values.rounds); round++) {
-    for (const name of round % 2 ? ['one', 'cluster'] : ['cluster', 'one']) {
+    for (const name of round % 2 ? names : [...names].reverse()) {
       const r = await measure(config, targets[name]);
       runs[name].push(r);
       console.error(`round ${round} ${name}: ${Math.round(r.perSecond)}/s, redis ${r.redisUs.toFixed(1)} µs, tollgate ${r.serviceUs.toFixed(1)} µs`);
@@ -43,25 +52,29 @@ async function main() {
   }
   await Promise.all([one, ...cluster.map((n) => n.process)].map(stop));
   const summary = (name) => Object.fromEntries(Object.keys(runs[name][0]).map((k) => [k, median(runs[name].map((r) => r[k]))]));
-  const byRound = (k) => median(runs.cluster.map((r, i) => r[k] / runs.one[i][k]));
+  const byRound = (a, b, k) => median(runs[a].map((r, i) => r[k] / runs[b][i][k]));
+  const ratios = (suffix) => ({
+    redisCpuOverOne: byRound(`cluster${suffix}`, `one${suffix}`, 'redisUs'),
+    ratePerOne: byRound(`cluster${suffix}`, `one${suffix}`, 'perSecond'),
+    serviceCpuOverOne: byRound(`cluster${suffix}`, `one${suffix}`, 'serviceUs'),
+  });
   console.log(
     JSON.stringify({
       concurrency: Number(values.concurrency),
       rounds: Number(values.rounds),
       one: summary('one'),
       cluster: summary('cluster'),
-      redisCpuOverOne: byRound('redisUs'),
-      ratePerOne: byRound('perSecond'),
-      serviceCpuOverOne: byRound('serviceUs'),
+      ...ratios(''),
+      before: values.before ? { one: summary('one@before'), cluster: summary('cluster@before'), ...ratios('@before') } : undefined,
     }),
   );
 }
 
 /** One target, one round: a fresh Tollgate on emptied Redis servers, the driver's 1 s warm-up, then the run. */
-async function measure(config, { servers, args }) {
+async function measure(config, { cli, servers, args }) {
   for (const s of servers) execFileSync('redis-cli', ['-p', String(s.port), 'FLUSHALL']);
   const [grpc, http] = [await freePort(), await freePort()];
-  const service = await start(process.execPath, [...serveArgs('dist/cli.js', config, grpc, http), '--store', 'redis', ...args], /tollgate serving/);
+  const service = await start(process.execPath, [...serveArgs(cli, config, grpc, http), '--store', 'redis', ...args], /tollgate serving/);
   const pids = [service.pid, ...servers.map((s) => s.pid)];
   const before = pids.map((p) => cpuSeconds(p));
   const calls = () => servers.reduce((n, s) => n + redisScriptCalls(s.port), 0);
