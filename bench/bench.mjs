@@ -279,7 +279,7 @@ function print(r) {
       'µs/decision at it',
       'p50 / p99 / p99.9 ms',
       'mix decisions/s',
-      'errors',
+      'errors: sat / rate / mix',
       'peak RSS MiB',
     ],
   ];
@@ -300,7 +300,7 @@ function print(r) {
       f(x.steady.serviceUs, 1),
       `${f(x.steady.p50, 2)} / ${f(x.steady.p99, 2)} / ${f(x.steady.p999, 2)}`,
       f(x.mix.perSecond),
-      String(x.sat.errors + x.steady.errors + x.mix.errors),
+      `${x.sat.errors} / ${x.steady.errors} / ${x.mix.errors}`,
       f(x.rssMiB),
     ]);
   }

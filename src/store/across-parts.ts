@@ -34,49 +34,49 @@ export function acrossParts(
   trace?: TraceLink,
   urgent = false,
 ): Promise<CheckResult> {
-  if (mode === 'count' && checks.every(plain)) return countThenUndo(enqueue, checks, parts, queues, trace, urgent);
-  return peekThenCount(enqueue, mode, checks, parts, queues, trace, urgent);
+  const split: Split = { enqueue, checks, parts, queues, trace, urgent };
+  if (mode === 'count' && checks.every(plain)) return countThenUndo(split);
+  return peekThenCount(split, mode);
+}
+
+/** A request over several destinations, and how its parts are sent. */
+interface Split {
+  enqueue: Enqueue;
+  checks: readonly CounterCheck[];
+  parts: number[][];
+  queues: string[];
+  trace: TraceLink | undefined;
+  urgent: boolean;
+}
+
+/** Each part of `of` (the request's checks, or checks made from them index for index) to its destination. */
+function toEveryPart(x: Split, mode: Pending['mode'], of: readonly CounterCheck[], urgent: boolean): Promise<CheckResult[]> {
+  return Promise.all(x.parts.map((idx, i) => x.enqueue(mode, pick(of, idx), x.queues[i]!, x.trace, urgent)));
 }
 
 /** Whether a check's count can be given back as a refund: a window or a bucket, counted when admitted. */
 const plain = (c: CounterCheck): boolean => !c.charge && !c.quota && !c.reservation && !c.slots && c.kind !== SLOTS;
 
-async function countThenUndo(
-  enqueue: Enqueue,
-  checks: readonly CounterCheck[],
-  parts: number[][],
-  queues: string[],
-  trace: TraceLink | undefined,
-  urgent: boolean,
-): Promise<CheckResult> {
-  const results = await Promise.all(parts.map((idx, i) => enqueue('count', pick(checks, idx), queues[i]!, trace, urgent)));
-  const out = merge(checks, parts, results);
+async function countThenUndo(x: Split): Promise<CheckResult> {
+  const results = await toEveryPart(x, 'count', x.checks, x.urgent);
+  const out = merge(x.checks, x.parts, results);
   if (out.admitted) return out;
   results.forEach((r, i) => {
     if (!r.admitted) return; // a refused part counted nothing
-    const part = pick(checks, parts[i]!);
+    const part = pick(x.checks, x.parts[i]!);
     // What the part counted (store.ts: an admitted part counts each window of a group with no window over).
     const { groupOver } = settle(part, r.over);
     const back = part.filter((c) => c.hits > 0 && !groupOver[c.group]).map((c) => ({ ...c, hits: -c.hits, charge: true, shadow: true }));
     // Not awaited: the answer is known. A give-back that fails (Redis gone) leaves the hits counted: a window
     // that holds too much, never one that holds too little.
-    if (back.length > 0) enqueue('count', back, queues[i]!, undefined, true).catch(() => undefined);
+    if (back.length > 0) x.enqueue('count', back, x.queues[i]!, undefined, true).catch(() => undefined);
   });
   return out;
 }
 
-async function peekThenCount(
-  enqueue: Enqueue,
-  mode: Pending['mode'],
-  checks: readonly CounterCheck[],
-  parts: number[][],
-  queues: string[],
-  trace: TraceLink | undefined,
-  urgent: boolean,
-): Promise<CheckResult> {
-  const part = (m: Pending['mode'], of: readonly CounterCheck[], now: boolean): Promise<CheckResult[]> =>
-    Promise.all(parts.map((idx, i) => enqueue(m, pick(of, idx), queues[i]!, trace, now)));
-  const peeked = merge(checks, parts, await part('peek', checks, urgent));
+async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResult> {
+  const { checks, parts } = x;
+  const peeked = merge(checks, parts, await toEveryPart(x, 'peek', checks, x.urgent));
   if (mode === 'peek') return peeked;
   const charges = checks.some((c) => c.charge && !(c.kind === SLOTS && c.hits >= 0));
   if (!peeked.admitted && !charges) {
@@ -90,7 +90,7 @@ async function peekThenCount(
   // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
   // (A slot is not a charge: a refused request takes none.)
   if (!peeked.admitted) counted = counted.map((c) => (c.charge && !(c.kind === SLOTS && c.hits >= 0) ? c : { ...c, hits: 0, shadow: true }));
-  const result = merge(checks, parts, await part('count', counted, true));
+  const result = merge(checks, parts, await toEveryPart(x, 'count', counted, true));
   if (!peeked.admitted) result.admitted = false;
   return result;
 }

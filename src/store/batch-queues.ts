@@ -21,14 +21,16 @@ export const MAX_BATCH_KEYS = 512;
  * Its promise, if any, settles when the call is over (answered, failed or timed out). */
 export type SendBatch = (batch: Pending[], to: string, heldMs: number) => Promise<unknown> | undefined;
 
-/** Without a window, in a busy turn (BUSY_TURN requests or more queued in it, for every destination), a queue of a
- * destination that `gathers` (a Cluster master: one of several that share each turn's requests) with fewer requests
- * than GATHER_BELOW waits for the end of the next turn, for at most GATHER_TURNS turns. A master's call costs it a
- * fixed part (waking, reading, the script's setup), which a third of a turn's batch pays three times as often as one
- * Redis pays it: through the service at 64 calls in flight, a 3-master Cluster ran 0.195 script calls a decision
- * against one Redis's 0.069, and 2.3× its Redis CPU a decision (issue 53, bench/cluster-service.mjs). A busy process
- * reads its sockets again while a share waits, so the share grows by what came (0.147 calls a decision). A quiet
- * turn has nothing coming to wait for, so its shares go at its end; one Redis, which gets the whole turn, never waits. */
+/** Without a window, in a busy turn (BUSY_TURN requests or more queued, or sent and not answered yet: more are
+ * coming), a queue of a destination that `gathers` (a Cluster master: one of several that share each turn's
+ * requests) with fewer requests than GATHER_BELOW waits for the end of the next turn, for at most GATHER_TURNS
+ * turns. A master's call costs it a fixed part (waking, reading, the script's setup), which a third of a turn's
+ * batch pays three times as often as one Redis pays it: through the service at 64 calls in flight, a 3-master
+ * Cluster ran 0.20 script calls a decision against one Redis's 0.07, and 2.1–2.3× its Redis CPU a decision (issue
+ * 53, bench/cluster-service.mjs). A busy process reads its sockets again while a share waits, so the share grows by
+ * what came: 0.13–0.14 calls a decision. (More turns gathered no more at 64 in flight: what waits here is not in
+ * Redis, and the loop holds 64 in all.) A quiet process has nothing coming to wait for, so its shares go at the end
+ * of their turn; one Redis, which gets the whole turn, never waits. */
 export const GATHER_BELOW = 16;
 export const GATHER_TURNS = 3;
 export const BUSY_TURN = 8;
@@ -43,8 +45,8 @@ export class BatchQueues {
   private timer: NodeJS.Timeout | undefined;
   /** With a window, when each queue's first request came; else when a queue began to gather. */
   private readonly since = new Map<string, number>();
-  /** Requests queued since the last flush, and sent but not answered: either at BUSY_TURN makes a busy turn. */
-  private arrived = 0;
+  /** Requests queued, and sent but not answered: together at BUSY_TURN, a busy turn. */
+  private queued = 0;
   private outstanding = 0;
   /** The queues that have waited a turn already (GATHER_BELOW). */
   private readonly waited = new Map<string, number>();
@@ -66,7 +68,7 @@ export class BatchQueues {
       if (this.window.windowMs > 0) this.since.set(to, this.now());
     }
     queue.push(p);
-    this.arrived++;
+    this.queued++;
     if (this.window.limit > 0 && queue.length >= this.window.limit) {
       this.queues.delete(to);
       this.sendQueue(to, queue);
@@ -102,8 +104,7 @@ export class BatchQueues {
     this.flushing = false;
     this.timer = undefined;
     let held = false;
-    const busy = !all && this.window.windowMs === 0 && (this.arrived >= BUSY_TURN || this.outstanding >= BUSY_TURN);
-    this.arrived = 0;
+    const busy = !all && this.window.windowMs === 0 && this.queued + this.outstanding >= BUSY_TURN;
     for (const [to, queue] of this.queues) {
       const turns = this.waited.get(to) ?? 0;
       if (busy && queue.length < GATHER_BELOW && this.gathers(to) && turns < GATHER_TURNS) {
@@ -123,6 +124,7 @@ export class BatchQueues {
   /** A destination's queue as one script call, or several past MAX_BATCH_KEYS. A send that throws fails its
    * requests, never strands them. */
   private sendQueue(to: string, queue: Pending[]): void {
+    this.queued -= queue.length;
     const since = this.since.get(to);
     this.since.delete(to);
     const heldMs = since === undefined ? 0 : Math.max(0, this.now() - since);
