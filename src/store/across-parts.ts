@@ -58,11 +58,16 @@ function toEveryPart(x: Split, mode: Pending['mode'], of: readonly CounterCheck[
 const plain = (c: CounterCheck): boolean => !c.charge && !c.quota && !c.reservation && !c.slots && c.kind !== SLOTS;
 
 async function countThenUndo(x: Split): Promise<CheckResult> {
-  const results = await toEveryPart(x, 'count', x.checks, x.urgent);
-  const out = merge(x.checks, x.parts, results);
-  if (out.admitted) return out;
+  const settled = await Promise.allSettled(x.parts.map((idx, i) => x.enqueue('count', pick(x.checks, idx), x.queues[i]!, x.trace, x.urgent)));
+  const failed = settled.find((p) => p.status === 'rejected');
+  const results = settled.map((p) => (p.status === 'fulfilled' ? p.value : undefined));
+  // A part that failed (Redis unreachable, timed out) decided nothing: the request fails (the failure policy
+  // answers it), and what the other parts counted for it is given back.
+  const out = failed ? undefined : merge(x.checks, x.parts, results as CheckResult[]);
+  if (out?.admitted) return out;
   results.forEach((r, i) => {
-    if (!r.admitted) return; // a refused part counted nothing
+    // A refused part counted nothing; a failed one, unknown (a call that timed out may have counted): left so.
+    if (!r?.admitted) return;
     const part = pick(x.checks, x.parts[i]!);
     // What the part counted (store.ts: an admitted part counts each window of a group with no window over).
     const { groupOver } = settle(part, r.over);
@@ -71,7 +76,8 @@ async function countThenUndo(x: Split): Promise<CheckResult> {
     // that holds too much, never one that holds too little.
     if (back.length > 0) x.enqueue('count', back, x.queues[i]!, undefined, true).catch(() => undefined);
   });
-  return out;
+  if (failed) throw failed.reason;
+  return out!;
 }
 
 async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResult> {

@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BUCKET, FIXED, type KindCode, SLIDING } from '../../src/config/kinds.js';
 import { counterId, counterKeyOf, storeKey, windowKey } from '../../src/counters/keys.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
@@ -165,6 +165,27 @@ describe('the Redis store on a 3-master Cluster', () => {
       const alone = [];
       for (let i = 0; i < 5; i++) alone.push((await store.check([a])).admitted);
       expect(alone.filter(Boolean)).toHaveLength(2);
+    });
+
+    it("a master that does not answer fails the request, and the other master's count is given back", async () => {
+      const quick = new RedisStore({ connection: parseRedisUrl(cluster.url, 'cluster'), timeoutMs: 150, keyPrefix: PREFIX, logger: silentLogger });
+      try {
+        expect(await quick.waitReady(10_000)).toBe(true);
+        const [a, b] = await split('frozen', FIXED, 10, 10);
+        await quick.check([hourly('frozen-warm')]);
+        const bPort = (await owner(slotOf(b))).port;
+        const node = cluster.nodes.find((n) => n.port === bPort)!;
+        node.signal('SIGSTOP'); // well under the cluster's node timeout (2 s): nobody fails it over
+        try {
+          await expect(quick.check([a, b])).rejects.toThrow();
+        } finally {
+          node.signal('SIGCONT');
+        }
+        // The give-back goes on quick's connection, this read on store's: wait for it to land.
+        await vi.waitFor(async () => expect((await store.check([{ ...a, hits: 0 }])).curr).toEqual([0]), { timeout: 5000, interval: 25 });
+      } finally {
+        await quick.close();
+      }
     });
 
     it('200 at once, one master allowing 50: 50 admitted, and the other master holds exactly their 50', async () => {
