@@ -162,8 +162,9 @@ async function openStores(
   }
   const tiers = deps.tiers ?? (await createTierStore(settings, stack, logger));
   tiers.onReset((keys) => stack.cache?.forget(keys));
-  // A refund on one replica frees room every replica's over-limit cache may hold as full (envoyproxy/ratelimit
-  // #1230 found the same gap in its local cache): told like a reset. Only shared stores have other replicas.
+  // A refund (or a Cluster give-back: store/across-parts.ts) on one replica frees room every replica's over-limit
+  // cache may hold as full (envoyproxy/ratelimit #1230 found the same gap in its local cache): told like a reset.
+  // Only shared stores have other replicas.
   if (stack.cache && tiers.shared) {
     stack.cache.onRefund = (keys) => void tiers.announceReset(keys).catch((err: Error) => logger.debug({ err: err.message }, 'refund announce failed'));
   }

@@ -1,4 +1,4 @@
-import { SLOTS } from '../config/kinds.js';
+import { BUCKET, SLOTS } from '../config/kinds.js';
 import { merge, type Pending, pick } from './redis-batch.js';
 import { type CheckResult, type CounterCheck, settle, type TraceLink } from './store.js';
 
@@ -9,6 +9,7 @@ export type Enqueue = (
   to: string,
   trace: TraceLink | undefined,
   urgent: boolean,
+  atMs?: number,
 ) => Promise<CheckResult>;
 
 /** A request whose counters are on several masters (or slots), which one script call cannot reach: `parts` are the
@@ -16,11 +17,12 @@ export type Enqueue = (
  *
  * A plain request (every window counted when admitted, none a charge, a reservation, a slot or a quota) is counted
  * on every part at once, each part atomically; when a part refuses, the parts that counted give their hits back (an
- * Envoy 1.38 refund of what they added, charge-rules.ts). One round trip, where asking first took two: ten
- * descriptors on a 3-master Cluster had 4.2× one's p99 (issue 53, envoyproxy/ratelimit's #1041). Its inexactness,
- * for such requests only: for one round trip, a refused request's hits hold room that later requests may find
- * taken; and a give-back that lands in the next window (the count was the last one's) takes back from it at most
- * what it holds.
+ * Envoy 1.38 refund of what they added, charge-rules.ts, in the window counted) before the answer. One round trip
+ * for an admitted request, where asking first took two: ten descriptors on a 3-master Cluster had 4.2× one's p99
+ * (issue 53, envoyproxy/ratelimit's #1041); a refused one takes two, as before. Its inexactness, for such requests
+ * only: between its count and its give-back, a refused request's hits hold room that another request may find
+ * taken (envoyproxy/ratelimit counts them for good); the windows it gave back are then forgotten by every
+ * replica's over-limit cache, so none stays refused past that moment.
  *
  * Any other request is first asked without writing ('peek') on every part; only when it fits everywhere is each
  * part counted, atomically within the part. A request that loses a race between the two phases can be counted in
@@ -65,6 +67,20 @@ async function countThenUndo(x: Split): Promise<CheckResult> {
   // answers it), and what the other parts counted for it is given back.
   const out = failed ? undefined : merge(x.checks, x.parts, results as CheckResult[]);
   if (out?.admitted) return out;
+  const givenBack = await giveBack(x, results);
+  if (failed) throw failed.reason;
+  out!.givenBack = givenBack;
+  return out!;
+}
+
+/** What the admitted parts of a request that is refused (or failed) counted, given back; the keys it went to. A
+ * window's give-back is decided at the time of its count (Pending.atMs), so it lands in the window counted, never
+ * in the next; a bucket has no window to miss, and its debt is read now. Awaited, so that the answer comes after
+ * it, and the over-limit cache can forget windows the count made look full (OverLimitCache.learn). A give-back that
+ * fails (Redis gone) leaves the hits counted: a window that holds too much, never one that holds too little. */
+async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise<string[]> {
+  const calls: Promise<unknown>[] = [];
+  const keys: string[] = [];
   results.forEach((r, i) => {
     // A refused part counted nothing; a failed one, unknown (a call that timed out may have counted): left so.
     if (!r?.admitted) return;
@@ -72,12 +88,14 @@ async function countThenUndo(x: Split): Promise<CheckResult> {
     // What the part counted (store.ts: an admitted part counts each window of a group with no window over).
     const { groupOver } = settle(part, r.over);
     const back = part.filter((c) => c.hits > 0 && !groupOver[c.group]).map((c) => ({ ...c, hits: -c.hits, charge: true, shadow: true }));
-    // Not awaited: the answer is known. A give-back that fails (Redis gone) leaves the hits counted: a window
-    // that holds too much, never one that holds too little.
-    if (back.length > 0) x.enqueue('count', back, x.queues[i]!, undefined, true).catch(() => undefined);
+    const windows = back.filter((c) => c.kind !== BUCKET);
+    const buckets = back.filter((c) => c.kind === BUCKET);
+    if (windows.length > 0) calls.push(x.enqueue('count', windows, x.queues[i]!, undefined, true, r.nowMs));
+    if (buckets.length > 0) calls.push(x.enqueue('count', buckets, x.queues[i]!, undefined, true));
+    for (const c of back) keys.push(c.key);
   });
-  if (failed) throw failed.reason;
-  return out!;
+  await Promise.allSettled(calls);
+  return keys;
 }
 
 async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResult> {

@@ -34,6 +34,9 @@ export type SendBatch = (batch: Pending[], to: string, heldMs: number) => Promis
 export const GATHER_BELOW = 16;
 export const GATHER_TURNS = 3;
 export const BUSY_TURN = 8;
+/** However long its turns, a share gathers for at most this long: what it waits comes off the Redis deadline of
+ * every request in it (25 ms by default), as a batch window's does, so it is kept as short as a window's shortest. */
+export const GATHER_MAX_MS = 2;
 
 /** The requests waiting for a script call, by destination (a Redis, a Cluster master, or a hash tag:
  * cluster-routes.ts; '' outside Cluster): each event-loop turn's go at its end (setImmediate runs after the poll
@@ -61,6 +64,10 @@ export class BatchQueues {
   /** Queues a request. `urgent`: it has waited for a window already (the second phase of a request split over
    * Cluster masters, a request sent again after a slot moved), so what is queued goes at the end of this turn. */
   add(to: string, p: Pending, urgent = false): void {
+    if (p.atMs !== undefined) {
+      this.sendCall(to, [p], 0); // its own time: its own call, now (it waited for its count's reply already)
+      return;
+    }
     let queue = this.queues.get(to);
     if (!queue) {
       queue = [];
@@ -107,7 +114,9 @@ export class BatchQueues {
     const busy = !all && this.window.windowMs === 0 && this.queued + this.outstanding >= BUSY_TURN;
     for (const [to, queue] of this.queues) {
       const turns = this.waited.get(to) ?? 0;
-      if (busy && queue.length < GATHER_BELOW && this.gathers(to) && turns < GATHER_TURNS) {
+      const since = this.since.get(to);
+      const young = since === undefined || this.now() - since < GATHER_MAX_MS;
+      if (busy && queue.length < GATHER_BELOW && this.gathers(to) && turns < GATHER_TURNS && young) {
         this.waited.set(to, turns + 1); // GATHER_BELOW: at the end of the next turn, with what it brings
         // Its deadline gives back the turns it waits, not the one it came in: reading a burst is not Redis's delay.
         if (turns === 0) this.since.set(to, this.now());
@@ -128,30 +137,32 @@ export class BatchQueues {
     const since = this.since.get(to);
     this.since.delete(to);
     const heldMs = since === undefined ? 0 : Math.max(0, this.now() - since);
-    const send = (batch: Pending[]): void => {
-      try {
-        const call = this.send(batch, to, heldMs);
-        if (!call) return;
-        this.outstanding += batch.length;
-        const over = (): void => {
-          this.outstanding -= batch.length;
-        };
-        call.then(over, over);
-      } catch (err) {
-        for (const p of batch) p.reject(err as Error);
-      }
-    };
     let from = 0;
     let keys = 0;
     for (let i = 0; i < queue.length; i++) {
       const n = queue[i]!.checks.length;
       if (keys > 0 && keys + n > MAX_BATCH_KEYS) {
-        send(queue.slice(from, i));
+        this.sendCall(to, queue.slice(from, i), heldMs);
         from = i;
         keys = 0;
       }
       keys += n;
     }
-    send(from === 0 ? queue : queue.slice(from));
+    this.sendCall(to, from === 0 ? queue : queue.slice(from), heldMs);
+  }
+
+  /** One script call; its requests count as waiting for Redis until it is over. */
+  private sendCall(to: string, batch: Pending[], heldMs: number): void {
+    try {
+      const call = this.send(batch, to, heldMs);
+      if (!call) return;
+      this.outstanding += batch.length;
+      const over = (): void => {
+        this.outstanding -= batch.length;
+      };
+      call.then(over, over);
+    } catch (err) {
+      for (const p of batch) p.reject(err as Error);
+    }
   }
 }

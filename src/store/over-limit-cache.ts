@@ -35,7 +35,9 @@ const MAX_ENTRIES = 100_000;
 /** Answers requests whose every descriptor has a window known to be full, without asking the store.
  * Exact, because rejected requests never count: once a window is full it stays full until it ends (fixed)
  * or has decayed enough (sliding), and a token bucket stays short of the request's tokens until they have
- * refilled (its debt only grows by others' requests), whatever other replicas do. */
+ * refilled (its debt only grows by others' requests), whatever other replicas do. Two things give room back, and
+ * each says so: a refund (is_negative_hits), and a refused request over several Cluster masters whose admitted
+ * parts counted for a moment (CheckResult.givenBack); both make every replica forget the windows. */
 export class OverLimitCache implements Store {
   readonly kind: string;
   private readonly entries = new Map<string, Entry>();
@@ -66,6 +68,12 @@ export class OverLimitCache implements Store {
     if (this.onRefund && result.counted) this.announceRefunds(checks, result.counted);
     // A request with a charge is never answered from here (see answer): nothing of it to remember.
     if (!result.admitted && result.source === undefined && !result.counted) this.remember(checks, result, sentAt);
+    if (result.givenBack?.length) {
+      // Counted for a moment and given back: a request refused meanwhile may have left them here as full, on this
+      // replica or another.
+      this.forget(result.givenBack);
+      this.onRefund?.(result.givenBack);
+    }
     return result;
   }
 

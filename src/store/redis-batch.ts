@@ -24,6 +24,9 @@ export interface Pending {
   trace: TraceLink | undefined;
   resolve: (r: CheckResult) => void;
   reject: (e: Error) => void;
+  /** Decide it at this time of the store's clock, not now: a give-back of a window counted then
+   * (across-parts.ts), so that it lands in that window whatever the time. It goes in a call of its own. */
+  atMs?: number;
 }
 
 /** check-and-incr.lua's modes for a plain request, which sends shapes without groups. */

@@ -146,7 +146,8 @@ export class RedisStore implements Store {
     tag: string,
     trace: TraceLink | undefined,
     urgent = false,
-  ): Promise<CheckResult> => new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject }, urgent));
+    atMs?: number,
+  ): Promise<CheckResult> => new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject, atMs }, urgent));
 
   /** A request over several masters or slots (across-parts.ts). */
   private acrossParts(mode: Pending['mode'], checks: readonly CounterCheck[], parts: number[][], queues: string[], trace?: TraceLink, urgent = false) {
@@ -164,7 +165,7 @@ export class RedisStore implements Store {
       this.reroute(batch);
       return undefined;
     }
-    const nowMs = this.opts.clock?.now() ?? 0;
+    const nowMs = batch[0]!.atMs ?? this.opts.clock?.now() ?? 0; // a request with its own time goes alone
     const full = () => encodeBatch(batch, this.opts.keyPrefix, nowMs);
     // A quiet replica's usual call, one plain request, runs the lean script on one Redis (not a Cluster's).
     const lean = !node && batch.length === 1 && !(this.client instanceof Cluster) && isOnePlain(batch[0]!);
@@ -176,8 +177,13 @@ export class RedisStore implements Store {
       (reply) => {
         this.replied();
         span?.end();
-        const rest = answerBatch(batch, reply, this.refusals.refused);
-        if (rest.length > 0) this.reroute(rest);
+        try {
+          const rest = answerBatch(batch, reply, this.refusals.refused);
+          if (rest.length > 0) this.reroute(rest);
+        } catch (err) {
+          // A reply this process cannot read fails its requests (the policy answers them), never strands them.
+          for (const p of batch) p.reject(redisFailure(err));
+        }
       },
       (err: unknown) => {
         if (node && (notLocal(err) || noScriptFlags(err))) {

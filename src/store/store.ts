@@ -108,6 +108,9 @@ export interface CheckResult {
   expired?: number;
   /** Per check (in-flight slots only, else 0): slots found past their lease while deciding. */
   slotsExpired?: number[];
+  /** Keys whose windows a refused request counted for a moment and gave back (a request over several Redis
+   * Cluster masters: src/store/across-parts.ts): another request may have found them full meanwhile. */
+  givenBack?: string[];
 }
 
 export interface StoreHealth {

@@ -1,7 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BUCKET, FIXED, type KindCode, SLIDING } from '../../src/config/kinds.js';
-import { counterId, counterKeyOf, storeKey, windowKey } from '../../src/counters/keys.js';
+import { counterId, counterKeyOf, storeKey, windowCounterName, windowKey } from '../../src/counters/keys.js';
+import { OverLimitCache } from '../../src/store/over-limit-cache.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT } from '../../src/store/redis-script.js';
 import { RedisStore } from '../../src/store/redis-store.js';
@@ -165,6 +166,48 @@ describe('the Redis store on a 3-master Cluster', () => {
       const alone = [];
       for (let i = 0; i < 5; i++) alone.push((await store.check([a])).admitted);
       expect(alone.filter(Boolean)).toHaveLength(2);
+    });
+
+    it("what a refused request counted for a moment is not kept as full by any replica's over-limit cache", async () => {
+      const cache = new OverLimitCache(store);
+      const announced: string[] = [];
+      cache.onRefund = (keys) => announced.push(...keys);
+      const [a, b] = await split('cached', FIXED, 1, 1);
+      await store.check([hourly('cached-warm')]);
+      expect((await cache.check([b])).admitted).toBe(true); // b is full
+      // One turn: [a, b] counts a on its master, then [a] finds it taken, before [a, b]'s give-back.
+      const [pair, alone] = await Promise.all([cache.check([a, b]), cache.check([a])]);
+      expect([pair.admitted, alone.admitted]).toEqual([false, false]);
+      expect(announced).toEqual([a.key]); // the other replicas forget it too (service.ts)
+      const next = await cache.check([a]);
+      expect([next.admitted, next.source]).toEqual([true, undefined]); // asked Redis, which holds a at 0
+    });
+
+    it('a give-back lands in the window its count went to, though the next has begun when it is sent', async () => {
+      const T = 1_800_000_000_000; // a minute's start
+      // The store reads its clock once a call: the counts in the minute's last milliseconds, anything after them
+      // (a give-back sent at its own time would be) in the next minute.
+      let times: number[] = [];
+      const clock = { now: () => times.shift() ?? T + 60_010 };
+      const timed = new RedisStore({ connection: parseRedisUrl(cluster.url, 'cluster'), timeoutMs: 2000, keyPrefix: PREFIX, logger: silentLogger, clock });
+      try {
+        expect(await timed.waitReady(10_000)).toBe(true);
+        const [a0, b0] = await split('boundary', FIXED, 10, 1);
+        const [a, b] = [
+          { ...a0, windowMs: 60_000 },
+          { ...b0, windowMs: 60_000 },
+        ];
+        await timed.check([hourly('boundary-warm')]);
+        times = [T + 59_990, T + 59_995, T + 59_995]; // b filled; then [a, b]'s two parts
+        expect((await timed.check([b])).admitted).toBe(true);
+        expect((await timed.check([a, b])).admitted).toBe(false);
+        expect(times).toEqual([]);
+        const port = (await owner(slotOf(a))).port;
+        const counter = await cluster.nodes.find((n) => n.port === port)!.cli('GET', windowCounterName(storeKey(PREFIX, a.key), 60_000, T));
+        expect(counter.trim()).toBe('0'); // counted in the first minute, given back there
+      } finally {
+        await timed.close();
+      }
     });
 
     it("a master that does not answer fails the request, and the other master's count is given back", async () => {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { BatchQueues, BUSY_TURN, GATHER_BELOW, GATHER_TURNS } from '../../src/store/batch-queues.js';
+import { BatchQueues, BUSY_TURN, GATHER_BELOW, GATHER_MAX_MS, GATHER_TURNS } from '../../src/store/batch-queues.js';
 import type { Pending } from '../../src/store/redis-batch.js';
 import { counterCheck } from '../helpers/checks.js';
 
@@ -124,16 +124,39 @@ describe('BatchQueues', () => {
 
     it(`in busy turns, a share under ${GATHER_BELOW} waits up to ${GATHER_TURNS} turns, growing, its wait off its deadline`, () => {
       const q = masters();
+      const step = GATHER_MAX_MS / (GATHER_TURNS + 1); // short turns: the turns, not the time, end it
       turn(q, 'node:a', ...others);
       expect(sent).toEqual([{ to: 'tag:x', n: BUSY_TURN, heldMs: 0 }]); // not a master's: it goes at the end of its turn
       for (let i = 1; i < GATHER_TURNS; i++) {
-        clock += 1;
+        clock += step;
         turn(q, 'node:a', ...others);
       }
       expect(sent.filter((x) => x.to === 'node:a')).toEqual([]);
-      clock += 1;
+      clock += step;
       turn(q, ...others);
-      expect(sent.filter((x) => x.to === 'node:a')).toEqual([{ to: 'node:a', n: GATHER_TURNS, heldMs: GATHER_TURNS }]);
+      expect(sent.filter((x) => x.to === 'node:a')).toEqual([{ to: 'node:a', n: GATHER_TURNS, heldMs: GATHER_TURNS * step }]);
+    });
+
+    it(`however long its turns, a share gathers for at most ${GATHER_MAX_MS} ms`, () => {
+      const q = masters();
+      turn(q, 'node:a', ...others);
+      clock += GATHER_MAX_MS;
+      turn(q, ...others);
+      expect(sent.filter((x) => x.to === 'node:a')).toEqual([{ to: 'node:a', n: 1, heldMs: GATHER_MAX_MS }]);
+    });
+
+    it('a give-back with its own time goes at once in a call of its own, and leaves a gathering share as it was', () => {
+      const q = masters();
+      turn(q, 'node:a', ...others);
+      clock += 1;
+      q.add('node:a', { ...pending(), atMs: 123 });
+      expect(sent.filter((x) => x.to === 'node:a')).toEqual([{ to: 'node:a', n: 1, heldMs: 0 }]);
+      clock += 0.5;
+      for (let i = 0; i < GATHER_TURNS; i++) turn(q, ...others);
+      expect(sent.filter((x) => x.to === 'node:a')).toEqual([
+        { to: 'node:a', n: 1, heldMs: 0 },
+        { to: 'node:a', n: 1, heldMs: 1.5 },
+      ]);
     });
 
     it("the turn a request came in is not taken off its deadline, however long the turn: reading a burst is not Redis's delay", () => {

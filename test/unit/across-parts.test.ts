@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { BUCKET, FIXED, SLIDING } from '../../src/config/kinds.js';
+import { acrossParts, type Enqueue } from '../../src/store/across-parts.js';
+import type { CheckResult, CounterCheck } from '../../src/store/store.js';
+import { counterCheck } from '../helpers/checks.js';
+
+// A request over several masters (src/store/across-parts.ts) against a fake store whose every part answers at
+// once: what is sent to each part, and when a part refuses, what the others give back and at what time. The
+// Cluster itself is in test/integration/redis-cluster-batches.test.ts.
+
+interface Sent {
+  mode: string;
+  to: string;
+  hits: number[];
+  atMs: number | undefined;
+}
+
+/** Each part's answer by destination: admitted or not, at the store time `nowMs`. */
+function fake(answers: Record<string, { admitted: boolean; nowMs: number }>): { enqueue: Enqueue; sent: Sent[] } {
+  const sent: Sent[] = [];
+  const enqueue: Enqueue = (mode, checks, to, _trace, _urgent, atMs) => {
+    sent.push({ mode, to, hits: checks.map((c) => c.hits), atMs });
+    const { admitted, nowMs } = answers[to]!;
+    const n = checks.length;
+    const r: CheckResult = { nowMs, admitted, curr: new Array(n).fill(0), prev: new Array(n).fill(0), over: checks.map(() => !admitted) };
+    return Promise.resolve(r);
+  };
+  return { enqueue, sent };
+}
+
+const check = (key: string, over: Partial<CounterCheck> = {}): CounterCheck => counterCheck({ key, windowMs: 60_000, limit: 10, ...over });
+
+describe('a plain request over several masters', () => {
+  it('admitted everywhere: one count a part, nothing given back', async () => {
+    const { enqueue, sent } = fake({ a: { admitted: true, nowMs: 1000 }, b: { admitted: true, nowMs: 1000 } });
+    const r = await acrossParts(enqueue, 'count', [check('x', { group: 0 }), check('y', { group: 1 })], [[0], [1]], ['a', 'b']);
+    expect(r.admitted).toBe(true);
+    expect(sent.map((s) => s.to)).toEqual(['a', 'b']);
+  });
+
+  it("refused by one: the other gives back each window it counted, decided at its count's time; a bucket at Redis's", async () => {
+    const { enqueue, sent } = fake({ a: { admitted: true, nowMs: 59_999 }, b: { admitted: false, nowMs: 60_001 } });
+    const checks = [
+      check('fixed', { group: 0, hits: 2 }),
+      check('sliding', { group: 0, kind: SLIDING, hits: 2 }),
+      check('bucket', { group: 1, kind: BUCKET, burst: 10, hits: 2 }),
+      check('refuser', { group: 2 }),
+    ];
+    const r = await acrossParts(enqueue, 'count', checks, [[0, 1, 2], [3]], ['a', 'b']);
+    expect(r.admitted).toBe(false);
+    const back = sent.slice(2);
+    // In the window counted (59,999 is the last ms of the first minute), not the one it is sent in.
+    expect(back).toContainEqual({ mode: 'count', to: 'a', hits: [-2, -2], atMs: 59_999 });
+    expect(back).toContainEqual({ mode: 'count', to: 'a', hits: [-2], atMs: undefined });
+    expect(back).toHaveLength(2);
+    expect(r.givenBack?.sort()).toEqual(['bucket', 'fixed', 'sliding']);
+  });
+
+  it('a part that fails: the request fails, after the others gave back', async () => {
+    const { enqueue: base, sent } = fake({ a: { admitted: true, nowMs: 5 } });
+    const enqueue: Enqueue = (mode, checks, to, trace, urgent, atMs) =>
+      to === 'b' ? Promise.reject(new Error('frozen')) : base(mode, checks, to, trace, urgent, atMs);
+    await expect(acrossParts(enqueue, 'count', [check('x', { group: 0 }), check('y', { group: 1 })], [[0], [1]], ['a', 'b'])).rejects.toThrow('frozen');
+    expect(sent.slice(1)).toEqual([{ mode: 'count', to: 'a', hits: [-1], atMs: 5 }]);
+  });
+
+  it('a request with a charge is peeked first, then counted', async () => {
+    const { enqueue, sent } = fake({ a: { admitted: true, nowMs: 1 }, b: { admitted: true, nowMs: 1 } });
+    await acrossParts(enqueue, 'count', [check('x', { group: 0, charge: true }), check('y', { group: 1, kind: FIXED })], [[0], [1]], ['a', 'b']);
+    expect(sent.map((s) => s.mode)).toEqual(['peek', 'peek', 'count', 'count']);
+  });
+});
