@@ -21,8 +21,9 @@ export type Enqueue = (
  * for an admitted request, where asking first took two: ten descriptors on a 3-master Cluster had 4.2× one's p99
  * (issue 53, envoyproxy/ratelimit's #1041); a refused one takes two, as before. Its inexactness, for such requests
  * only: between its count and its give-back, a refused request's hits hold room that another request may find
- * taken (envoyproxy/ratelimit counts them for good); the windows it gave back are then forgotten by every
- * replica's over-limit cache, so none stays refused past that moment.
+ * taken; the windows it gave back are then forgotten by every replica's over-limit cache, so none stays refused
+ * past that moment. (envoyproxy/ratelimit's src/redis/fixed_cache_impl.go reads a request's keys first and counts
+ * the others with 0 when one would go over: two round trips, and a stale read leaves the others' hits for good.)
  *
  * Any other request is first asked without writing ('peek') on every part; only when it fits everywhere is each
  * part counted, atomically within the part. A request that loses a race between the two phases can be counted in
