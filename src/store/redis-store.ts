@@ -8,7 +8,7 @@ import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
 import { acrossParts } from './across-parts.js';
 import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
-import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePlain, type Pending } from './redis-batch.js';
+import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePlain, merge, type Pending, pick } from './redis-batch.js';
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
 import { KeyRefusals } from './redis-refusals.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
@@ -132,10 +132,13 @@ export class RedisStore implements Store {
 
   /** A Cluster request slot by slot, through the client's redirects: while the map of slots is not known, and
    * for the requests a per-node call did not decide because it found a key not local (it wrote nothing for them). */
-  private bySlot(mode: Pending['mode'], checks: readonly CounterCheck[], trace: TraceLink | undefined, urgent = false): Promise<CheckResult> {
+  private bySlot(mode: Pending['mode'], checks: readonly CounterCheck[], trace: TraceLink | undefined, urgent = false, atMs?: number): Promise<CheckResult> {
     const slots = byHashTag(checks);
     const queues = slots.map((idx) => TAG + hashTag(checks[idx[0]!]!.key));
-    if (slots.length === 1) return this.enqueue(mode, checks, queues[0]!, trace, urgent);
+    if (slots.length === 1) return this.enqueue(mode, checks, queues[0]!, trace, urgent, atMs);
+    // A give-back at its own time (across-parts.ts): refunds, each never refused, so slot by slot at that time.
+    if (atMs !== undefined)
+      return Promise.all(slots.map((idx, i) => this.enqueue(mode, pick(checks, idx), queues[i]!, trace, true, atMs))).then((r) => merge(checks, slots, r));
     return this.acrossParts(mode, checks, slots, queues, trace, urgent);
   }
 
@@ -203,7 +206,7 @@ export class RedisStore implements Store {
    * again, each goes slot by slot; the call wrote nothing for them (redis-script.ts), so none counts twice. */
   private reroute(batch: Pending[], unsupported = false): void {
     this.routes!.refresh(unsupported);
-    for (const p of batch) this.bySlot(p.mode, p.checks, p.trace, true).then(p.resolve, p.reject);
+    for (const p of batch) this.bySlot(p.mode, p.checks, p.trace, true, p.atMs).then(p.resolve, p.reject);
   }
 
   /** A command of another part (the RLQS share table) on this connection, under the store's health: refused at
