@@ -331,6 +331,14 @@ function print(r) {
     }
     console.log(`  tollgate over the lean floor: ${f(c.tollgateOverFloor, 2)}×`);
     if (c.quietOverFloor) console.log(`  a quiet sidecar (one request a call) over the lean floor at one a call: ${f(c.quietOverFloor, 2)}×`);
+    const paced = c.pacedLatencyMs ?? {};
+    const p99 = (name) => paced[name]?.[1];
+    if (paced['cluster 10'] && paced['cluster 1'])
+      console.log(
+        `  10 descriptors against 1 on the Cluster at 1,000/s, p99: ${f(p99('cluster 10'), 2)} against ${f(p99('cluster 1'), 2)} ms ` +
+          `(${f(p99('cluster 10') / p99('cluster 1'), 2)}×); this machine's floor, a call to 3 masters at once against 1: ` +
+          `${f(p99('fan-out 3'), 2)} against ${f(p99('fan-out 1'), 2)} ms (${f(p99('fan-out 3') / p99('fan-out 1'), 2)}×)`,
+      );
     if (c.clusterOverOne)
       console.log(
         `  3-master Cluster over one Redis, all masters' CPU: ${f(c.clusterOverOne, 2)}× (one replica's batches), ` +
