@@ -58,7 +58,7 @@ export class BatchQueues {
     private readonly send: SendBatch,
     private readonly window: BatchWindow = { windowMs: 0, limit: 0 },
     private readonly now: () => number = () => performance.now(),
-    private readonly gathers: (to: string) => boolean = () => false,
+    private readonly gathers?: (to: string) => boolean,
   ) {}
 
   /** Queues a request. `urgent`: it has waited for a window already (the second phase of a request split over
@@ -111,24 +111,30 @@ export class BatchQueues {
     this.flushing = false;
     this.timer = undefined;
     let held = false;
-    const busy = !all && this.window.windowMs === 0 && this.queued + this.outstanding >= BUSY_TURN;
+    // Nothing of this for a store none of whose destinations gathers (one Redis): its calls cost what they did.
+    const busy = this.gathers !== undefined && !all && this.window.windowMs === 0 && this.queued + this.outstanding >= BUSY_TURN;
     for (const [to, queue] of this.queues) {
-      const turns = this.waited.get(to) ?? 0;
-      const since = this.since.get(to);
-      const young = since === undefined || this.now() - since < GATHER_MAX_MS;
-      if (busy && queue.length < GATHER_BELOW && this.gathers(to) && turns < GATHER_TURNS && young) {
-        this.waited.set(to, turns + 1); // GATHER_BELOW: at the end of the next turn, with what it brings
-        // Its deadline gives back the turns it waits, not the one it came in: reading a burst is not Redis's delay.
-        if (turns === 0) this.since.set(to, this.now());
+      if (busy && queue.length < GATHER_BELOW && this.gathers!(to) && this.gather(to)) {
         held = true;
         continue;
       }
-      this.waited.delete(to);
+      if (this.waited.size > 0) this.waited.delete(to);
       this.queues.delete(to);
       this.sendQueue(to, queue);
     }
     if (held) this.schedule(true);
   };
+
+  /** Whether `to`'s share waits for the next turn: it has waited fewer than GATHER_TURNS, for under GATHER_MAX_MS. */
+  private gather(to: string): boolean {
+    const turns = this.waited.get(to) ?? 0;
+    const since = this.since.get(to);
+    if (turns >= GATHER_TURNS || (since !== undefined && this.now() - since >= GATHER_MAX_MS)) return false;
+    this.waited.set(to, turns + 1); // GATHER_BELOW: at the end of the next turn, with what it brings
+    // Its deadline gives back the turns it waits, not the one it came in: reading a burst is not Redis's delay.
+    if (turns === 0) this.since.set(to, this.now());
+    return true;
+  }
 
   /** A destination's queue as one script call, or several past MAX_BATCH_KEYS. A send that throws fails its
    * requests, never strands them. */
@@ -155,7 +161,7 @@ export class BatchQueues {
   private sendCall(to: string, batch: Pending[], heldMs: number): void {
     try {
       const call = this.send(batch, to, heldMs);
-      if (!call) return;
+      if (!call || this.gathers === undefined) return; // only a store that gathers needs to know what is out
       this.outstanding += batch.length;
       const over = (): void => {
         this.outstanding -= batch.length;

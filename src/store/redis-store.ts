@@ -63,15 +63,11 @@ export class RedisStore implements Store {
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
-    // A Cluster master's share of a turn gathers for one more turn while small (batch-queues.ts, GATHER_BELOW).
-    this.queues = new BatchQueues(
-      (batch, to, heldMs) => this.send(batch, to, heldMs),
-      opts.batch,
-      undefined,
-      (to) => to.startsWith(NODE),
-    );
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
     this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
+    // A Cluster master's share of a busy turn gathers for a few turns while small (batch-queues.ts, GATHER_BELOW).
+    const gathers = this.routes ? (to: string): boolean => to.startsWith(NODE) : undefined;
+    this.queues = new BatchQueues((batch, to, heldMs) => this.send(batch, to, heldMs), opts.batch, undefined, gathers);
     this.client.on('ready', () => {
       this.preloaded = this.preload();
       this.recovered();
