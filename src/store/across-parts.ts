@@ -36,8 +36,11 @@ export function acrossParts(
   queues: string[],
   trace?: TraceLink,
   urgent = false,
+  atMs?: number,
 ): Promise<CheckResult> {
-  const split: Split = { enqueue, checks, parts, queues, trace, urgent };
+  const split: Split = { enqueue, checks, parts, queues, trace, urgent, atMs };
+  // A give-back sent again slot by slot (a slot moved): refunds, never refused, so each part at once, at its time.
+  if (atMs !== undefined) return Promise.all(toEveryPart(split, mode, checks, true)).then((r) => merge(checks, parts, r));
   if (mode === 'count' && checks.every(plain)) return countThenUndo(split);
   return peekThenCount(split, mode);
 }
@@ -50,18 +53,20 @@ interface Split {
   queues: string[];
   trace: TraceLink | undefined;
   urgent: boolean;
+  /** A give-back's own time (Pending.atMs), else undefined. */
+  atMs: number | undefined;
 }
 
 /** Each part of `of` (the request's checks, or checks made from them index for index) to its destination. */
-function toEveryPart(x: Split, mode: Pending['mode'], of: readonly CounterCheck[], urgent: boolean): Promise<CheckResult[]> {
-  return Promise.all(x.parts.map((idx, i) => x.enqueue(mode, pick(of, idx), x.queues[i]!, x.trace, urgent)));
+function toEveryPart(x: Split, mode: Pending['mode'], of: readonly CounterCheck[], urgent: boolean): Promise<CheckResult>[] {
+  return x.parts.map((idx, i) => x.enqueue(mode, pick(of, idx), x.queues[i]!, x.trace, urgent, x.atMs));
 }
 
 /** Whether a check's count can be given back as a refund: a window or a bucket, counted when admitted. */
 const plain = (c: CounterCheck): boolean => !c.charge && !c.quota && !c.reservation && !c.slots && c.kind !== SLOTS;
 
 async function countThenUndo(x: Split): Promise<CheckResult> {
-  const settled = await Promise.allSettled(x.parts.map((idx, i) => x.enqueue('count', pick(x.checks, idx), x.queues[i]!, x.trace, x.urgent)));
+  const settled = await Promise.allSettled(toEveryPart(x, 'count', x.checks, x.urgent));
   const failed = settled.find((p) => p.status === 'rejected');
   const results = settled.map((p) => (p.status === 'fulfilled' ? p.value : undefined));
   // A part that failed (Redis unreachable, timed out) decided nothing: the request fails (the failure policy
@@ -101,7 +106,7 @@ async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise
 
 async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResult> {
   const { checks, parts } = x;
-  const peeked = merge(checks, parts, await toEveryPart(x, 'peek', checks, x.urgent));
+  const peeked = merge(checks, parts, await Promise.all(toEveryPart(x, 'peek', checks, x.urgent)));
   if (mode === 'peek') return peeked;
   const charges = checks.some((c) => c.charge && !(c.kind === SLOTS && c.hits >= 0));
   if (!peeked.admitted && !charges) {
@@ -115,7 +120,7 @@ async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResu
   // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
   // (A slot is not a charge: a refused request takes none.)
   if (!peeked.admitted) counted = counted.map((c) => (c.charge && !(c.kind === SLOTS && c.hits >= 0) ? c : { ...c, hits: 0, shadow: true }));
-  const result = merge(checks, parts, await toEveryPart(x, 'count', counted, true));
+  const result = merge(checks, parts, await Promise.all(toEveryPart(x, 'count', counted, true)));
   if (!peeked.admitted) result.admitted = false;
   return result;
 }

@@ -8,7 +8,7 @@ import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
 import { acrossParts } from './across-parts.js';
 import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
-import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePlain, merge, type Pending, pick } from './redis-batch.js';
+import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePlain, type Pending } from './redis-batch.js';
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
 import { KeyRefusals } from './redis-refusals.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
@@ -132,10 +132,7 @@ export class RedisStore implements Store {
     const slots = byHashTag(checks);
     const queues = slots.map((idx) => TAG + hashTag(checks[idx[0]!]!.key));
     if (slots.length === 1) return this.enqueue(mode, checks, queues[0]!, trace, urgent, atMs);
-    // A give-back at its own time (across-parts.ts): refunds, each never refused, so slot by slot at that time.
-    if (atMs !== undefined)
-      return Promise.all(slots.map((idx, i) => this.enqueue(mode, pick(checks, idx), queues[i]!, trace, true, atMs))).then((r) => merge(checks, slots, r));
-    return this.acrossParts(mode, checks, slots, queues, trace, urgent);
+    return this.acrossParts(mode, checks, slots, queues, trace, urgent, atMs);
   }
 
   /** Queues a request for the next script call to `tag` (batch-queues.ts); `urgent`, past any batch window. */
@@ -149,8 +146,16 @@ export class RedisStore implements Store {
   ): Promise<CheckResult> => new Promise((resolve, reject) => this.queues.add(tag, { mode, checks, trace, resolve, reject, atMs }, urgent));
 
   /** A request over several masters or slots (across-parts.ts). */
-  private acrossParts(mode: Pending['mode'], checks: readonly CounterCheck[], parts: number[][], queues: string[], trace?: TraceLink, urgent = false) {
-    return acrossParts(this.enqueue, mode, checks, parts, queues, trace, urgent);
+  private acrossParts(
+    mode: Pending['mode'],
+    checks: readonly CounterCheck[],
+    parts: number[][],
+    queues: string[],
+    trace?: TraceLink,
+    urgent = false,
+    atMs?: number,
+  ) {
+    return acrossParts(this.enqueue, mode, checks, parts, queues, trace, urgent, atMs);
   }
 
   /** One script call for a batch. Its deadline runs from here, when the command is written, not from when

@@ -69,4 +69,14 @@ describe('a plain request over several masters', () => {
     await acrossParts(enqueue, 'count', [check('x', { group: 0, charge: true }), check('y', { group: 1, kind: FIXED })], [[0], [1]], ['a', 'b']);
     expect(sent.map((s) => s.mode)).toEqual(['peek', 'peek', 'count', 'count']);
   });
+
+  it('a give-back sent again over several slots goes to every part at once, each at its own time, without a peek', async () => {
+    const { enqueue, sent } = fake({ a: { admitted: true, nowMs: 7 }, b: { admitted: true, nowMs: 7 } });
+    const back = [check('x', { group: 0, hits: -1, charge: true, shadow: true }), check('y', { group: 1, hits: -1, charge: true, shadow: true })];
+    await acrossParts(enqueue, 'count', back, [[0], [1]], ['a', 'b'], undefined, true, 59_999);
+    expect(sent).toEqual([
+      { mode: 'count', to: 'a', hits: [-1], atMs: 59_999 },
+      { mode: 'count', to: 'b', hits: [-1], atMs: 59_999 },
+    ]);
+  });
 });
