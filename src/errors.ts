@@ -33,6 +33,14 @@ export class StoreDegradedError extends StoreUnavailableError {}
 /** The call could not reach the store: no usable connection (closed, refused, reset, not writable). */
 export class StoreConnectionError extends StoreUnavailableError {}
 
+/** A Redis Cluster refused the request while it fails over or moves a slot (CLUSTERDOWN, a key no longer the
+ * node's): the store is briefly away, not the request's keys at fault; the request wrote nothing. */
+export class StoreMovingError extends StoreUnavailableError {
+  constructor() {
+    super('redis cluster is failing over or moving a slot: the request was not decided');
+  }
+}
+
 /** The store answered, but refused this request's keys (Redis: a key of another type, WRONGTYPE; out of
  * memory, OOM). Only this request failed; the others of its batch were decided. `kind` is Redis's word. */
 export class StoreKeyError extends StoreUnavailableError {

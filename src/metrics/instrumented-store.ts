@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { StoreConnectionError, StoreDegradedError, StoreKeyError } from '../errors.js';
+import { StoreConnectionError, StoreDegradedError, StoreKeyError, StoreMovingError } from '../errors.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from '../store/store.js';
 import { TimeoutError } from '../store/timeout.js';
 import type { Metrics } from './metrics.js';
@@ -59,8 +59,9 @@ export class InstrumentedStore implements Store {
 }
 
 /** The kind of a failure, from the error's class (the store wraps what its client raised in `cause`). */
-function errorKind(err: unknown): 'timeout' | 'connection' | 'degraded' | 'wrong_type' | 'out_of_memory' | 'other' {
+function errorKind(err: unknown): 'timeout' | 'connection' | 'degraded' | 'cluster_moving' | 'wrong_type' | 'out_of_memory' | 'other' {
   if (err instanceof StoreDegradedError) return 'degraded';
+  if (err instanceof StoreMovingError) return 'cluster_moving';
   if (err instanceof StoreKeyError) return err.kind === 'WRONGTYPE' ? 'wrong_type' : err.kind === 'OOM' ? 'out_of_memory' : 'other';
   if (err instanceof StoreConnectionError) return 'connection';
   if (err instanceof TimeoutError || (err instanceof Error && err.cause instanceof TimeoutError)) return 'timeout';

@@ -244,7 +244,8 @@ export class Metrics {
 
   /** Zero series for every kind of store error, for the same reason. */
   initStore(store: string): void {
-    for (const kind of ['timeout', 'connection', 'degraded', 'wrong_type', 'out_of_memory', 'other']) this.storeErrors.inc({ store, kind }, 0);
+    for (const kind of ['timeout', 'connection', 'degraded', 'cluster_moving', 'wrong_type', 'out_of_memory', 'other'])
+      this.storeErrors.inc({ store, kind }, 0);
   }
 
   /** A gauge whose value is read at scrape time; `aggregator`: how --workers combines the workers' values. */

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../counters/clock.js';
-import { StoreKeyError, StoreUnavailableError } from '../errors.js';
+import { StoreDegradedError, StoreKeyError, StoreMovingError, StoreUnavailableError } from '../errors.js';
 import { SettlementQueue } from './settlement-queue.js';
 import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
@@ -58,6 +58,7 @@ export class PolicyStore implements Store {
   private failed(checks: readonly CounterCheck[], err: unknown): Maybe<CheckResult> {
     const away = err instanceof StoreUnavailableError && !(err instanceof StoreKeyError);
     if (away && SettlementQueue.holds(checks)) this.settlements.keep(checks);
+    else if (away && mayHaveRun(err)) this.keepGiveBack(checks);
     if (!(err instanceof StoreUnavailableError) || this.policy === 'allow') throw err;
     if (this.policy === 'deny') return this.denied(checks);
     // One request refused for its own keys says nothing of the store (the store logs it, rate-limited): no
@@ -69,6 +70,15 @@ export class PolicyStore implements Store {
     const local = this.fallback!.check(checks);
     if (local instanceof Promise) return local.then((r) => ({ ...r, source: 'fallback' as const }));
     return { ...local, source: 'fallback' };
+  }
+
+  /** A take of slots by request id whose answer never came (a timeout, a connection lost with the call on it)
+   * may have run: its give-back is kept and sent once the store answers, so a slot the caller never learnt of
+   * is not held for its lease. Giving back an id that holds nothing returns nothing. A take that ran later
+   * still (after the give-back) is held until Envoy's own give-back or its lease. */
+  private keepGiveBack(checks: readonly CounterCheck[]): void {
+    const back = SettlementQueue.giveBackOf(checks);
+    if (back) this.settlements.keep(back);
   }
 
   health(): StoreHealth {
@@ -102,4 +112,10 @@ export class PolicyStore implements Store {
       source: 'policy',
     };
   }
+}
+
+/** Whether a failed call may have run in the store: not when it was refused without being sent (degraded), nor
+ * when a Cluster refused it before it wrote anything (moving). */
+function mayHaveRun(err: unknown): boolean {
+  return !(err instanceof StoreDegradedError) && !(err instanceof StoreMovingError);
 }

@@ -1,6 +1,6 @@
 import { FIXED, SLIDING, SLOTS } from '../config/kinds.js';
 import { hashTag, storeKey } from '../counters/keys.js';
-import type { StoreKeyError } from '../errors.js';
+import { type StoreKeyError, StoreMovingError } from '../errors.js';
 import {
   type BatchSpan,
   type BatchTracer,
@@ -198,8 +198,9 @@ function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
 
 /** Splits a batch's reply into each request's answer (layout in check-and-incr.lua: per window its count,
  * negative when it has no room, and the previous count after a sliding one); a request whose keys Redis
- * refused is one string, and fails alone. Returns the requests the script did not decide: on a Cluster master,
- * from the one whose key the node does not serve (NOTLOCAL) on; none otherwise. */
+ * refused is one string, and fails alone (a Cluster's refusal with StoreMovingError, which the store retries).
+ * Returns the requests the script did not decide: on a Cluster master, from the one whose key the node does not
+ * serve (NOTLOCAL) on; none otherwise. */
 export function answerBatch(batch: Pending[], reply: (number | string)[], refused: (kind: string) => StoreKeyError): Pending[] {
   const nowMs = reply[0] as number;
   let at = 1;
@@ -208,7 +209,7 @@ export function answerBatch(batch: Pending[], reply: (number | string)[], refuse
     const head = reply[at++];
     if (head === NOT_LOCAL) return batch.slice(i);
     if (typeof head === 'string') {
-      p.reject(refused(head));
+      p.reject(head === MOVING ? new StoreMovingError() : refused(head));
       continue;
     }
     const n = p.checks.length;
@@ -228,8 +229,10 @@ export function answerBatch(batch: Pending[], reply: (number | string)[], refuse
   return [];
 }
 
-/** check-and-incr.lua's word for a request whose key its Cluster node does not serve. */
+/** check-and-incr.lua's word for a request whose key its Cluster node does not serve (a master's call: the rest
+ * go slot by slot), and for a Cluster's refusal on a slot's call (failing over, a slot moving): no key refusal. */
 const NOT_LOCAL = 'NOTLOCAL';
+const MOVING = 'MOVING';
 
 /** What a request with a charge window has after its windows (check-and-incr.lua's decide_charges): per
  * window what it counted, per reservation its event and estimate, and the reservations found expired. */

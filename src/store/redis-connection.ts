@@ -1,5 +1,5 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions, ReplyError } from 'ioredis';
-import { StoreConnectionError, StoreUnavailableError } from '../errors.js';
+import { StoreConnectionError, StoreMovingError, StoreUnavailableError } from '../errors.js';
 import { keepSocketErrorsHeard } from './socket-errors.js';
 import { TimeoutError } from './timeout.js';
 
@@ -121,6 +121,13 @@ export function createClient(conn: RedisConnection, opts: ClientOptions): Redis 
       autoPipeliningIgnoredCommands,
       clusterRetryStrategy: retryStrategy,
       slotsRefreshTimeout: Math.max(1000, opts.commandTimeoutMs * 20),
+      // No command sent again on ioredis's own timers (CLUSTERDOWN, a closed connection: 100 ms each, 16 times by
+      // default): one re-sent after its caller gave up would take a slot after its give-back, held for its
+      // lease. Such errors come back at once; the store sends again itself, within its timeout (StoreMovingError).
+      retryDelayOnClusterDown: 0,
+      retryDelayOnFailover: 0,
+      retryDelayOnTryAgain: 10,
+      maxRedirections: 4,
       redisOptions: perNode,
     };
     return new Cluster(conn.nodes, clusterOpts);
@@ -143,6 +150,8 @@ export function createClient(conn: RedisConnection, opts: ClientOptions): Redis 
  * The counter store and the tier store both classify through here. */
 export function redisFailure(err: unknown): StoreUnavailableError {
   const message = `redis: ${(err as Error).message}`;
+  // A Cluster failing over or moving a slot refused the command before it ran (redirects past maxRedirections).
+  if (/^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK)\b|^Too many Cluster redirections/.test((err as Error).message ?? '')) return new StoreMovingError();
   if (err instanceof TimeoutError || err instanceof ReplyError) return new StoreUnavailableError(message, { cause: err });
   return new StoreConnectionError(message, { cause: err });
 }

@@ -14,6 +14,7 @@ import { KeyRefusals } from './redis-refusals.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
 import type { BatchTracer, CheckResult, CounterCheck, CounterWindow, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
+import { whileMoving } from './while-moving.js';
 
 export interface RedisStoreOptions {
   connection: RedisConnection;
@@ -120,7 +121,12 @@ export class RedisStore implements Store {
     if (this.degradedReason) return Promise.reject(new StoreDegradedError(`redis unavailable: ${this.degradedReason}`));
     if (!this.routes) return this.enqueue('count', checks, '', trace);
     const nodes = this.routes.byNode(checks);
-    if (!nodes) return this.bySlot('count', checks, trace);
+    if (!nodes)
+      return whileMoving(
+        () => this.bySlot('count', checks, trace),
+        this.opts.timeoutMs,
+        () => this.closed,
+      );
     // On one master (every request of one client, and most with a second descriptor): one call, atomic.
     if (nodes.groups.length === 1) return this.enqueue('count', checks, nodes.queues[0]!, trace);
     return this.acrossParts('count', checks, nodes.groups, nodes.queues, trace);
@@ -207,7 +213,13 @@ export class RedisStore implements Store {
    * again, each goes slot by slot; the call wrote nothing for them (redis-script.ts), so none counts twice. */
   private reroute(batch: Pending[], unsupported = false): void {
     this.routes!.refresh(unsupported);
-    for (const p of batch) this.bySlot(p.mode, p.checks, p.trace, true, p.atMs).then(p.resolve, p.reject);
+    const again = (p: Pending) =>
+      whileMoving(
+        () => this.bySlot(p.mode, p.checks, p.trace, true, p.atMs),
+        this.opts.timeoutMs,
+        () => this.closed,
+      );
+    for (const p of batch) again(p).then(p.resolve, p.reject);
   }
 
   /** A command of another part (the RLQS share table) on this connection, under the store's health: refused at

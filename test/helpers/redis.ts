@@ -108,11 +108,31 @@ export interface RedisCluster {
   stop(): Promise<void>;
 }
 
-/** Three masters, no replicas, slots spread by redis-cli --cluster create. */
-export async function startRedisCluster(): Promise<RedisCluster> {
-  const nodes = await Promise.all([0, 1, 2].map(() => startRedis(['--cluster-enabled', 'yes', '--cluster-node-timeout', '2000'])));
-  await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes']);
-  for (const n of nodes) await waitFor(async () => (await n.cli('cluster', 'info')).includes('cluster_state:ok'), `cluster state ok on ${n.port}`);
+/** Three masters, slots spread by redis-cli --cluster create; with `replicas: 1`, a replica each, so a master
+ * killed fails over (`nodeTimeoutMs`: how long the others wait before they call it failed). */
+export async function startRedisCluster(opts: { replicas?: number; nodeTimeoutMs?: number } = {}): Promise<RedisCluster> {
+  const replicas = opts.replicas ?? 0;
+  const timeout = String(opts.nodeTimeoutMs ?? 2000);
+  // One after another: two at once could pick the same free port.
+  const nodes: RedisServer[] = [];
+  try {
+    // No diskless-sync delay: a replica syncs at once (Redis waits 5 s by default), and one not yet synced
+    // would never be promoted.
+    const args = ['--cluster-enabled', 'yes', '--cluster-node-timeout', timeout, '--repl-diskless-sync-delay', '0'];
+    for (let i = 0; i < 3 * (1 + replicas); i++) nodes.push(await startRedis(args));
+    const create = ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'];
+    await run('redis-cli', create);
+    const settled = async (n: RedisServer): Promise<boolean> => {
+      const info = await n.cli('cluster', 'info');
+      if (!info.includes('cluster_state:ok') || !info.includes(`cluster_known_nodes:${nodes.length}`)) return false;
+      const role = await n.cli('info', 'replication');
+      return role.includes('role:master') || role.includes('master_link_status:up');
+    };
+    for (const n of nodes) await waitFor(() => settled(n), `cluster state ok on ${n.port}`, 30_000);
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.stop())); // never leave servers behind that the test could not use
+    throw err;
+  }
   return {
     nodes,
     url: `redis://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,

@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { StoreConnectionError, StoreKeyError } from '../../src/errors.js';
-import { MAX_WAITING_PER_COUNTER, MAX_WAITING_SETTLEMENTS, SettlementQueue } from '../../src/store/settlement-queue.js';
+import { SLOTS } from '../../src/config/kinds.js';
+import { StoreConnectionError, StoreDegradedError, StoreKeyError, StoreMovingError, StoreUnavailableError } from '../../src/errors.js';
+import { PolicyStore } from '../../src/store/failure-policy.js';
+import { MAX_WAITING_CHECKS, MAX_WAITING_PER_COUNTER, SettlementQueue } from '../../src/store/settlement-queue.js';
 import type { CheckResult, CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
+import { silentLogger } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
 // The queue of stream-end settlements the store could not take: only settlements, bounded per counter and in
@@ -21,13 +24,13 @@ describe('SettlementQueue', () => {
     expect(SettlementQueue.holds([])).toBe(false);
   });
 
-  it(`keeps ${MAX_WAITING_PER_COUNTER} per counter and ${MAX_WAITING_SETTLEMENTS} in all; past either, drops and counts`, () => {
+  it(`keeps ${MAX_WAITING_PER_COUNTER} checks per counter and ${MAX_WAITING_CHECKS} in all; past either, drops and counts`, () => {
     const q = new SettlementQueue({ check: () => ok }, 60_000);
     for (let i = 0; i < MAX_WAITING_PER_COUNTER + 5; i++) q.keep(settlement('greedy', `g-${i}`));
     expect([q.size, q.dropped]).toEqual([MAX_WAITING_PER_COUNTER, 5]);
     // Another tenant still gets room.
     expect(q.keep(settlement('quiet', 'q-1'))).toBe(true);
-    for (let c = 0; q.size < MAX_WAITING_SETTLEMENTS; c++) q.keep(settlement(`c-${c}`, 'x'));
+    for (let c = 0; q.held < MAX_WAITING_CHECKS; c++) q.keep(settlement(`c-${c}`, 'x'));
     expect(q.keep(settlement('late', 'y'))).toBe(false);
     expect(q.dropped).toBe(6);
     q.close();
@@ -51,5 +54,86 @@ describe('SettlementQueue', () => {
     await within(2000, () => q.size === 0, 'sent');
     expect([sent, q.dropped]).toEqual([['a', 'bad', 'b'], 1]);
     q.close();
+  });
+
+  it('counts a call by the checks it holds: 64 give-backs in one call weigh 64', () => {
+    const q = new SettlementQueue({ check: () => ok }, 60_000);
+    const wide = (c: string, i: number) => Array.from({ length: 64 }, (_, j) => slotCheck(c, -1, `${i}-${j}`));
+    let kept = 0;
+    for (let i = 0; i < 20; i++) if (q.keep(wide('flood', i))) kept++;
+    expect(kept).toBe(Math.floor(MAX_WAITING_PER_COUNTER / 64));
+    expect(q.held).toBe(kept * 64);
+    for (let c = 0; c < 1000; c++) q.keep(wide(`f-${c}`, 0));
+    // Full to within one wide call: a wide call more is refused, a settlement of one still fits.
+    expect(q.held).toBeGreaterThan(MAX_WAITING_CHECKS - 64);
+    expect(q.keep(wide('one-more', 0))).toBe(false);
+    expect(q.keep(settlement('quiet', 'q'))).toBe(true);
+    q.close();
+  });
+
+  it('replays a slice of at most 256 checks at a time, live calls between slices', async () => {
+    let away = true;
+    let inFlight = 0;
+    let most = 0;
+    let slices = 0;
+    const store = {
+      check: async (checks: readonly CounterCheck[]) => {
+        if (away) throw new StoreConnectionError('away');
+        if (inFlight === 0) slices++;
+        inFlight += checks.length;
+        most = Math.max(most, inFlight);
+        await new Promise((r) => setImmediate(r));
+        inFlight -= checks.length;
+        return ok;
+      },
+    };
+    const q = new SettlementQueue(store, 10);
+    for (let c = 0; c < 150; c++) q.keep(Array.from({ length: 64 }, (_, j) => slotCheck(`c${c}`, -1, `id-${j}`)));
+    expect(q.held).toBe(150 * 64);
+    await within(2000, () => slices === 0 && q.size === 150, 'kept while away');
+    away = false;
+    await within(10_000, () => q.size === 0, 'sent');
+    expect(most).toBeLessThanOrEqual(256);
+    expect(slices).toBeGreaterThanOrEqual(Math.ceil((150 * 64) / 256));
+    expect(q.held).toBe(0);
+    q.close();
+  });
+});
+
+const slotCheck = (counter: string, hits: number, id: string): CounterCheck =>
+  counterCheck({ key: `{${counter}}:slots`, kind: SLOTS, charge: true, hits, windowMs: 60_000, limit: 5, slots: { id } });
+
+describe('PolicyStore: a take of slots whose answer never came', () => {
+  const failing = (err: Error) => ({
+    kind: 'fake',
+    check: () => Promise.reject(err),
+    health: () => ({ degraded: false, reason: undefined }),
+    reset: async () => 0,
+    close: async () => undefined,
+  });
+
+  it('keeps its give-back when the call may have run (a timeout, a lost connection), not when it cannot have', async () => {
+    const cases: [Error, number][] = [
+      [new StoreUnavailableError('redis: timed out'), 1],
+      [new StoreConnectionError('redis: Connection is closed.'), 1],
+      [new StoreDegradedError('redis unavailable'), 0],
+      [new StoreMovingError(), 0],
+      [new StoreKeyError('WRONGTYPE'), 0],
+    ];
+    for (const [err, kept] of cases) {
+      const store = new PolicyStore(failing(err), 'allow', silentLogger);
+      await expect(store.check([slotCheck('t', 1, 'r1')])).rejects.toBe(err);
+      expect([err.constructor.name, store.settlements.size]).toEqual([err.constructor.name, kept]);
+      // A take by count (no id) has nothing to name: never kept.
+      await expect(store.check([slotCheck('t', 1, undefined as unknown as string)].map((c) => ({ ...c, slots: { id: undefined } })))).rejects.toBe(err);
+      expect(store.settlements.size).toBe(kept);
+      await store.close();
+    }
+  });
+
+  it('the kept give-back is the take with its hits turned back', () => {
+    const take = [slotCheck('t', 2, 'r1'), counterCheck({ key: 'plain' })];
+    expect(SettlementQueue.giveBackOf(take)).toEqual([{ ...take[0], hits: -2 }]);
+    expect(SettlementQueue.giveBackOf([counterCheck()])).toBeUndefined();
   });
 });

@@ -294,10 +294,21 @@ local function charge_rules()
 end
 local decide_charges
 
+-- Redis's refusals of a command inside a script while its Cluster fails over or moves a slot: "Script attempted
+-- to execute a command while the cluster is down", "... to access a non local key ..." (cluster.c,
+-- scriptVerifyClusterState), or a redirect's word. They say nothing of the request's keys.
+local CLUSTER_WORDS = { 'Script attempted', 'CLUSTERDOWN', 'TRYAGAIN', 'MOVED', 'ASK ', 'NOTLOCAL' }
+
 -- The error's code word (WRONGTYPE, OOM, ERR), from what pcall caught: a table on Redis 7, a string such as
--- "@user_script:1: -OOM command not allowed ..." before it.
+-- "@user_script:1: -OOM command not allowed ..." before it. A Cluster's refusal is NOTLOCAL on a master's
+-- call (the rest of the batch goes slot by slot) and MOVING on a slot's (the request is sent again a little
+-- later): never a refusal of the keys, which would fail the request alone and lose a give-back
+-- (redis-store.ts). It ran its reads first, so it wrote nothing but leases found ended.
 local function kind(err)
   local text = type(err) == 'table' and (err.err or '') or tostring(err)
+  for _, w in ipairs(CLUSTER_WORDS) do
+    if string.find(text, w, 1, true) then return on_node and 'NOTLOCAL' or 'MOVING' end
+  end
   return string.match(text, '(%u%u+)') or 'ERR'
 end
 
