@@ -274,6 +274,10 @@ function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore, r
     const memory = stack.local;
     metrics.gauge('tollgate_memory_store_counters', 'Counters held by the in-process store', () => memory.size);
     metrics.gauge('tollgate_memory_store_evictions', 'Counters evicted since start because the in-process store was full', () => memory.evictions);
+    const slotEvictions = 'In-flight holders evicted since start to make room, from the counters holding most';
+    metrics.gauge('tollgate_memory_store_slot_evictions', slotEvictions, () => memory.slots.evictions);
+    const reservationEvictions = 'Open reservations ended early since start to make room, from the counters holding most';
+    metrics.gauge('tollgate_memory_store_reservation_evictions', reservationEvictions, () => memory.reservations.evictions);
   }
   if (stack.redis) {
     const client = stack.redis.client;

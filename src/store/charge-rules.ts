@@ -44,12 +44,11 @@ export interface ChargeDecision {
 }
 
 /** What a store knows of a request's ids: its record of a reservation's id, whether a new reservation would
- * pass its bound, the slots an in-flight check's id holds, and whether a new holder of slots would. */
+ * pass its bound, and the slots an in-flight check's id holds. */
 export interface Records {
   held: (c: CounterCheck) => Held;
   full: (c: CounterCheck) => boolean;
   holding: (c: CounterCheck) => number;
-  slotsFull: () => boolean;
 }
 
 /** `used`: per check, a window's count as decisions weigh it (a sliding window's estimate), a bucket's debt,
@@ -109,12 +108,12 @@ function gives(kind: Kind): boolean {
   return kind === 'refund' || kind === 'return' || kind === 'again';
 }
 
-/** An in-flight check's kind: a give-back, a take by an id already holding slots, a take past the store's
- * bound of holders (refused), or a take. */
+/** An in-flight check's kind: a give-back, a take by an id already holding slots, or a take (never refused for
+ * a store's bound: the memory store makes room from the counters that hold most, memory-slots.ts). */
 function slotKind(c: CounterCheck, store: Records): Kind {
   if (c.hits < 0) return 'return';
   if (c.slots!.id !== undefined && store.holding(c) > 0) return 'again';
-  return c.hits > 0 && store.slotsFull() ? 'full' : 'take';
+  return 'take';
 }
 
 /** What a check adds, by its kind (a give-back, a settlement or a refund: negative). */

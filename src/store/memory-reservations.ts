@@ -1,4 +1,5 @@
 import type { Held } from './charge-rules.js';
+import { SizeIndex } from './size-index.js';
 import type { CounterCheck, ReservationOutcome } from './store.js';
 
 /** Most open reservations on one counter, in every store: a flood of invented request ids that fit the
@@ -22,13 +23,19 @@ type Table = Map<string, Map<string, Record>>;
 
 /** The memory store's reservations: per counter, request id fingerprint → record, open and ended apart, with
  * an expiry index by second (as the store's own), so forgetting costs what expired. Open ones are bounded per
- * counter and in all (a bound refuses a new reservation); ended ones per counter and in all (a bound drops
+ * counter (the counter's own share: past it a new reservation is refused) and in all (shared by every counter:
+ * past it the oldest open reservation of a counter that holds the most ends now, as if its ttl had run out,
+ * so a client that invents tenants never refuses another's); ended ones per counter and in all (a bound drops
  * the oldest of the counter, or keeps no record when the store holds as many as it may). */
 export class MemoryReservations {
   private readonly open: Table = new Map();
   private readonly ended: Table = new Map();
   private readonly expiries = new Map<number, Set<string>>();
   private openTotal = 0;
+  /** Counters by how many open reservations they hold: where room is made at the shared bound. */
+  private readonly bySize = new SizeIndex();
+  /** Open reservations ended early since start to make room at the shared bound. */
+  evictions = 0;
   private endedTotal = 0;
   /** Reservations forgotten unsettled since the last take. */
   private expired = 0;
@@ -37,6 +44,7 @@ export class MemoryReservations {
   constructor(
     private readonly maxOpen: number,
     private readonly maxEnded = Math.max(1, Math.floor(maxOpen / 4)),
+    private readonly onEvict: (evictions: number) => void = () => undefined,
   ) {}
 
   get size(): number {
@@ -51,12 +59,28 @@ export class MemoryReservations {
     return e && e.expiresAtMs > nowMs ? e.held : undefined;
   }
 
-  /** Whether one more may be opened on this counter, and in all (what has expired is forgotten first). */
+  /** Whether one more may be opened on this counter (what has expired is forgotten first). At the bound shared
+   * by all, room is made from the counter that holds the most: never a refusal. */
   full(c: CounterCheck, nowMs: number): boolean {
-    const at = (): boolean => this.openTotal >= this.maxOpen || (this.open.get(c.reservation!.key)?.size ?? 0) >= MAX_RESERVATIONS_PER_COUNTER;
-    if (!at()) return false;
+    const mine = (): boolean => (this.open.get(c.reservation!.key)?.size ?? 0) >= MAX_RESERVATIONS_PER_COUNTER;
+    if (!mine() && this.openTotal < this.maxOpen) return false;
     this.sweep(nowMs, true);
-    return at();
+    if (mine()) return true;
+    if (this.openTotal >= this.maxOpen) this.evict(nowMs);
+    return false;
+  }
+
+  /** Ends the oldest open reservation of a counter that holds the most, as its ttl running out would. */
+  private evict(nowMs: number): void {
+    const key = this.bySize.largest();
+    const id = key === undefined ? undefined : this.open.get(key)?.keys().next().value;
+    if (id === undefined) return;
+    const o = this.open.get(key!)!.get(id)!;
+    this.drop(this.open, key!, id);
+    this.expired++;
+    const held = { ...(o.held as { estimate: number; atMs: number }), state: 'expired' as const };
+    this.end(key!, id, { held, expiresAtMs: nowMs + o.ttlMs, ttlMs: o.ttlMs });
+    this.onEvict(++this.evictions);
   }
 
   /** Records what a decision did with a reservation: made opens one; refused, settled and unreserved end it
@@ -91,6 +115,7 @@ export class MemoryReservations {
     this.open.clear();
     this.ended.clear();
     this.expiries.clear();
+    this.bySize.clear();
     this.openTotal = 0;
     this.endedTotal = 0;
   }
@@ -127,8 +152,10 @@ export class MemoryReservations {
       tables.set(key, table);
     }
     table.set(id, r);
-    if (tables === this.open) this.openTotal++;
-    else this.endedTotal++;
+    if (tables === this.open) {
+      this.openTotal++;
+      this.bySize.resized(key, table.size - 1, table.size);
+    } else this.endedTotal++;
     const second = Math.ceil(r.expiresAtMs / 1000);
     const bucket = this.expiries.get(second);
     const entry = `${key}\n${id}`;
@@ -143,8 +170,10 @@ export class MemoryReservations {
     if (!table || !r) return;
     table.delete(id);
     if (table.size === 0) tables.delete(key);
-    if (tables === this.open) this.openTotal--;
-    else this.endedTotal--;
+    if (tables === this.open) {
+      this.openTotal--;
+      this.bySize.resized(key, table.size + 1, table.size);
+    } else this.endedTotal--;
     const second = Math.ceil(r.expiresAtMs / 1000);
     const bucket = this.expiries.get(second);
     if (bucket?.delete(`${key}\n${id}`) && bucket.size === 0) this.expiries.delete(second);

@@ -1,3 +1,4 @@
+import { SizeIndex } from './size-index.js';
 import type { CounterCheck } from './store.js';
 
 /** Leases ended per call, at most (slots.lua's SLOT_PURGE). */
@@ -25,15 +26,24 @@ interface Pool {
 
 /** The memory store's in-flight slots (an `in_flight` rule): per counter, who holds how many slots until
  * when. What slots.lua keeps in Redis, with the same answers. Holders are at most the counter's limit (each
- * holds at least one slot), in all at most `maxHolders` (past it a new take is refused); a pool leaves when
- * its last holder does, or with its last lease, through an expiry index by second like the store's own. */
+ * holds at least one slot), in all at most `maxHolders`. Past that a new take is never refused: the holder whose
+ * lease ends soonest in a pool that holds the most goes (evictions), so a client that invents tenants to fill
+ * the bound loosens its own counters' limits by one, never another tenant's first take. A pool leaves when its
+ * last holder does, or with its last lease, through an expiry index by second like the store's own. */
 export class MemorySlots {
   private readonly pools = new Map<string, Pool>();
   private readonly expiries = new Map<number, Set<string>>();
+  /** Pools by how many holders they have: where room is made when the bound is reached. */
+  private readonly bySize = new SizeIndex();
   private total = 0;
   private nextSweepMs = 0;
+  /** Holders evicted since start to make room (the bound was reached). */
+  evictions = 0;
 
-  constructor(private readonly maxHolders: number) {}
+  constructor(
+    private readonly maxHolders: number,
+    private readonly onEvict: (evictions: number) => void = () => undefined,
+  ) {}
 
   /** Slots held on c's counter now, after the leases that ran out ended; returns [held, expired]. Holders
    * are looked at in the order their leases end (leaseOrder): the first one still live ends the look, so a call
@@ -67,12 +77,8 @@ export class MemorySlots {
     return h && h.untilMs > nowMs ? h.slots : 0;
   }
 
-  /** Whether the store holds as many holders as it may (a new take is then refused). */
-  full(): boolean {
-    return this.total >= this.maxHolders;
-  }
-
   take(c: CounterCheck, n: number, nowMs: number): void {
+    if (this.total >= this.maxHolders) this.evict();
     let p = this.pools.get(c.key);
     if (!p) {
       p = { holders: new Map(), held: 0, untilMs: 0, ordered: true, seq: 0 };
@@ -85,9 +91,20 @@ export class MemorySlots {
     const untilMs = nowMs + c.windowMs;
     if (untilMs < p.untilMs) p.ordered = false;
     p.holders.set(id, { slots: n, untilMs });
+    this.bySize.resized(c.key, p.holders.size - 1, p.holders.size);
     p.held += n;
     this.total++;
     if (untilMs > p.untilMs) this.expireAt(c.key, p, untilMs);
+  }
+
+  /** Makes room for one holder: the one whose lease ends soonest, of a pool that holds the most. */
+  private evict(): void {
+    const key = this.bySize.largest();
+    const p = key === undefined ? undefined : this.pools.get(key);
+    if (!p) return;
+    const [id, h] = leaseOrder(p)[Symbol.iterator]().next().value!;
+    this.remove(key!, p, id, h);
+    this.onEvict(++this.evictions);
   }
 
   /** Gives back `n` slots: the id's, or (no id) the oldest holders' first. */
@@ -123,6 +140,7 @@ export class MemorySlots {
         const p = this.pools.get(k);
         if (!p) continue;
         this.total -= p.holders.size;
+        this.bySize.resized(k, p.holders.size, 0);
         this.pools.delete(k);
       }
       this.expiries.delete(second);
@@ -137,12 +155,14 @@ export class MemorySlots {
   clear(): void {
     this.pools.clear();
     this.expiries.clear();
+    this.bySize.clear();
     this.total = 0;
   }
 
   /** Removes a holder; the pool goes with its last one (`drop`), so a pool costs memory only while held. */
   private remove(key: string, p: Pool, id: string, h: Holder, drop = true): void {
     p.holders.delete(id);
+    this.bySize.resized(key, p.holders.size + 1, p.holders.size);
     p.held -= h.slots;
     this.total--;
     if (!drop || p.holders.size > 0) return;

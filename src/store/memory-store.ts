@@ -57,13 +57,26 @@ export class MemoryStore implements Store {
     this.clock = opts.clock ?? systemClock;
     this.maxCounters = opts.maxCounters ?? defaults.maxCounters;
     this.baseMs = this.clock.now() - (this.clock.now() % 1000);
-    this.reservations = new MemoryReservations(opts.maxReservations ?? defaults.maxReservations);
+    const max = opts.maxReservations ?? defaults.maxReservations;
+    const ended = 'open reservations at their bound: the oldest of a counter that holds most ends now, charged at its estimate';
+    this.reservations = new MemoryReservations(max, undefined, this.evictionLog(max, ended));
     // In-flight holders share the reservations' bound: each is a request held open across replicas' calls.
-    this.slots = new MemorySlots(opts.maxReservations ?? defaults.maxReservations);
+    this.slots = new MemorySlots(max, this.evictionLog(max, 'in-flight holders at their bound: the soonest-ending holder of a counter that holds most goes'));
   }
 
   get size(): number {
     return this.series.size;
+  }
+
+  /** A warning when a shared bound made room (memory-slots.ts, memory-reservations.ts): once a minute. */
+  private evictionLog(max: number, why: string): (evictions: number) => void {
+    let loggedMs = -Infinity;
+    return (evictions) => {
+      const nowMs = this.clock.now();
+      if (nowMs - loggedMs < 60_000) return;
+      loggedMs = nowMs;
+      this.opts.logger?.warn({ max, evictions }, why);
+    };
   }
 
   /** Keys in the expiry index: always `size`, which is what bounds the store's memory by maxCounters. */
@@ -117,7 +130,6 @@ export class MemoryStore implements Store {
       held: (c) => this.reservations.held(c, nowMs),
       full: (c) => this.reservations.full(c, nowMs),
       holding: (c) => this.slots.holding(c, nowMs),
-      slotsFull: () => this.slots.full(),
     });
     if (this.fresh.size > 0) this.fresh.clear();
     checks.forEach((c, i) => {

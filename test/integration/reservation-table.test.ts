@@ -168,4 +168,18 @@ describe('one tenant cannot refuse another', () => {
     expect([other.admitted, other.reservations?.[0]?.event]).toEqual([true, 'made']);
     expect(store.reservations.size).toBeLessThanOrEqual(2000);
   });
+
+  it('open reservations of 200 invented tenants filling the shared bound: a new tenant is made, the biggest counter pays', async () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryStore({ clock, maxReservations: 1000 });
+    // A quiet tenant holds 3 open; then 200 invented tenants open 5 each: 1,003 asked, 1,000 may be open.
+    for (const id of ['q1', 'q2', 'q3']) await store.check([hour('quiet|m', id, 10)]);
+    await inWaves(1000, 500, (i) => store.check([hour(`invented-${i % 200}|m`, `x-${i}`, 10)]));
+    const other = await store.check([hour('newcomer|m', 'first', 10)]);
+    expect([other.admitted, other.reservations?.[0]?.event]).toEqual([true, 'made']);
+    expect(store.reservations.evictions).toBe(4);
+    // The quiet tenant's three are still open: each settles against its estimate, none is an unreserved charge.
+    const settled = await Promise.all(['q1', 'q2', 'q3'].map((id) => store.check([hour('quiet|m', id, 7)])));
+    expect(settled.map((r) => r.reservations?.[0]?.event)).toEqual(['settled', 'settled', 'settled']);
+  });
 });
