@@ -1,5 +1,7 @@
 import { performance } from 'node:perf_hooks';
+import { SLOTS } from '../config/kinds.js';
 import type { Pending } from './redis-batch.js';
+import type { CounterCheck } from './store.js';
 
 /** How long requests wait to share a script call: a call costs Redis a fixed part (reading, waking, the
  * script's setup: ~35 µs of a single decision's ~55 on this machine's loopback) that a lightly loaded replica
@@ -16,6 +18,10 @@ export interface BatchWindow {
 
 /** Most keys in one script call; a larger batch is split (a single request is never split). */
 export const MAX_BATCH_KEYS = 512;
+/** What an in-flight check weighs against MAX_BATCH_KEYS: up to 100 leases ended and 100 holders given back
+ * (slots.lua), where a window is one command. At most 32 go in one script call, so a flood of 64-take calls
+ * runs a script of its own each, a few ms, never one of 100 ms that other clients' calls wait behind. */
+export const SLOT_WEIGHT = 16;
 
 /** Sends one call's requests to `to`; `heldMs`: how long the window held them, which their deadline gives back.
  * Its promise, if any, settles when the call is over (answered, failed or timed out). */
@@ -146,7 +152,7 @@ export class BatchQueues {
     let from = 0;
     let keys = 0;
     for (let i = 0; i < queue.length; i++) {
-      const n = queue[i]!.checks.length;
+      const n = weight(queue[i]!.checks);
       if (keys > 0 && keys + n > MAX_BATCH_KEYS) {
         this.sendCall(to, queue.slice(from, i), heldMs);
         from = i;
@@ -171,4 +177,11 @@ export class BatchQueues {
       for (const p of batch) p.reject(err as Error);
     }
   }
+}
+
+/** A request's keys, an in-flight check weighing SLOT_WEIGHT. */
+function weight(checks: readonly CounterCheck[]): number {
+  let n = 0;
+  for (const c of checks) n += c.kind === SLOTS ? SLOT_WEIGHT : 1;
+  return n;
 }

@@ -5,6 +5,7 @@ import { SLOTS } from '../../src/config/kinds.js';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { Limiter } from '../../src/limiter/limiter.js';
+import { SLOT_GIVE_BACK } from '../../src/store/charge-rules.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { CheckResult, CounterCheck } from '../../src/store/store.js';
@@ -83,14 +84,15 @@ describe('in-flight slots in the store', () => {
       expect([after.admitted, after.curr[0], after.slotsExpired?.[0]]).toEqual([true, 0, 5]);
     });
 
-    it('a give-back larger than a thousand holders returns exactly what it asks, the oldest first', async () => {
+    it(`a give-back without an id returns what it asks up to ${SLOT_GIVE_BACK} a call, never more than is held`, async () => {
       const store = await make(new ManualClock(T0));
       const big = { limit: 3000 };
-      const taken = await Promise.all(Array.from({ length: 2500 }, () => store.check([slot(1, undefined, big)])));
-      expect(admitted(taken)).toBe(2500);
-      expect((await store.check([slot(-2200, undefined, big)])).counted?.[0]).toBe(-2200);
-      expect((await store.check([slot(0, undefined, big)])).curr[0]).toBe(300);
-      expect((await store.check([slot(-1000, undefined, big)])).counted?.[0]).toBe(-300);
+      const taken = await Promise.all(Array.from({ length: 250 }, () => store.check([slot(1, undefined, big)])));
+      expect(admitted(taken)).toBe(250);
+      expect((await store.check([slot(-60, undefined, big)])).counted?.[0]).toBe(-60);
+      expect((await store.check([slot(-2200, undefined, big)])).counted?.[0]).toBe(-SLOT_GIVE_BACK);
+      expect((await store.check([slot(0, undefined, big)])).curr[0]).toBe(250 - 60 - SLOT_GIVE_BACK);
+      expect((await store.check([slot(-1000, undefined, big)])).counted?.[0]).toBe(-(250 - 60 - SLOT_GIVE_BACK));
     });
 
     it('an id taking again after its lease ended, among more than 100 that ended at once, holds one slot', async () => {

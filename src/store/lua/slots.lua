@@ -15,6 +15,10 @@
 local SLOT_PURGE = 100
 -- Holders read or removed by one command, at most: Lua's unpack takes a few thousand values.
 local SLOT_CHUNK = 1000
+-- Slots a give-back without an id returns, at most, per descriptor (charge-rules.ts SLOT_GIVE_BACK): each is a
+-- holder or more, so its work is bounded whatever hits it names; the rest come back by their leases. Envoy
+-- gives back one request's (its hits_addend) at a time.
+local SLOT_GIVE_BACK = 100
 
 -- Holders whose lease ended: their slots come back (written only when counting). Returns how many.
 local function slot_leases(x, count_it)
@@ -56,7 +60,7 @@ local function slot_window(w, x, count_it, pending)
   if held < 0 then held = 0 end
   if w.hits < 0 then
     local back = mine
-    if not x.id then back = math.min(-w.hits, held) end
+    if not x.id then back = math.min(-w.hits, held, SLOT_GIVE_BACK) end
     return 'return', held, 0, -back, false
   end
   if mine > 0 then return 'again', held, 0, 0, false end
