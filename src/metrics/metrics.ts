@@ -94,7 +94,7 @@ export class Metrics {
   });
   readonly portRefusals = new Counter({
     name: 'tollgate_grpc_connections_refused_total',
-    help: 'gRPC connections closed by a bound of the port (docs/security.md "Bounds"), by reason: address, total, pace, refusals, protocol',
+    help: 'gRPC connections closed by a bound of the port (docs/security.md "Bounds"), by reason: address, total, pace, refusals, resets, protocol',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

@@ -4,7 +4,8 @@ import type * as grpc from '@grpc/grpc-js';
 import type { ByteBudget } from './byte-budget.js';
 import type { ConnectionGate, GateRefusal } from './connection-gate.js';
 import { budgetSession, inflateWithinBudgets } from './grpc-js-inflate.js';
-import { MAX_HEADER_LIST_BYTES, MAX_REFUSALS_PER_CONNECTION, RESET_BURST, RESET_RATE } from './port-bounds.js';
+import { MAX_HEADER_LIST_BYTES, MAX_REFUSALS_PER_CONNECTION, MAX_REJECTED_STREAMS } from './port-bounds.js';
+import { noteOpened, openedOn, ResetAllowance, resetLate, startResetClock } from './reset-guard.js';
 import { type ScreenLimits, screenStream } from './stream-screen.js';
 
 /** A stream of the method taken from grpc-js, and its headers. */
@@ -19,7 +20,7 @@ export interface PortGuard {
   screen: ScreenLimits;
   hot?: { path: string; handle: StreamHandler };
   /** A connection closed as it opened, ended for its refusals, or ended by Node for a protocol error or flood. */
-  onRefused?: (why: GateRefusal | 'refusals' | 'protocol') => void;
+  onRefused?: (why: GateRefusal | 'refusals' | 'resets' | 'protocol') => void;
 }
 
 /** grpc-js makes the HTTP/2 server of every port it binds (Server.createHttp2Server, grpc-js 1.14): its TLS and
@@ -36,11 +37,18 @@ export function guardPort(server: grpc.Server, guard: PortGuard): void {
   const create = target.createHttp2Server;
   if (typeof create !== 'function') throw new Error('this grpc-js has no createHttp2Server: it cannot be served');
   inflateWithinBudgets();
-  // Node's own bound on a client's stream resets (RST_STREAM), which grpc-js does not pass through: see
-  // port-bounds.ts. Its server options are read when createHttp2Server makes the server.
+  // Node's own bound on a client's stream resets (RST_STREAM) counts every reset alike, so a replica that stalls
+  // past Envoy's timeout lost Envoy's connection to its late resets: it is lifted, and reset-guard.ts bounds the
+  // rapid ones (streams reset before their client could have given up) at the same burst and rate. Its server
+  // options are read when createHttp2Server makes the server.
   const options = (server as unknown as { commonServerOptions?: Record<string, unknown> }).commonServerOptions;
   if (!options) throw new Error('this grpc-js has no commonServerOptions: stream resets cannot be bounded');
-  Object.assign(options, { streamResetBurst: RESET_BURST, streamResetRate: RESET_RATE });
+  Object.assign(options, {
+    streamResetBurst: NODE_RESET_UNBOUNDED,
+    streamResetRate: NODE_RESET_UNBOUNDED,
+    maxSessionRejectedStreams: MAX_REJECTED_STREAMS,
+  });
+  startResetClock();
   target.createHttp2Server = (credentials: unknown): Http2Server => {
     const h2 = create.call(server, credentials);
     // grpc-js sets maxConcurrentStreams from its options (port-bounds.ts grpcServerOptions); the header list here.
@@ -72,6 +80,9 @@ function gateConnections(h2: Http2Server, guard: PortGuard): void {
 
 type Listener = (...args: unknown[]) => void;
 
+/** Node's streamResetBurst and streamResetRate past anything a connection sends: reset-guard.ts counts instead. */
+const NODE_RESET_UNBOUNDED = 2 ** 31 - 1;
+
 /** Every stream: its refusals counted, then the hot method's to `hot.handle`, the rest screened and to grpc-js. */
 function streamListener(h2: Http2Server, guard: PortGuard, others: Listener[]): (s: ServerHttp2Stream, h: IncomingHttpHeaders, f: number, r: string[]) => void {
   const hotPath = guard.hot?.path;
@@ -82,14 +93,18 @@ function streamListener(h2: Http2Server, guard: PortGuard, others: Listener[]): 
   const onFinish = function (this: ServerHttp2Stream): void {
     if (sent(this, 'sentHeaders')) countRefusal(this, guard);
   };
+  // A refusal of ours counts against the connection; a reset of its client's, unless late (past the client's own
+  // deadline), against its allowance of rapid resets (reset-guard.ts), answered or not.
   const onClose = function (this: ServerHttp2Stream): void {
     if (reset(this) || sent(this, 'sentTrailers')) countRefusal(this, guard);
+    else if (this.rstCode && !resetLate(this)) countRapidReset(this, guard);
   };
   // The event's four arguments named (Node's 'stream' event: stream, headers, flags, rawHeaders), not a rest
   // parameter: that would build an array on every call, the hot method's too.
   return (stream, headers, flags, rawHeaders) => {
     stream.on('finish', onFinish);
     stream.on('close', onClose);
+    noteOpened(stream, headers);
     if (headers[':path'] === hotPath) return handle!(stream, headers);
     // A reset stream emits 'error': a stream answered by the screen has no other listener, and an unheard 'error'
     // would end the process.
@@ -111,6 +126,7 @@ function streamListener(h2: Http2Server, guard: PortGuard, others: Listener[]): 
 function ignore(): void {}
 
 const refusals = new WeakMap<Http2Session, number>();
+const allowances = new WeakMap<Http2Session, ResetAllowance>();
 
 /** A stream answered RESOURCE_EXHAUSTED, or reset as refused, counts against its connection; past the bound the
  * connection is ended with GOAWAY (ENHANCE_YOUR_CALM) and its address waits out its pace before the next. */
@@ -120,8 +136,25 @@ function countRefusal(stream: ServerHttp2Stream, guard: PortGuard): void {
   const n = (refusals.get(session) ?? 0) + 1;
   refusals.set(session, n);
   if (n < MAX_REFUSALS_PER_CONNECTION) return;
+  endConnection(session, guard, 'refusals');
+}
+
+/** A rapid reset takes one of its connection's allowance; past it the connection is ended. */
+function countRapidReset(stream: ServerHttp2Stream, guard: PortGuard): void {
+  // Node has let go of a closed stream's session: the one it opened on.
+  const session = openedOn(stream);
+  if (!session || session.destroyed || session.closed) return;
+  let allowance = allowances.get(session);
+  if (!allowance) allowances.set(session, (allowance = new ResetAllowance()));
+  if (!allowance.take()) endConnection(session, guard, 'resets');
+}
+
+/** Ends a connection for its refusals or its rapid resets: GOAWAY (ENHANCE_YOUR_CALM), and its address waits
+ * out its pace before the next. */
+function endConnection(session: Http2Session, guard: PortGuard, reason: 'refusals' | 'resets'): void {
+  if (session.destroyed || session.closed) return;
   guard.gate.penalize(session.socket?.remoteAddress);
-  guard.onRefused?.('refusals');
+  guard.onRefused?.(reason);
   // No new stream from here on; those open end as they would (a status each), or with the connection at
   // CLOSE_GRACE_MS (a health watch never ends by itself).
   session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);

@@ -67,14 +67,20 @@ export const NEW_CONNECTIONS_PER_SECOND = 8;
  * cost the replica no more than their bytes however fast they are asked for. */
 export const MAX_REFUSALS_PER_CONNECTION = 64;
 
-/** Stream resets a connection's client may send: a burst, then so many a second (Node's streamResetBurst and
- * streamResetRate, 1,000 and 33 by default; past them Node ends the connection, and its address is paced).
- * Envoy resets a call at its timeout, so a replica that stalls past Envoy's timeout gets a reset for each call in
- * flight: 200 is a 50 ms stall at 4,000 calls a second on one connection before the connection is ended (Envoy
- * then opens another). A client resetting its streams at once costs the replica each stream's headers: Node's
+/** Rapid stream resets a connection's client may send: a burst, then so many a second; past them the connection
+ * is ended and its address paced (reset-guard.ts; Node's own streamResetBurst and streamResetRate, 1,000 and 33,
+ * counted late resets too and are lifted). Envoy's resets at its own timeout are late and never counted, however
+ * many a stall brings. A client resetting its streams at once costs the replica each stream's headers: Node's
  * 1,000 a connection, times the connections of a burst, was a 200 ms stall for every other client. */
 export const RESET_BURST = 200;
 export const RESET_RATE = 33;
+
+/** Streams Node refuses in a row (ENHANCE_YOUR_CALM, without a stream object) before it ends the connection:
+ * Node's maxSessionRejectedStreams, 100 by default. Node counts a stream as open until this process has run its
+ * close, so after a stall the streams Envoy opened and reset meanwhile are read in one go and the new ones past
+ * 100 are refused: 100 in a row ended Envoy's connection. 2,000 is a 500 ms stall at 4,000 calls a second on one
+ * connection. Each costs the replica a header block decoded in C++, never a decision. */
+export const MAX_REJECTED_STREAMS = 2000;
 
 /** grpc-js's server options for the bounds it applies itself. */
 export function grpcServerOptions(): Record<string, number> {

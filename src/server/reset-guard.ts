@@ -1,0 +1,91 @@
+import type { Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import { performance } from 'node:perf_hooks';
+import { timeoutMs } from './h2-unary.js';
+import { RESET_BURST, RESET_RATE } from './port-bounds.js';
+
+/** Stream resets from a client, told apart (docs/security.md, "Stream resets"):
+ *  late   a stream reset once its client's own deadline (grpc-timeout) has passed, as Envoy resets every call at
+ *         its filter timeout: never counted, however many, so a replica that stalls past Envoy's timeout keeps
+ *         Envoy's connection;
+ *  rapid  any other (HTTP/2 rapid reset: a stream opened and reset before its client could have given up): a
+ *         burst of RESET_BURST, then RESET_RATE a second, per connection; past it the connection is ended.
+ * A stream's age is counted from when it was read, plus how long this process had not run when the loop turn that
+ * read it began (a heartbeat every BEAT_MS tells): a stream Envoy sent while this process stalled is as old as
+ * the stall, though it is read after. The stall is taken once a turn, at its first stream, so a client's own
+ * burst of streams, however long it takes to read, never makes its streams seem old. */
+const BEAT_MS = 5;
+/** However short its deadline, a stream reset younger than this is rapid: a client naming a deadline of 1 ms
+ * is not excused for resetting at once. */
+const MIN_LATE_MS = 2 * BEAT_MS;
+/** A stream with no deadline is late once this old (a client that cancels a call it gave up on). */
+const LATE_WITHOUT_DEADLINE_MS = 1000;
+
+let lastBeatMs = performance.now();
+let beat: NodeJS.Timeout | undefined;
+/** How long this process had not run when the current loop turn read its first stream; undefined between turns. */
+let turnStallMs: number | undefined;
+const endTurn = (): void => {
+  turnStallMs = undefined;
+};
+
+/** Starts the heartbeat the ages are read from (once a process; it never keeps the process alive). */
+export function startResetClock(): void {
+  if (beat) return;
+  beat = setInterval(() => {
+    lastBeatMs = performance.now();
+  }, BEAT_MS);
+  beat.unref();
+}
+
+const OPENED = Symbol('opened');
+const DEADLINE = Symbol('deadline');
+const SESSION = Symbol('session');
+type Marked = ServerHttp2Stream & { [OPENED]?: number; [DEADLINE]?: string; [SESSION]?: Http2Session };
+
+/** Marks a stream as it opens: when its client may have sent it, the deadline it named, its connection. */
+export function noteOpened(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  const s = stream as Marked;
+  const now = performance.now();
+  if (turnStallMs === undefined) {
+    turnStallMs = Math.max(0, now - lastBeatMs - BEAT_MS);
+    setImmediate(endTurn);
+  }
+  s[OPENED] = now - turnStallMs;
+  s[SESSION] = stream.session;
+  const deadline = headers['grpc-timeout'];
+  if (typeof deadline === 'string') s[DEADLINE] = deadline;
+}
+
+/** The connection a stream opened on (a closed stream no longer names it). */
+export function openedOn(stream: ServerHttp2Stream): Http2Session | undefined {
+  return (stream as Marked)[SESSION];
+}
+
+/** Whether a stream its client reset was reset late: at or past its own deadline (see above). */
+export function resetLate(stream: ServerHttp2Stream, nowMs = performance.now()): boolean {
+  const s = stream as Marked;
+  const opened = s[OPENED];
+  if (opened === undefined) return false;
+  const ageMs = nowMs - opened;
+  const deadlineMs = timeoutMs(s[DEADLINE]);
+  return ageMs >= Math.max(MIN_LATE_MS, deadlineMs ?? LATE_WITHOUT_DEADLINE_MS);
+}
+
+/** A connection's allowance of rapid resets: a token bucket of RESET_BURST refilled at RESET_RATE a second. */
+export class ResetAllowance {
+  private tokens = RESET_BURST;
+  private atMs: number;
+
+  constructor(nowMs = performance.now()) {
+    this.atMs = nowMs;
+  }
+
+  /** Takes one rapid reset; false when the allowance is spent (the connection is to end). */
+  take(nowMs = performance.now()): boolean {
+    this.tokens = Math.min(RESET_BURST, this.tokens + ((nowMs - this.atMs) / 1000) * RESET_RATE);
+    this.atMs = nowMs;
+    if (this.tokens < 1) return false;
+    this.tokens--;
+    return true;
+  }
+}
