@@ -4,19 +4,23 @@ import { timeoutMs } from './h2-unary.js';
 import { RESET_BURST, RESET_RATE } from './port-bounds.js';
 
 /** Stream resets from a client, told apart (docs/security.md, "Stream resets"):
- *  late   a stream reset once its client's own deadline (grpc-timeout) has passed, as Envoy resets every call at
- *         its filter timeout: never counted, however many, so a replica that stalls past Envoy's timeout keeps
- *         Envoy's connection;
+ *  late   a stream reset once at least half its client's own deadline (grpc-timeout) has passed, as Envoy resets
+ *         every call at its filter timeout: never counted, however many, so a replica that stalls past Envoy's
+ *         timeout keeps Envoy's connection. Half: a busy replica reads a stream's headers late and its reset less
+ *         late, so the age it sees falls short of the client's; a client holding each stream that long opens no
+ *         more than a client that waits for its answers;
  *  rapid  any other (HTTP/2 rapid reset: a stream opened and reset before its client could have given up): a
  *         burst of RESET_BURST, then RESET_RATE a second, per connection; past it the connection is ended.
  * A stream's age is counted from when it was read, plus how long this process had not run when the loop turn that
  * read it began (a heartbeat every BEAT_MS tells): a stream Envoy sent while this process stalled is as old as
- * the stall, though it is read after. The stall is taken once a turn, at its first stream, so a client's own
- * burst of streams, however long it takes to read, never makes its streams seem old. */
+ * the stall, though it is read after. The stall is taken once a turn, at its first stream, and counted from the
+ * end of the turn before that read streams: a client's own burst, however long it takes to read, never makes its
+ * streams seem old. */
 const BEAT_MS = 5;
 /** However short its deadline, a stream reset younger than this is rapid: a client naming a deadline of 1 ms
- * is not excused for resetting at once. */
-const MIN_LATE_MS = 2 * BEAT_MS;
+ * is not excused for resetting at once, nor by a pause of this process shorter than this. A stall that short
+ * brings Envoy's resets well under the allowance's burst (25 ms at 4,000 calls a second: 100). */
+const MIN_LATE_MS = 25;
 /** A stream with no deadline is late once this old (a client that cancels a call it gave up on). */
 const LATE_WITHOUT_DEADLINE_MS = 1000;
 
@@ -26,6 +30,8 @@ let beat: NodeJS.Timeout | undefined;
 let turnStallMs: number | undefined;
 const endTurn = (): void => {
   turnStallMs = undefined;
+  // The turn's own work is not a stall: the next turn's is counted from here.
+  lastBeatMs = performance.now();
 };
 
 /** Starts the heartbeat the ages are read from (once a process; it never keeps the process alive). */
@@ -61,14 +67,14 @@ export function openedOn(stream: ServerHttp2Stream): Http2Session | undefined {
   return (stream as Marked)[SESSION];
 }
 
-/** Whether a stream its client reset was reset late: at or past its own deadline (see above). */
+/** Whether a stream its client reset was reset late: at least half its own deadline old (see above). */
 export function resetLate(stream: ServerHttp2Stream, nowMs = performance.now()): boolean {
   const s = stream as Marked;
   const opened = s[OPENED];
   if (opened === undefined) return false;
   const ageMs = nowMs - opened;
   const deadlineMs = timeoutMs(s[DEADLINE]);
-  return ageMs >= Math.max(MIN_LATE_MS, deadlineMs ?? LATE_WITHOUT_DEADLINE_MS);
+  return ageMs >= Math.max(MIN_LATE_MS, (deadlineMs ?? LATE_WITHOUT_DEADLINE_MS) / 2);
 }
 
 /** A connection's allowance of rapid resets: a token bucket of RESET_BURST refilled at RESET_RATE a second. */

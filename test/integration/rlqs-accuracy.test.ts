@@ -42,7 +42,7 @@ afterAll(async () => {
 });
 
 describe('20 instances, 3.6 L of skewed demand that shifts mid-run, over two replicas', () => {
-  it('admit the limit over the steady intervals, at most 1.15 L an interval by assignments, serving those under their fair share, either changed bucket', async () => {
+  it('admit the limit over the steady intervals, at most 1.15 L an interval by assignments, serving those under their share', async () => {
     const [share, full] = await Promise.all(
       (['share', 'full'] as const).map((changedBucket, i) =>
         runScenario({ ports, net: 1 + i, instances: 20, limit: LIMIT, intervalMs: INTERVAL_MS, changedBucket, id: { fleet: `accuracy-${changedBucket}` } }),
