@@ -1,10 +1,12 @@
 import { SLOTS } from '../config/kinds.js';
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
+import { SizeIndex } from './size-index.js';
 import type { CounterCheck, Store } from './store.js';
 
 /** Most descriptors (checks) kept while the shared store does not answer, in all and per counter: a call is
- * counted by what it holds, so 64 give-backs in one call weigh 64. Past either bound the call is dropped
- * (counted), so one tenant's outage traffic never pushes out another's. A kept check costs 0.4–0.7 KB (373 B
+ * counted by what it holds, so 64 give-backs in one call weigh 64. Past its counter's bound a call is dropped
+ * (counted); at the bound in all, the oldest call of the counter holding the most is dropped to make room, so a
+ * client that invents tenants to fill the queue never pushes out another tenant's settlements. A kept check costs 0.4–0.7 KB (373 B
  * measured alone with 40-character keys, 2026-12-02; ~0.7 KB as the service holds them), so the whole queue
  * stays under ~7 MiB, where 10,000 calls of 64 once held 433 MiB. */
 export const MAX_WAITING_CHECKS = 10_000;
@@ -23,9 +25,14 @@ const SLICE_GAP_MS = 5;
  * Redis ran the first. */
 export class SettlementQueue {
   private readonly waiting: CounterCheck[][] = [];
-  /** Checks held, in all and by counter (counterOf). */
+  /** Checks held, in all and by counter (counterOf); each counter's calls, oldest first. */
   private checks = 0;
+  private calls = 0;
   private readonly perCounter = new Map<string, number>();
+  private readonly ofCounter = new Map<string, CounterCheck[][]>();
+  private readonly bySize = new SizeIndex();
+  /** Calls dropped to make room, still in `waiting` until a send passes them. */
+  private readonly evicted = new WeakSet<CounterCheck[]>();
   /** Settlements dropped at a bound, or refused by the store for their own keys, since start. */
   dropped = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -38,7 +45,7 @@ export class SettlementQueue {
 
   /** Calls kept. */
   get size(): number {
-    return this.waiting.length;
+    return this.calls;
   }
 
   /** Checks (descriptors) kept: what the bounds count. */
@@ -64,15 +71,39 @@ export class SettlementQueue {
   keep(checks: readonly CounterCheck[]): boolean {
     const counter = counterOf(checks);
     const held = this.perCounter.get(counter) ?? 0;
-    if (this.closed || this.checks + checks.length > MAX_WAITING_CHECKS || held + checks.length > MAX_WAITING_PER_COUNTER) {
+    if (this.closed || checks.length > MAX_WAITING_PER_COUNTER || held + checks.length > MAX_WAITING_PER_COUNTER) {
       this.dropped++;
       return false;
     }
-    this.perCounter.set(counter, held + checks.length);
-    this.checks += checks.length;
-    this.waiting.push([...checks]);
+    while (this.checks + checks.length > MAX_WAITING_CHECKS) this.evictOne();
+    const entry = [...checks];
+    this.waiting.push(entry);
+    const list = this.ofCounter.get(counter);
+    if (list) list.push(entry);
+    else this.ofCounter.set(counter, [entry]);
+    this.counted(entry, 1);
     this.schedule();
     return true;
+  }
+
+  /** Drops the oldest call of the counter holding the most checks (counted as dropped). */
+  private evictOne(): void {
+    const entry = this.ofCounter.get(this.bySize.largest()!)![0]!;
+    this.evicted.add(entry);
+    this.release(entry);
+    this.dropped++;
+  }
+
+  /** Adds (1) or takes away (-1) a call's checks from the counts and the index. */
+  private counted(entry: CounterCheck[], sign: 1 | -1): void {
+    const counter = counterOf(entry);
+    const before = this.perCounter.get(counter) ?? 0;
+    const after = before + sign * entry.length;
+    if (after <= 0) this.perCounter.delete(counter);
+    else this.perCounter.set(counter, after);
+    this.bySize.resized(counter, before, after);
+    this.checks += sign * entry.length;
+    this.calls += sign;
   }
 
   close(): void {
@@ -90,8 +121,9 @@ export class SettlementQueue {
    * (live calls go first); stops at the first sign the store is still away. */
   private async send(): Promise<void> {
     this.timer = undefined;
-    while (this.waiting.length > 0 && !this.closed) {
+    while (!this.closed) {
       const slice = this.nextSlice();
+      if (slice.length === 0) break;
       const results = await Promise.allSettled(slice.map(async (checks) => this.store.check(checks)));
       let done = 0;
       for (const r of results) {
@@ -104,23 +136,29 @@ export class SettlementQueue {
       if (done < slice.length) break;
       if (this.waiting.length > 0) await new Promise((resolve) => setTimeout(resolve, SLICE_GAP_MS));
     }
-    if (this.waiting.length > 0) this.schedule();
+    if (this.calls > 0) this.schedule();
   }
 
-  /** The oldest calls that hold at most SEND_AT_ONCE checks together (at least one call). */
+  /** The oldest calls that hold at most SEND_AT_ONCE checks together (at least one call), those dropped to make
+   * room left out of `waiting` first. */
   private nextSlice(): CounterCheck[][] {
+    const live = this.waiting.filter((e) => !this.evicted.has(e));
+    if (live.length < this.waiting.length) this.waiting.splice(0, this.waiting.length, ...live);
     let n = 0;
     let end = 0;
     while (end < this.waiting.length && (end === 0 || n + this.waiting[end]!.length <= SEND_AT_ONCE)) n += this.waiting[end++]!.length;
     return this.waiting.slice(0, end);
   }
 
-  private release(checks: readonly CounterCheck[]): void {
-    const counter = counterOf(checks);
-    this.checks -= checks.length;
-    const n = (this.perCounter.get(counter) ?? checks.length) - checks.length;
-    if (n <= 0) this.perCounter.delete(counter);
-    else this.perCounter.set(counter, n);
+  /** A call sent or dropped: out of the counts and its counter's list (`waiting` lets go of it as a send passes). */
+  private release(entry: CounterCheck[]): void {
+    const counter = counterOf(entry);
+    const list = this.ofCounter.get(counter);
+    const at = list ? list.indexOf(entry) : -1;
+    if (at < 0) return;
+    list!.splice(at, 1);
+    if (list!.length === 0) this.ofCounter.delete(counter);
+    this.counted(entry, -1);
   }
 }
 

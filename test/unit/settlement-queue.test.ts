@@ -24,15 +24,30 @@ describe('SettlementQueue', () => {
     expect(SettlementQueue.holds([])).toBe(false);
   });
 
-  it(`keeps ${MAX_WAITING_PER_COUNTER} checks per counter and ${MAX_WAITING_CHECKS} in all; past either, drops and counts`, () => {
-    const q = new SettlementQueue({ check: () => ok }, 60_000);
+  it(`keeps ${MAX_WAITING_PER_COUNTER} checks per counter (past it, drops); at ${MAX_WAITING_CHECKS} in all the biggest counter pays`, async () => {
+    const sent: string[] = [];
+    let away = true;
+    const store = {
+      check: (checks: readonly CounterCheck[]) => {
+        if (away) return Promise.reject(new StoreConnectionError('away'));
+        sent.push(checks[0]!.reservation!.key);
+        return Promise.resolve(ok);
+      },
+    };
+    const q = new SettlementQueue(store, 10);
     for (let i = 0; i < MAX_WAITING_PER_COUNTER + 5; i++) q.keep(settlement('greedy', `g-${i}`));
     expect([q.size, q.dropped]).toEqual([MAX_WAITING_PER_COUNTER, 5]);
-    // Another tenant still gets room.
+    // Another tenant still gets room; then invented tenants of up to 999 each fill the queue in all.
     expect(q.keep(settlement('quiet', 'q-1'))).toBe(true);
-    for (let c = 0; q.held < MAX_WAITING_CHECKS; c++) q.keep(settlement(`c-${c}`, 'x'));
-    expect(q.keep(settlement('late', 'y'))).toBe(false);
-    expect(q.dropped).toBe(6);
+    for (let c = 0; q.held < MAX_WAITING_CHECKS; c++) for (let i = 0; i < 999 && q.held < MAX_WAITING_CHECKS; i++) q.keep(settlement(`c-${c}`, `x-${i}`));
+    expect(q.held).toBe(MAX_WAITING_CHECKS);
+    // A newcomer past the bound in all is kept: the counter holding the most ('greedy', 1,000) drops its oldest.
+    expect(q.keep(settlement('late', 'y'))).toBe(true);
+    expect([q.held, q.dropped]).toEqual([MAX_WAITING_CHECKS, 6]);
+    away = false;
+    await within(5000, () => q.size === 0, 'sent');
+    const by = (key: string) => sent.filter((k) => k === `{${key}}:rsv`).length;
+    expect([by('greedy'), by('quiet'), by('late'), by('c-0')]).toEqual([MAX_WAITING_PER_COUNTER - 1, 1, 1, 999]);
     q.close();
   });
 
@@ -64,9 +79,12 @@ describe('SettlementQueue', () => {
     expect(kept).toBe(Math.floor(MAX_WAITING_PER_COUNTER / 64));
     expect(q.held).toBe(kept * 64);
     for (let c = 0; c < 1000; c++) q.keep(wide(`f-${c}`, 0));
-    // Full to within one wide call: a wide call more is refused, a settlement of one still fits.
+    // Full: a wide call more is kept, and the counter holding the most ('flood', 960) gives up its oldest.
     expect(q.held).toBeGreaterThan(MAX_WAITING_CHECKS - 64);
-    expect(q.keep(wide('one-more', 0))).toBe(false);
+    const before = q.dropped;
+    expect(q.keep(wide('one-more', 0))).toBe(true);
+    expect(q.dropped).toBe(before + 1);
+    expect(q.held).toBeLessThanOrEqual(MAX_WAITING_CHECKS);
     expect(q.keep(settlement('quiet', 'q'))).toBe(true);
     q.close();
   });
