@@ -18,7 +18,7 @@ describe('MemorySlots: one client filling the holder bound', () => {
   it('a tenant that took no part is admitted on its first take; the flood pays, the quiet tenant keeps its slots', async () => {
     const warnings: unknown[] = [];
     const clock = new ManualClock(T0);
-    const store = new MemoryStore({ clock, maxReservations: 1000, logger: { warn: (o: unknown) => warnings.push(o) } });
+    const store = new MemoryStore({ clock, maxSlotHolders: 1000, logger: { warn: (o: unknown) => warnings.push(o) } });
     // A quiet tenant holds 3 slots; then 100 invented tenants take 10 each, past the bound of 1,000.
     for (const id of ['q1', 'q2', 'q3']) expect(store.check([take('quiet', id)]).admitted).toBe(true);
     for (let t = 0; t < 100; t++) for (let i = 0; i < 10; i++) store.check([take(`flood-${t}`, `${t}-${i}`)]);
@@ -38,7 +38,7 @@ describe('MemorySlots: one client filling the holder bound', () => {
   });
 
   it('makes room from the counters that hold most: a pool of 1 is never emptied while one of 10 is there', () => {
-    const store = new MemoryStore({ clock: new ManualClock(T0), maxReservations: 20 });
+    const store = new MemoryStore({ clock: new ManualClock(T0), maxSlotHolders: 20 });
     for (let i = 0; i < 10; i++) store.check([take('big', `b${i}`)]);
     for (let t = 0; t < 10; t++) store.check([take(`small-${t}`, 's')]);
     for (let t = 0; t < 5; t++) expect(store.check([take(`new-${t}`, 'x')]).admitted).toBe(true);
