@@ -2,6 +2,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { ROUND6 } from './inflight-attacks.mjs';
 
 /** One HTTP/2 client abusing the gRPC port (issue 50, round 5), each attack a loop that runs until its signal is
  * aborted and then lets go of everything it holds: gzip bombs, declared messages that never come, streams held
@@ -124,12 +125,25 @@ export const rlqsFlood = (port, signal) => sessions(port, signal, 4, (s) => keep
 
 export const ATTACKS = { gzipBombs, declaredNeverSent, heldStreams, unreadAnswers, rapidReset, rlqsFlood };
 
-// As a process: `node port-attacks.mjs NAME PORT MS` runs one attack for MS and exits.
+// As a process: `node port-attacks.mjs NAME PORT MS [ADDRESS [TAG]]` runs one attack for MS and exits. Round 6's
+// (inflight-attacks.mjs) judge what they are answered: a JSON line on stdout for each problem (the first 20) and
+// for what they did, and exit status 3 when anything was wrong.
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const [name, port, ms, address] = process.argv.slice(2);
+  const [name, port, ms, address, tag = 'attack'] = process.argv.slice(2);
   localAddress = address;
   const stop = new AbortController();
   setTimeout(() => stop.abort(), Number(ms));
-  await ATTACKS[name](Number(port), stop.signal);
-  process.exit(0);
+  let problems = 0;
+  const stats = {};
+  const report = (problem) => {
+    if (problems++ < 20) process.stdout.write(`${JSON.stringify({ problem })}\n`);
+  };
+  const stat = (kind, n = 1) => {
+    stats[kind] = (stats[kind] ?? 0) + n;
+  };
+  const notes = [];
+  const note = (text) => notes.push(text);
+  if (ATTACKS[name]) await ATTACKS[name](Number(port), stop.signal);
+  else await ROUND6[name](Number(port), stop.signal, { address, tag, report, stat, note });
+  process.stdout.write(`${JSON.stringify({ problems, stats, notes })}\n`, () => process.exit(problems > 0 ? 3 : 0));
 }

@@ -186,8 +186,9 @@ export interface SoakSpec {
   probe: KnownLimit & { exact: boolean };
   /** What may stay after a round above the baseline, when it is not LEAK_GROWTH_MB (the port's soak: its own). */
   settleMb?: number;
-  /** Runs after the last round, while the service still serves (the smoke test plants a wrong answer here). */
-  afterRounds?(target: SoakProcess, rls: RlsClient): Promise<void>;
+  /** Runs after the last round, while the service still serves (the smoke test plants a wrong answer here); what
+   * it finds wrong it gives to `wrong`. */
+  afterRounds?(target: SoakProcess, rls: RlsClient, wrong: (kind: string, problem: string) => void): Promise<void>;
   close?(): Promise<void>;
 }
 

@@ -76,7 +76,7 @@ export async function soakRun(spec: SoakSpec, budget: SoakBudget): Promise<SoakR
       await oneRound(spec, budget, { seed, index, scanner, target, rls, prober, baseline }, t);
     checkTrend(t);
     if (target.alive()) {
-      await spec.afterRounds?.(target, rls);
+      await spec.afterRounds?.(target, rls, (kind, problem) => t.wrong.add({ index: -1, kind, problem }));
       await scanAfterRun(target, scanner);
     } else t.crashed = true;
   } finally {
