@@ -27,9 +27,10 @@ export interface MemoryStoreOptions {
 const defaults = {
   maxCounters: 1_000_000,
   maxReservations: 1_000_000,
-  // A holder of an invented tenant costs ~900 B of heap (its counter's record with it; 170 B at 20 a counter):
-  // 100,000 requests in flight at once on one replica keep the worst case under ~100 MB.
-  maxSlotHolders: 100_000,
+  // A holder of an invented tenant costs ~0.9 KB of live heap as the service keeps it (its counter's record, keys
+  // and indexes with it; 170 B at 20 a counter): 50,000 requests in flight at once on one replica keep the worst
+  // case near 45 MB (a heap snapshot at the bound, 2026-12-02: 65 MB live in all).
+  maxSlotHolders: 50_000,
 };
 
 /** How many of the oldest counters an eviction compares when none is on probation. */
