@@ -154,7 +154,10 @@ function countRapidReset(stream: ServerHttp2Stream, guard: PortGuard): void {
   const session = openedOn(stream);
   if (!session || session.destroyed || session.closed) return;
   let allowance = allowances.get(session);
-  if (!allowance) allowances.set(session, (allowance = new ResetAllowance()));
+  if (!allowance) {
+    allowance = new ResetAllowance();
+    allowances.set(session, allowance);
+  }
   if (!allowance.take()) endConnection(session, guard, 'resets');
 }
 
