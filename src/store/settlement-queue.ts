@@ -24,15 +24,16 @@ const SLICE_GAP_MS = 5;
  * finds it done). Plain charges and count-mode give-backs are not kept: nothing tells a retry whether a frozen
  * Redis ran the first. */
 export class SettlementQueue {
-  private readonly waiting: CounterCheck[][] = [];
+  private waiting: CounterCheck[][] = [];
   /** Checks held, in all and by counter (counterOf); each counter's calls, oldest first. */
   private checks = 0;
   private calls = 0;
   private readonly perCounter = new Map<string, number>();
   private readonly ofCounter = new Map<string, CounterCheck[][]>();
   private readonly bySize = new SizeIndex();
-  /** Calls dropped to make room, still in `waiting` until a send passes them. */
+  /** Calls dropped to make room, still in `waiting` until it is compacted (`stale` of them). */
   private readonly evicted = new WeakSet<CounterCheck[]>();
+  private stale = 0;
   /** Settlements dropped at a bound, or refused by the store for their own keys, since start. */
   dropped = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -92,6 +93,15 @@ export class SettlementQueue {
     this.evicted.add(entry);
     this.release(entry);
     this.dropped++;
+    // What a dropped call holds goes once as many are dropped as kept, not at the next send: a flood while the
+    // store is away never makes `waiting` hold more than twice the bound.
+    if (++this.stale > this.calls) this.compact();
+  }
+
+  /** Takes the calls dropped to make room out of `waiting`. */
+  private compact(): void {
+    this.waiting = this.waiting.filter((e) => !this.evicted.has(e));
+    this.stale = 0;
   }
 
   /** Adds (1) or takes away (-1) a call's checks from the counts and the index. */
@@ -132,7 +142,12 @@ export class SettlementQueue {
         if (r.status === 'rejected') this.dropped++;
         done++;
       }
-      for (const checks of this.waiting.splice(0, done)) this.release(checks);
+      // The slice is still the head of `waiting` (a compaction meanwhile only took dropped calls out of it).
+      const sent = new Set(slice.slice(0, done));
+      let k = 0;
+      while (k < this.waiting.length && sent.has(this.waiting[k]!)) k++;
+      this.waiting.splice(0, k);
+      for (const checks of sent) this.release(checks);
       if (done < slice.length) break;
       if (this.waiting.length > 0) await new Promise((resolve) => setTimeout(resolve, SLICE_GAP_MS));
     }
@@ -142,8 +157,7 @@ export class SettlementQueue {
   /** The oldest calls that hold at most SEND_AT_ONCE checks together (at least one call), those dropped to make
    * room left out of `waiting` first. */
   private nextSlice(): CounterCheck[][] {
-    const live = this.waiting.filter((e) => !this.evicted.has(e));
-    if (live.length < this.waiting.length) this.waiting.splice(0, this.waiting.length, ...live);
+    if (this.stale > 0) this.compact();
     let n = 0;
     let end = 0;
     while (end < this.waiting.length && (end === 0 || n + this.waiting[end]!.length <= SEND_AT_ONCE)) n += this.waiting[end++]!.length;

@@ -155,3 +155,15 @@ describe('PolicyStore: a take of slots whose answer never came', () => {
     expect(SettlementQueue.giveBackOf([counterCheck()])).toBeUndefined();
   });
 });
+
+describe('SettlementQueue: calls dropped to make room', () => {
+  it('let go of what they hold as the flood comes, not at the next send', () => {
+    const q = new SettlementQueue({ check: () => ok }, 60_000);
+    for (let c = 0; c < 200_000; c++) q.keep(settlement(`flood-${c % 500}`, `x-${c}`));
+    expect(q.held).toBe(MAX_WAITING_CHECKS);
+    // The queue's own array of calls stays within twice the bound however many were dropped.
+    const waiting = (q as unknown as { waiting: unknown[] }).waiting.length;
+    expect(waiting).toBeLessThanOrEqual(2 * MAX_WAITING_CHECKS + 1);
+    q.close();
+  });
+});
