@@ -75,11 +75,7 @@ export class MemoryReservations {
     const key = this.bySize.largest();
     const id = key === undefined ? undefined : this.open.get(key)?.keys().next().value;
     if (id === undefined) return;
-    const o = this.open.get(key!)!.get(id)!;
-    this.drop(this.open, key!, id);
-    this.expired++;
-    const held = { ...(o.held as { estimate: number; atMs: number }), state: 'expired' as const };
-    this.end(key!, id, { held, expiresAtMs: nowMs + o.ttlMs, ttlMs: o.ttlMs });
+    this.endUnsettled(key!, id, this.open.get(key!)!.get(id)!, nowMs);
     this.onEvict(++this.evictions);
   }
 
@@ -128,14 +124,20 @@ export class MemoryReservations {
     const id = entry.slice(cut + 1);
     const o = this.open.get(key)?.get(id);
     if (o && o.expiresAtMs <= nowMs) {
-      this.drop(this.open, key, id);
-      this.expired++;
-      const held = { ...(o.held as { estimate: number; atMs: number }), state: 'expired' as const };
-      this.end(key, id, { held, expiresAtMs: o.expiresAtMs + o.ttlMs, ttlMs: o.ttlMs });
+      this.endUnsettled(key, id, o, o.expiresAtMs);
       return;
     }
     const e = this.ended.get(key)?.get(id);
     if (e && e.expiresAtMs <= nowMs) this.drop(this.ended, key, id);
+  }
+
+  /** An open reservation ends unsettled at `atMs` (its ttl, or a bound's room), charged at its estimate; its
+   * record is kept one more ttl so a late settlement is netted against it. */
+  private endUnsettled(key: string, id: string, o: Record, atMs: number): void {
+    this.drop(this.open, key, id);
+    this.expired++;
+    const held = { ...(o.held as { estimate: number; atMs: number }), state: 'expired' as const };
+    this.end(key, id, { held, expiresAtMs: atMs + o.ttlMs, ttlMs: o.ttlMs });
   }
 
   private end(key: string, id: string, r: Record): void {

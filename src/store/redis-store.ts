@@ -121,12 +121,7 @@ export class RedisStore implements Store {
     if (this.degradedReason) return Promise.reject(new StoreDegradedError(`redis unavailable: ${this.degradedReason}`));
     if (!this.routes) return this.enqueue('count', checks, '', trace);
     const nodes = this.routes.byNode(checks);
-    if (!nodes)
-      return whileMoving(
-        () => this.bySlot('count', checks, trace),
-        this.opts.timeoutMs,
-        () => this.closed,
-      );
+    if (!nodes) return this.bySlot('count', checks, trace);
     // On one master (every request of one client, and most with a second descriptor): one call, atomic.
     if (nodes.groups.length === 1) return this.enqueue('count', checks, nodes.queues[0]!, trace);
     return this.acrossParts('count', checks, nodes.groups, nodes.queues, trace);
@@ -137,8 +132,10 @@ export class RedisStore implements Store {
   private bySlot(mode: Pending['mode'], checks: readonly CounterCheck[], trace: TraceLink | undefined, urgent = false, atMs?: number): Promise<CheckResult> {
     const slots = byHashTag(checks);
     const queues = slots.map((idx) => TAG + hashTag(checks[idx[0]!]!.key));
-    if (slots.length === 1) return this.enqueue(mode, checks, queues[0]!, trace, urgent, atMs);
-    return this.acrossParts(mode, checks, slots, queues, trace, urgent, atMs);
+    // Sent again while the Cluster fails over or moves the slot (while-moving.ts).
+    const once = (): Promise<CheckResult> =>
+      slots.length === 1 ? this.enqueue(mode, checks, queues[0]!, trace, urgent, atMs) : this.acrossParts(mode, checks, slots, queues, trace, urgent, atMs);
+    return whileMoving(once, this.opts.timeoutMs, () => this.closed);
   }
 
   /** Queues a request for the next script call to `tag` (batch-queues.ts); `urgent`, past any batch window. */
@@ -213,13 +210,7 @@ export class RedisStore implements Store {
    * again, each goes slot by slot; the call wrote nothing for them (redis-script.ts), so none counts twice. */
   private reroute(batch: Pending[], unsupported = false): void {
     this.routes!.refresh(unsupported);
-    const again = (p: Pending) =>
-      whileMoving(
-        () => this.bySlot(p.mode, p.checks, p.trace, true, p.atMs),
-        this.opts.timeoutMs,
-        () => this.closed,
-      );
-    for (const p of batch) again(p).then(p.resolve, p.reject);
+    for (const p of batch) this.bySlot(p.mode, p.checks, p.trace, true, p.atMs).then(p.resolve, p.reject);
   }
 
   /** A command of another part (the RLQS share table) on this connection, under the store's health: refused at
