@@ -6,6 +6,7 @@ import { defineConfig } from 'vitest/config';
 const ALONE = [
   'test/adversarial/redis-burst.test.ts',
   'test/adversarial/memory-bound.test.ts',
+  'test/integration/heap-trim.test.ts',
   'test/integration/reload.test.ts',
   'test/adversarial/rlqs-frozen-redis.test.ts',
   'test/adversarial/rlqs-bounds.test.ts',

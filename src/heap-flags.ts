@@ -28,11 +28,14 @@
  * Redis (paired), so Node 22 keeps V8's pretenuring. */
 const SEMI_SPACE = '--max-semi-space-size=16';
 const NO_PRETENURING = '--no-allocation-site-pretenuring';
+/** V8's gc(), which heap-trim.ts calls to give a heap grown by a burst back to the system once the process is
+ * quiet: nothing else in the runtime shrinks it. An operator's --no-expose-gc turns that off. */
+const EXPOSE_GC = '--expose-gc';
 
 /** The heap flags `serve` runs with on a Node version (`process.version`). */
 export function heapFlags(version: string = process.version): string[] {
   const major = Number(/^v(\d+)\./.exec(version)?.[1] ?? 0);
-  return major >= 24 ? [SEMI_SPACE, NO_PRETENURING] : [SEMI_SPACE];
+  return major >= 24 ? [SEMI_SPACE, NO_PRETENURING, EXPOSE_GC] : [SEMI_SPACE, EXPOSE_GC];
 }
 
 /** Set in the environment of the re-executed process, so it can never loop. */

@@ -7,6 +7,7 @@ import { adminApi } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
 import { type Clock, systemClock } from './counters/clock.js';
+import { type HeapTrim, startHeapTrim } from './heap-trim.js';
 import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
@@ -17,6 +18,7 @@ import { rlqsServer } from './rlqs/wiring.js';
 import type { HandlerDeps } from './rls/ratelimit-handler.js';
 import { HealthService } from './server/health.js';
 import { RLQS_SERVICE, RLS_SERVICE } from './server/proto.js';
+import { streamsOpened } from './server/reset-guard.js';
 import { type Readiness, type Servers, startServers, stopAll } from './servers.js';
 import type { Settings } from './settings/settings.js';
 import { quietLibraries } from './startup-notes.js';
@@ -104,10 +106,12 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   health.set(source.waiting() === undefined);
   if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   logServing(logger, settings, { servers, store, config, adminApi: Boolean(admin), sharedTiers: tiers.shared });
+  const trim = heapTrim(settings, metrics, logger);
   const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
   const stop = async (): Promise<void> => {
     // NOT_SERVING before anything else is closed: health checkers and Envoy see it at once, whatever the rest waits on.
     health.set(false);
+    trim.stop();
     source.stop();
     rlqs.drain();
     await tiers.close();
@@ -241,6 +245,13 @@ async function createTierStore(settings: Settings, stack: StoreStack, logger: Lo
   });
   await store.start();
   return store;
+}
+
+/** A heap grown by a burst given back once quiet (heap-trim.ts), and counted. */
+function heapTrim(settings: Settings, metrics: Metrics, logger: Logger): HeapTrim {
+  const trim = startHeapTrim(settings.heapTrimMs, { logger, calls: streamsOpened });
+  metrics.gauge('tollgate_heap_trims', 'Times a heap grown by a burst was given back to the system once quiet, since start', () => trim.trims);
+  return trim;
 }
 
 function registerGauges(metrics: Metrics, stack: StoreStack, tiers: TierStore, redisTimeoutMs: number): void {

@@ -28,6 +28,8 @@ let lastBeatMs = performance.now();
 let beat: NodeJS.Timeout | undefined;
 /** How long this process had not run when the current loop turn read its first stream; undefined between turns. */
 let turnStallMs: number | undefined;
+/** Streams opened since start, on either server: whether any came is how heap-trim.ts tells a quiet process. */
+let opened = 0;
 const endTurn = (): void => {
   turnStallMs = undefined;
   // The turn's own work is not a stall: the next turn's is counted from here.
@@ -50,6 +52,7 @@ type Marked = ServerHttp2Stream & { [OPENED]?: number; [DEADLINE]?: string; [SES
 
 /** Marks a stream as it opens: when its client may have sent it, the deadline it named, its connection. */
 export function noteOpened(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  opened++;
   const s = stream as Marked;
   const now = performance.now();
   if (turnStallMs === undefined) {
@@ -61,6 +64,9 @@ export function noteOpened(stream: ServerHttp2Stream, headers: IncomingHttpHeade
   const deadline = headers['grpc-timeout'];
   if (typeof deadline === 'string') s[DEADLINE] = deadline;
 }
+
+/** Streams opened on the gRPC port since start. */
+export const streamsOpened = (): number => opened;
 
 /** The connection a stream opened on (a closed stream no longer names it). */
 export function openedOn(stream: ServerHttp2Stream): Http2Session | undefined {

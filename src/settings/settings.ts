@@ -75,6 +75,8 @@ export interface Settings {
   unneeded: string[];
   /** Longest wait for in-flight calls on SIGTERM before they are cut. */
   shutdownTimeoutMs: number;
+  /** heap-trim.ts: how often to look for a quiet process with a grown heap (0: never). */
+  heapTrimMs: number;
   /** How often the config directory is re-read (behind fs.watch); 0 turns reloading off. */
   configPollMs: number;
   /** Largest descriptor config file read, in bytes; the directory may hold DIR_BYTES_FACTOR times this. */
@@ -161,6 +163,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     storeInferredFrom: storeInferredFrom(values.store, env),
     ...settingNotes(env, fromXds),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
+    heapTrimMs: num('heap-trim-ms', 'whole'),
     configPollMs: num('config-poll-ms', 'whole'),
     maxConfigBytes: num('max-config-bytes', 'positive'),
     nearLimitRatio: num('near-limit-ratio', 'ratio'),

@@ -72,6 +72,11 @@ export const SERVE_OPTIONS = {
   'log-level': { env: 'LOG_LEVEL', default: 'info', help: `${LOG_LEVELS.join(' | ')} (any case; warning = warn)` },
   'log-format': { env: 'LOG_FORMAT', default: 'json', help: 'json (one JSON object a line) | text (readable lines)' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },
+  'heap-trim-ms': {
+    env: 'HEAP_TRIM_MS',
+    default: '5000',
+    help: 'look this often: when quiet and grown by a burst, the heap is given back to the system (0: never)',
+  },
   'config-poll-ms': { env: 'CONFIG_POLL_MS', default: '1000', help: 're-read the config directory this often (0: no hot reload)' },
   'max-config-bytes': {
     env: 'MAX_CONFIG_BYTES',

@@ -26,9 +26,9 @@ async function serveArgv(env: NodeJS.ProcessEnv = {}): Promise<string[] & { reex
 
 describe('the heap flags serve runs with', () => {
   it('are per Node line: pretenuring off from Node 24 on, where V8 comes to pretenure node:http2 streams', () => {
-    expect(heapFlags('v24.21.0')).toEqual(['--max-semi-space-size=16', '--no-allocation-site-pretenuring']);
-    expect(heapFlags('v25.0.0')).toEqual(['--max-semi-space-size=16', '--no-allocation-site-pretenuring']);
-    expect(heapFlags('v22.23.3')).toEqual(['--max-semi-space-size=16']);
+    expect(heapFlags('v24.21.0')).toEqual(['--max-semi-space-size=16', '--no-allocation-site-pretenuring', '--expose-gc']);
+    expect(heapFlags('v25.0.0')).toEqual(['--max-semi-space-size=16', '--no-allocation-site-pretenuring', '--expose-gc']);
+    expect(heapFlags('v22.23.3')).toEqual(['--max-semi-space-size=16', '--expose-gc']);
     expect(heapFlags(process.version)).toEqual(heapFlags());
   });
 
@@ -37,11 +37,11 @@ describe('the heap flags serve runs with', () => {
     const missing = (argv: string[], options?: string) => missingHeapFlags(argv, options, all);
     expect(missing([])).toEqual(all);
     expect(missing(all)).toEqual([]);
-    expect(missing(['--max-semi-space-size=4', '--no-allocation-site-pretenuring'])).toEqual([]);
-    expect(missing(['--no-allocation-site-pretenuring'], '--max-old-space-size=512 --max_semi_space_size=8')).toEqual([]);
+    expect(missing(['--max-semi-space-size=4', '--no-allocation-site-pretenuring', '--no-expose-gc'])).toEqual([]);
+    expect(missing(['--no-allocation-site-pretenuring'], '--max-old-space-size=512 --max_semi_space_size=8 --expose_gc')).toEqual([]);
     expect(missing([], '--max-old-space-size=512')).toEqual(all);
-    expect(missing(['--max-semi-space-size=16'])).toEqual(['--no-allocation-site-pretenuring']);
-    expect(missingHeapFlags([], '', heapFlags('v22.23.3'))).toEqual(['--max-semi-space-size=16']);
+    expect(missing(['--max-semi-space-size=16'])).toEqual(['--no-allocation-site-pretenuring', '--expose-gc']);
+    expect(missingHeapFlags([], '', heapFlags('v22.23.3'))).toEqual(['--max-semi-space-size=16', '--expose-gc']);
   });
 
   it("take an operator's pretenuring choice, either way and in any of V8's spellings, as given", () => {
@@ -53,7 +53,7 @@ describe('the heap flags serve runs with', () => {
       '--noallocation-site-pretenuring',
       '-allocation-site-pretenuring',
     ])
-      expect(missing([given])).toEqual(['--max-semi-space-size=16']);
+      expect(missing([given])).toEqual(['--max-semi-space-size=16', '--expose-gc']);
   });
 
   it.skipIf(!canExec)('are added to a plain `node dist/cli.js serve`, in the same process', async () => {
