@@ -19,10 +19,13 @@ const INTERVAL_MS = 1000;
 /** What a round may leave above the idle baseline once settled. Measured (this 2-core machine, 2026-11-28): the
  * port's attacks alone settle 110–140 MiB above it with the V8 heap back at 60–70 MiB and external memory at
  * 10–60 MiB (memory the allocator keeps from HTTP/2 sessions and zlib, level from round to round); RLQS's rounds
- * 45–65 MiB (soak-lib.ts LEAK_GROWTH_MB); both at once 205–215. Streams the port failed to let go (5–9 KB each,
- * 100 a connection) or held bytes not given back (settle checks they are 0) pass this within a few rounds; a slower
- * climb is the trend check's (TREND_MB, from 12 rounds on). */
-const SETTLE_MB = 250;
+ * 45–65 MiB (soak-lib.ts LEAK_GROWTH_MB); both at once 205–215. Round 6's in-flight attacks (2026-12-02) hold
+ * state by design for their 24 h leases: up to 50,000 holders (~45 MB live) and the invented tenants' counters;
+ * with them the 10-minute soak settled at +246 (http2) and a level +267 (grpc-js, rounds 22–27: the heap back at
+ * 80–90 MiB, the rest the allocator's), so the bound is issue 59's target, 300. Streams the port failed to let go
+ * (5–9 KB each, 100 a connection) or held bytes not given back (settle checks they are 0) pass this within a few
+ * rounds; a slower climb is the trend check's (TREND_MB, from 12 rounds on). */
+const SETTLE_MB = 300;
 
 function spec(server: 'http2' | 'grpc-js'): SoakSpec {
   /** The well-behaved in-flight client's tenants, one a round: each must have its whole limit at the end. */
