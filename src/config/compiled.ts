@@ -44,7 +44,7 @@ export interface Rule {
   /** quota_mode: a soft limit. Over it, the request is still admitted unless every quota-mode descriptor of
    * the request is over too (or a normal one is): envoyproxy/ratelimit's src/service/ratelimit.go. */
   quota: boolean;
-  /** charge_mode: a request's hits > 0 are a charge, counted in full even past the limit (store.ts). */
+  /** charge_mode: a request's hits > 0 are a charge, counted in full even past the limit (limits/check.ts). */
   charge: boolean;
   /** The entry key that names a reservation on this rule's counter (never part of the counter), and how long
    * an unsettled one is kept; undefined when the rule takes no reservations. */

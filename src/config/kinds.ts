@@ -1,7 +1,7 @@
 import type { LimitKind } from './spec.js';
 
 /** The kinds of limit, as a compiled limit, a CounterCheck and check-and-incr.lua's shapes carry them: a small
- * number each, so picking one is an array index (src/store/algorithms/index.ts holds them in this order). */
+ * number each, so picking one is an array index (src/limits/kinds/index.ts holds them in this order). */
 export type KindCode = 0 | 1 | 2 | 3;
 // Annotated, so an object literal keeps the code's type instead of widening it to number.
 export const FIXED: 0 = 0;

@@ -1,7 +1,8 @@
 import type { CompiledConfig, CompiledDomain, Rule } from '../config/compiled.js';
 import { peekWindows } from '../limiter/peek.js';
 import { type DescriptorPlan, planForClient, type TierSource, toChecks } from '../limiter/plan.js';
-import type { CounterWindow, Store } from '../store/store.js';
+import type { CounterWindow } from '../limits/check.js';
+import type { Store } from '../store/store.js';
 
 export interface CounterView {
   domain: string;

@@ -2,8 +2,9 @@ import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../con
 import { SLOTS } from '../config/kinds.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { NoConfigError } from '../errors.js';
-import { ALGORITHMS } from '../store/algorithms/index.js';
-import type { CheckResult, CounterCheck, Maybe, ReservationOutcome, Store, TraceLink } from '../store/store.js';
+import type { CheckResult, CounterCheck, ReservationOutcome } from '../limits/check.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
+import type { Maybe, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
 
 export type { DecisionInput, DescriptorInput } from './plan.js';

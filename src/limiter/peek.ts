@@ -1,4 +1,4 @@
-import { ALGORITHMS } from '../store/algorithms/index.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Store } from '../store/store.js';
 import { type DescriptorPlan, toChecks } from './plan.js';
 

@@ -7,8 +7,8 @@ import { bucketIsExact, type Unit } from '../config/units.js';
 import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
 import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
-import { ALGORITHMS } from '../store/algorithms/index.js';
-import type { CounterCheck, Reservation } from '../store/store.js';
+import type { CounterCheck, Reservation } from '../limits/check.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
  * all plan through here, so they cannot disagree on the rule, the tier, the limits or the counters. */
@@ -67,7 +67,7 @@ export interface DescriptorPlan {
    * answers. --shadow-mode (global) leaves statuses as they are and only admits (its ratelimit.go). */
   shadowStatus: boolean;
   /** Quota mode (the rule's quota_mode or QUOTA_MODE): over it, the request is still admitted unless every
-   * quota-mode descriptor is over (src/store/store.ts settle). A shadow one is never over there. */
+   * quota-mode descriptor is over (src/limits/check.ts settle). A shadow one is never over there. */
   quota: boolean;
   /** A quota-mode descriptor that passes whatever the counters say (see quotaPasses): with one in the
    * request, no quota-mode descriptor of it can block. Set by planRequest. */
@@ -82,7 +82,7 @@ export interface DescriptorPlan {
   charge: boolean;
   /** The reservation the request names (its id entry), when the rule takes them. */
   reservation: Reservation | undefined;
-  /** Envoy 1.38's is_negative_hits: `hits` are given back to every window, never refused (store.ts). */
+  /** Envoy 1.38's is_negative_hits: `hits` are given back to every window, never refused (limits/check.ts). */
   refund?: boolean;
   /** in_flight with request_key: the fingerprint of the request id that holds the slots. */
   slotId?: string;
@@ -324,7 +324,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         key: a.storeKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
-        // A refund is a negative charge: counted whatever the answer, never over (store/charge-rules.ts).
+        // A refund is a negative charge: counted whatever the answer, never over (limits/charge-rules.ts).
         hits: peek ? 0 : p.refund ? -p.hits : p.hits,
         kind: l.kind,
         burst: l.burst,

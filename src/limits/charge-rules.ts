@@ -1,6 +1,6 @@
 import { SLOTS } from '../config/kinds.js';
-import { ALGORITHMS } from './algorithms/index.js';
-import { type CounterCheck, type ReservationOutcome, settle } from './store.js';
+import { type CounterCheck, type ReservationOutcome, settle } from './check.js';
+import { ALGORITHMS } from './kinds/index.js';
 
 /** The decision of a request that holds a charge or a reservation (charge_mode descriptors), given what each
  * window holds: the memory store applies it, check-and-incr.lua's decide_charges (lua/charges.lua) is the same rules line for

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { StoreConnectionError, StoreDegradedError, StoreKeyError, StoreMovingError } from '../errors.js';
-import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from '../store/store.js';
+import type { CheckResult, CounterCheck, CounterWindow } from '../limits/check.js';
+import type { Maybe, Store, StoreHealth, TraceLink } from '../store/store.js';
 import { TimeoutError } from '../store/timeout.js';
 import type { Metrics } from './metrics.js';
 

@@ -1,6 +1,7 @@
 import { BUCKET, SLOTS } from '../config/kinds.js';
+import { type CheckResult, type CounterCheck, settle } from '../limits/check.js';
 import { merge, type Pending, pick } from './redis-batch.js';
-import { type CheckResult, type CounterCheck, settle, type TraceLink } from './store.js';
+import type { TraceLink } from './store.js';
 
 /** Queues part of a request for the next script call to a master (or a slot's hash tag): RedisStore.enqueue. */
 export type Enqueue = (
@@ -91,7 +92,7 @@ async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise
     // A refused part counted nothing; a failed one, unknown (a call that timed out may have counted): left so.
     if (!r?.admitted) return;
     const part = pick(x.checks, x.parts[i]!);
-    // What the part counted (store.ts: an admitted part counts each window of a group with no window over).
+    // What the part counted (limits/check.ts: an admitted part counts each window of a group with no window over).
     const { groupOver } = settle(part, r.over);
     const back = part.filter((c) => c.hits > 0 && !groupOver[c.group]).map((c) => ({ ...c, hits: -c.hits, charge: true, shadow: true }));
     const windows = back.filter((c) => c.kind !== BUCKET);

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { SLOTS } from '../config/kinds.js';
+import type { CounterCheck } from '../limits/check.js';
 import type { Pending } from './redis-batch.js';
-import type { CounterCheck } from './store.js';
 
 /** How long requests wait to share a script call: a call costs Redis a fixed part (reading, waking, the
  * script's setup: ~35 µs of a single decision's ~55 on this machine's loopback) that a lightly loaded replica

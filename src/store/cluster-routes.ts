@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { hashTag, storeKey } from '../counters/keys.js';
-import type { CounterCheck } from './store.js';
+import type { CounterCheck } from '../limits/check.js';
 
 /** Queue keys of the Redis store's batches: a Cluster master's ('node:host:port'), or one hash tag's
  * ('tag:…', the fallback through the client's redirects). */

@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { StoreDegradedError, StoreKeyError, StoreMovingError, StoreUnavailableError } from '../errors.js';
+import type { CheckResult, CounterCheck, CounterWindow } from '../limits/check.js';
 import { SettlementQueue } from './settlement-queue.js';
-import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
+import type { Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 /** What a decision does when the shared store cannot answer:
  *  allow  answer gRPC UNAVAILABLE at once, so Envoy's failure_mode_deny decides (false, Envoy's default: the

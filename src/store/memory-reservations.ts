@@ -1,6 +1,6 @@
-import type { Held } from './charge-rules.js';
+import type { Held } from '../limits/charge-rules.js';
+import type { CounterCheck, ReservationOutcome } from '../limits/check.js';
 import { SizeIndex } from './size-index.js';
-import type { CounterCheck, ReservationOutcome } from './store.js';
 
 /** Most open reservations on one counter, in every store: a flood of invented request ids that fit the
  * budget fills one counter's table and is refused there, never the memory of the process or of Redis. Only

@@ -1,5 +1,5 @@
+import type { CounterCheck } from '../limits/check.js';
 import { SizeIndex } from './size-index.js';
-import type { CounterCheck } from './store.js';
 
 /** Leases ended per call, at most (slots.lua's SLOT_PURGE). */
 const SLOT_PURGE = 100;

@@ -2,12 +2,13 @@ import type { Logger } from 'pino';
 import { SLOTS } from '../config/kinds.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { windowStartMs } from '../counters/window.js';
-import type { Series } from './algorithms/algorithm.js';
-import { ALGORITHMS } from './algorithms/index.js';
-import { decideCharges } from './charge-rules.js';
+import { decideCharges } from '../limits/charge-rules.js';
+import { type CheckResult, type CounterCheck, type CounterWindow, settle } from '../limits/check.js';
+import type { Series } from '../limits/kinds/algorithm.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import { MemoryReservations } from './memory-reservations.js';
 import { MemorySlots } from './memory-slots.js';
-import { type CheckResult, type CounterCheck, type CounterWindow, type Store, type StoreHealth, settle } from './store.js';
+import type { Store, StoreHealth } from './store.js';
 
 export interface MemoryStoreOptions {
   clock?: Clock;

@@ -3,8 +3,9 @@ import { bucketDebt } from '../counters/bucket.js';
 import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { windowStartMs } from '../counters/window.js';
-import { ALGORITHMS } from './algorithms/index.js';
-import type { CheckResult, CounterCheck, CounterWindow, Maybe, Store, StoreHealth, TraceLink } from './store.js';
+import type { CheckResult, CounterCheck, CounterWindow } from '../limits/check.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
+import type { Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
 interface Snapshot {
   key: string;

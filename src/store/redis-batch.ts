@@ -1,16 +1,8 @@
 import { FIXED, SLIDING, SLOTS } from '../config/kinds.js';
 import { hashTag, storeKey } from '../counters/keys.js';
 import { type StoreKeyError, StoreMovingError } from '../errors.js';
-import {
-  type BatchSpan,
-  type BatchTracer,
-  type CheckResult,
-  type CounterCheck,
-  RESERVATION_EVENTS,
-  type ReservationOutcome,
-  settle,
-  type TraceLink,
-} from './store.js';
+import { type CheckResult, type CounterCheck, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
+import type { BatchSpan, BatchTracer, TraceLink } from './store.js';
 
 /** The wire format of a batch for check-and-incr.lua (its header is the contract): the script's KEYS and ARGV
  * from the requests of one event-loop turn, and each request's answer from the script's reply. Pure: the

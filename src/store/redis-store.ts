@@ -5,6 +5,7 @@ import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
 import { BUCKET_SUFFIX, hashTag, storeKey, windowCounterName } from '../counters/keys.js';
 import { StoreDegradedError, type StoreUnavailableError } from '../errors.js';
+import type { CheckResult, CounterCheck, CounterWindow } from '../limits/check.js';
 import { acrossParts } from './across-parts.js';
 import { BatchQueues, type BatchWindow } from './batch-queues.js';
 import { ClusterRoutes, NODE, TAG } from './cluster-routes.js';
@@ -12,7 +13,7 @@ import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePl
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
 import { KeyRefusals } from './redis-refusals.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
-import type { BatchTracer, CheckResult, CounterCheck, CounterWindow, Store, StoreHealth, TraceLink } from './store.js';
+import type { BatchTracer, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 import { whileMoving } from './while-moving.js';
 

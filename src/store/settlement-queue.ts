@@ -1,7 +1,8 @@
 import { SLOTS } from '../config/kinds.js';
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
+import type { CounterCheck } from '../limits/check.js';
 import { SizeIndex } from './size-index.js';
-import type { CounterCheck, Store } from './store.js';
+import type { Store } from './store.js';
 
 /** Most descriptors (checks) kept while the shared store does not answer, in all and per counter: a call is
  * counted by what it holds, so 64 give-backs in one call weigh 64. Past its counter's bound a call is dropped

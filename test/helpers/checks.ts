@@ -1,5 +1,5 @@
 import { BUCKET, FIXED } from '../../src/config/kinds.js';
-import type { CounterCheck } from '../../src/store/store.js';
+import type { CounterCheck } from '../../src/limits/check.js';
 
 /** One window to check, as the limiter sends it: 3 a second, 1 hit, a plain fixed window, unless `over` says. */
 export function counterCheck(over: Partial<CounterCheck> = {}): CounterCheck {

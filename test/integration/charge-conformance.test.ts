@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { FROM_MONDAY } from '../../src/counters/calendar.js';
 import { ManualClock } from '../../src/counters/clock.js';
+import type { CheckResult, CounterCheck, Reservation } from '../../src/limits/check.js';
 import { MAX_RESERVATIONS_PER_COUNTER } from '../../src/store/memory-reservations.js';
-import type { CheckResult, CounterCheck, Reservation, Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { everyStore } from '../helpers/stores.js';
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { SLOTS } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
+import { SLOT_GIVE_BACK } from '../../src/limits/charge-rules.js';
+import type { CounterCheck } from '../../src/limits/check.js';
 import { SLOT_WEIGHT } from '../../src/store/batch-queues.js';
-import { SLOT_GIVE_BACK } from '../../src/store/charge-rules.js';
-import type { CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { everyStore } from '../helpers/stores.js';
 

@@ -3,13 +3,13 @@ import { compileSources } from '../../src/config/load.js';
 import type { LimitKind } from '../../src/config/spec.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { type DescriptorInput, Limiter } from '../../src/limiter/limiter.js';
-import { ALGORITHMS } from '../../src/store/algorithms/index.js';
+import { ALGORITHMS } from '../../src/limits/kinds/index.js';
 import { everyStore } from '../helpers/stores.js';
 
 // The contract every kind of limit keeps, on every store, through the real planner and limiter: from empty,
 // with the clock still, a limit of 5 admits 5 of 7 at once, refuses the rest without counting them, a
 // refund of n makes room for exactly n, and a refund never takes a counter below empty. A kind registered in
-// src/store/algorithms/index.ts without a rule here fails the first test.
+// src/limits/kinds/index.ts without a rule here fails the first test.
 
 const RULE_OF: Record<LimitKind, string> = {
   fixed_window: 'rate_limit: {unit: hour, requests_per_unit: 5}',
@@ -20,7 +20,7 @@ const RULE_OF: Record<LimitKind, string> = {
 const T0 = 1_800_000_000_000 + 1234;
 
 describe('every registered kind has a conformance rule', () => {
-  it('names exactly the kinds of src/store/algorithms/index.ts', () => {
+  it('names exactly the kinds of src/limits/kinds/index.ts', () => {
     expect(Object.keys(RULE_OF).sort()).toEqual(ALGORITHMS.map((a) => a.kind).sort());
   });
 });

@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/errors.js';
+import type { CheckResult } from '../../src/limits/check.js';
 import type { BatchWindow } from '../../src/store/batch-queues.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
-import type { CheckResult } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';

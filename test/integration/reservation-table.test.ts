@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
 import { storeKey } from '../../src/counters/keys.js';
+import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { MAX_ENDED_PER_COUNTER } from '../../src/store/memory-reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
-import type { CheckResult, CounterCheck, Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 import { type RedisCluster, type RedisServer, startRedis, startRedisCluster } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BUCKET, FIXED, SLIDING } from '../../src/config/kinds.js';
+import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { acrossParts, type Enqueue } from '../../src/store/across-parts.js';
-import type { CheckResult, CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 
 // A request over several masters (src/store/across-parts.ts) against a fake store whose every part answers at

@@ -67,6 +67,29 @@ describe('the import graph of src/', () => {
     expect(violations(edges, 'store', ['limiter', 'metrics', 'settings'])).toEqual([]);
   });
 
+  it('limits/ (what a limit means: checks, results, charge rules, kinds) stands below both the limiter and the store', () => {
+    expect(edges.get('store')?.has('limits')).toBe(true);
+    expect(edges.get('limiter')?.has('limits')).toBe(true);
+    const above = [
+      'store',
+      'limiter',
+      'rlqs',
+      'server',
+      'rls',
+      'http',
+      'observe',
+      'control',
+      'metrics',
+      'tracing',
+      'tuning',
+      'response',
+      'service',
+      'settings',
+      'xds',
+    ];
+    expect(violations(edges, 'limits', above)).toEqual([]);
+  });
+
   it('limiter/ imports neither control/ nor the serving side', () => {
     expect(violations(edges, 'limiter', ['control', 'server', 'rls', 'http', 'observe', 'xds', 'metrics', 'tuning'])).toEqual([]);
   });
@@ -98,6 +121,7 @@ describe('the import graph of src/', () => {
   it('nothing below the wiring imports rlqs/: only service, servers and the commands at the top may', () => {
     const below = [
       'limiter',
+      'limits',
       'store',
       'config',
       'counters',
@@ -128,7 +152,23 @@ describe('the import graph of src/', () => {
   });
 
   it('config/ and counters/ sit below the limiter and the stores', () => {
-    const above = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'rlqs', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
+    const above = [
+      'limiter',
+      'limits',
+      'store',
+      'server',
+      'rls',
+      'http',
+      'observe',
+      'rlqs',
+      'control',
+      'metrics',
+      'tuning',
+      'response',
+      'service',
+      'settings',
+      'xds',
+    ];
     expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
   });
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { SLOTS } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
+import type { CounterCheck } from '../../src/limits/check.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import type { CounterCheck } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 
 // The memory store's bound of in-flight holders is shared by every counter: a client that invents tenants and

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/counters/clock.js';
+import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { OverLimitCache } from '../../src/store/over-limit-cache.js';
-import type { CheckResult, CounterCheck, Maybe, Store } from '../../src/store/store.js';
+import type { Maybe, Store } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
 
 const T0 = 1_800_000_000_000;

@@ -1,6 +1,6 @@
 import type { KindCode } from '../../config/kinds.js';
 import type { LimitKind } from '../../config/spec.js';
-import type { CounterCheck } from '../store.js';
+import type { CounterCheck } from '../check.js';
 
 /** One counter of the memory store, shaped like Redis's: the window it counts (a bucket: when it was last
  * written, in ms from the store's base), its count (a bucket: its debt), and the count of the window before

@@ -2,7 +2,7 @@ import { FIXED } from '../../config/kinds.js';
 import { windowBounds, windowEndMs } from '../../counters/calendar.js';
 import { windowKey } from '../../counters/keys.js';
 import { retryAfterMs, windowStartMs } from '../../counters/window.js';
-import type { CounterCheck } from '../store.js';
+import type { CounterCheck } from '../check.js';
 import type { LimitAlgorithm, Series } from './algorithm.js';
 
 /** Fixed windows, epoch-aligned or on calendar boundaries (counters/calendar.ts): a count per window, over

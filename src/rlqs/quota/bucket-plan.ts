@@ -3,7 +3,7 @@ import { SLIDING } from '../../config/kinds.js';
 import type { EntryLike } from '../../config/match.js';
 import { demandKey } from '../../counters/keys.js';
 import { planRequest, type TierSource, toChecks } from '../../limiter/plan.js';
-import type { CounterCheck } from '../../store/store.js';
+import type { CounterCheck } from '../../limits/check.js';
 import { bucketEntries } from './bucket-descriptor.js';
 import { ALLOW, DENY, type Strategy } from './strategy.js';
 

@@ -1,7 +1,7 @@
 import { SLIDING } from '../../config/kinds.js';
 import { slidingUsed } from '../../counters/window.js';
-import { ALGORITHMS } from '../../store/algorithms/index.js';
-import type { CheckResult } from '../../store/store.js';
+import type { CheckResult } from '../../limits/check.js';
+import { ALGORITHMS } from '../../limits/kinds/index.js';
 import type { BucketPlan } from './bucket-plan.js';
 
 /** The rate, in requests a second, the whole fleet may admit for a bucket until the next assignment, from its

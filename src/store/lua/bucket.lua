@@ -1,6 +1,6 @@
 --[[
   Part of check-and-incr.lua, included where it says --#include bucket.lua: token buckets (GCRA,
-  src/store/algorithms/token-bucket.ts and src/counters/bucket.ts). The counter is <base> itself, "<w> <c>":
+  src/limits/kinds/token-bucket.ts and src/counters/bucket.ts). The counter is <base> itself, "<w> <c>":
   when it was last written (ms) and its debt then, in ticks of 1/limit ms; one request costs `window` ticks
   (w.step) and an empty bucket holds `burst` requests (w.cap = burst * window). Uses the script's locals:
   call, max, now, cur, values.

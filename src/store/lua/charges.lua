@@ -1,6 +1,6 @@
 --[[
   Part of check-and-incr.lua, included where it says --#include charges.lua (src/store/redis-store.ts
-  assembles the script): a request with a charge window (charge_mode), decided as src/store/charge-rules.ts
+  assembles the script): a request with a charge window (charge_mode), decided as src/limits/charge-rules.ts
   decideCharges. It uses the script's locals: call, max, now, cur, values, shape_of, group_of, slots_of, read_window,
   add_window, bounds, out, o, group_over, quota_group and the kind codes.
 ]]

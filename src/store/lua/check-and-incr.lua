@@ -25,7 +25,7 @@
   ARGV[2]  s, the number of window shapes; then s shapes of nine values each (a batch's windows mostly
            share a few, so each is sent once):
                   window_ms, limit, hits (0 = check only; < 0 a refund, with charge 1), kind (0 fixed, 1
-                  sliding, 2 bucket, 3 slots: src/store/algorithms/), shadow (0|1), burst (0 unless a bucket),
+                  sliding, 2 bucket, 3 slots: src/limits/kinds/), shadow (0|1), burst (0 unless a bucket),
                   quota (0|1), charge (0|1), calendar (0 = epoch-aligned, -1 weeks from Monday, n > 0 windows
                   of n UTC calendar months: src/counters/calendar.ts)
   then, per request:
@@ -60,8 +60,8 @@
            practice it is the first that fails). On a Cluster master (redis-script.ts), NOTLOCAL in its place
            ends the reply: that request and the rest were not decided.
 
-  Rules (the same as src/store/store.ts settle(), src/counters/window.ts and, for a request with a charge
-  window, src/store/charge-rules.ts decideCharges, as decide_charges below):
+  Rules (the same as src/limits/check.ts settle(), src/counters/window.ts and, for a request with a charge
+  window, src/limits/charge-rules.ts decideCharges, as decide_charges below):
     used  = c                                  fixed window
     used  = p * (window - elapsed) / window + c  sliding window
     over  = used + max(hits, 1) > limit
@@ -91,9 +91,9 @@ end
 -- Calendar windows: month_of, month_start_day and bounds (src/counters/calendar.ts, line for line).
 --#include calendar.lua
 
--- The kinds of limit (src/store/algorithms/algorithm.ts, the same codes), each with its include below. A
--- shape's step and cap say what it holds: used + n * step > cap is over (a window counts requests, a bucket
--- ticks); keep, how long past its window's end a counter is still read.
+-- The kinds of limit (their codes: src/config/kinds.ts KIND_CODES; their modules: src/limits/kinds/), each
+-- with its include below. A shape's step and cap say what it holds: used + n * step > cap is over (a window
+-- counts requests, a bucket ticks); keep, how long past its window's end a counter is still read.
 local FIXED, SLIDING, BUCKET, SLOTS = 0, 1, 2, 3
 
 -- The shapes, as numbers once, each table made whole at once (a field added later makes Lua grow it).
@@ -286,7 +286,7 @@ end
 -- Plain requests (every window a fixed window, none shadow, quota or charge): decide_peek, decide_counting.
 --#include plain.lua
 
--- Requests with a charge window: decide_charges (src/store/charge-rules.ts, line for line), its functions made
+-- Requests with a charge window: decide_charges (src/limits/charge-rules.ts, line for line), its functions made
 -- only for a batch that holds one (a closure made is a cost every call pays).
 local function charge_rules()
 --#include charges.lua

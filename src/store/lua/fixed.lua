@@ -1,5 +1,5 @@
 --[[
-  Part of check-and-incr.lua, included where it says --#include fixed.lua: fixed windows (src/store/algorithms/
+  Part of check-and-incr.lua, included where it says --#include fixed.lua: fixed windows (src/limits/kinds/
   fixed-window.ts), and the writing every window shares (sliding.lua too). A window's counter is
   <base>:<index>, a plain count. Uses the script's locals: call, now, cur, values, count.
 ]]

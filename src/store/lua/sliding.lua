@@ -1,6 +1,6 @@
 --[[
   Part of check-and-incr.lua, included where it says --#include sliding.lua: sliding windows
-  (src/store/algorithms/sliding-window.ts). Two fixed windows' counts, <base>:<index> and <base>:<index - 1>,
+  (src/limits/kinds/sliding-window.ts). Two fixed windows' counts, <base>:<index> and <base>:<index - 1>,
   the previous one weighted by how much of it still overlaps the last window's length; written as a fixed
   window is (fixed.lua's window_add). Uses the script's locals: now, cur, old, count.
 ]]

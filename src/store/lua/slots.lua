@@ -1,6 +1,6 @@
 --[[
   Part of check-and-incr.lua, included in charges.lua's scope (where it says --#include slots.lua): the slots
-  of an in_flight rule, decided as src/store/charge-rules.ts decideCharges (kinds take, again, return) and
+  of an in_flight rule, decided as src/limits/charge-rules.ts decideCharges (kinds take, again, return) and
   kept as src/store/memory-slots.ts keeps them. It uses the script's locals: call, max, now, tonumber.
 
   Per counter, two keys with the counter's hash tag:
