@@ -88,16 +88,27 @@ export function windowName(unit: string, multiplier: number, calendar: boolean):
 }
 
 /** Where a charge-mode descriptor's reservations are kept (the hash; the sorted sets of expiries are
- * `<this>.exp`, open ones, and `<this>.done`, ended ones). No unit is named rsv, so it never meets a window
- * key. */
+ * `<this>.exp`, open ones, and `<this>.done`, ended ones: reservationTable). No unit is named rsv, so it never
+ * meets a window key. */
 export function reservationKey(counterKey: string): string {
   return `${counterKey}:rsv`;
 }
 
-/** Where an in_flight rule's slots are kept: a sorted set of holders by lease end, and `<this>:h`, a hash of
- * what each holds (slots.lua). No unit is named slots, so it never meets a window key. */
+/** The three keys of a reservation table, as check-and-incr.lua takes them: the hash (reservationKey), the open
+ * ones by expiry and the ended ones by when they are forgotten. Same hash tag, so the same Cluster slot. */
+export function reservationTable(reservationKey: string): [hash: string, open: string, done: string] {
+  return [reservationKey, `${reservationKey}.exp`, `${reservationKey}.done`];
+}
+
+/** Where an in_flight rule's slots are kept: a sorted set of holders by lease end, and slotHolders(this), a hash
+ * of what each holds (slots.lua). No unit is named slots, so it never meets a window key. */
 export function slotsKey(counterKey: string): string {
   return `${counterKey}:slots`;
+}
+
+/** The hash of what each holder of a slots key holds. Same hash tag, so the same Cluster slot. */
+export function slotHolders(slotsKey: string): string {
+  return `${slotsKey}:h`;
 }
 
 /** An RLQS bucket's demand table: every Envoy instance's demand for the counter, shared by replicas. */

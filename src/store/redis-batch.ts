@@ -1,5 +1,5 @@
 import { FIXED, SLIDING, SLOTS } from '../config/kinds.js';
-import { hashTag, storeKey } from '../counters/keys.js';
+import { hashTag, reservationTable, slotHolders, storeKey } from '../counters/keys.js';
 import { type StoreKeyError, StoreMovingError } from '../errors.js';
 import { type CheckResult, type CounterCheck, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
 import type { BatchSpan, BatchTracer, TraceLink } from './store.js';
@@ -56,10 +56,10 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
     tail.push(reservations.length);
     for (const c of reservations) {
       const r = c.reservation!;
-      keys.push(storeKey(keyPrefix, r.key), storeKey(keyPrefix, `${r.key}.exp`), storeKey(keyPrefix, `${r.key}.done`));
+      for (const k of reservationTable(r.key)) keys.push(storeKey(keyPrefix, k));
       tail.push(c.group, r.id, r.ttlMs, r.settles ? 1 : 0);
     }
-    pushSlots(p.checks, tail);
+    pushSlots(p.checks, tail, keys, keyPrefix);
   }
   const args: (string | number)[] = [nowMs, shapes.length];
   for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.kind, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
@@ -68,13 +68,14 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
 }
 
 /** The in-flight checks of a request (check-and-incr.lua's `f`): their count, then each one's place in the
- * request (1-based) and its id ('' for slots as counts). */
-function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[]): void {
+ * request (1-based) and its id ('' for slots as counts); each one's holders hash after the request's other keys. */
+function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[], keys: string[], keyPrefix: string): void {
   const at = tail.length;
   tail.push(0);
   checks.forEach((c, i) => {
     if (c.kind !== SLOTS) return;
     tail.push(i + 1, c.slots?.id ?? '');
+    keys.push(storeKey(keyPrefix, slotHolders(c.key)));
     (tail[at] as number)++;
   });
 }

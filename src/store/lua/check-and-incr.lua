@@ -42,7 +42,9 @@
                   "x" refused, "s" settled), <counter key>:rsv.exp, a sorted set (open ids by expiry ms), and
                   <counter key>:rsv.done, a sorted set (ended ids by when they are forgotten)
            f      (not plain) number of in-flight checks (slots.lua: the window's key is its set of holders),
-                  then per one its window's place in the request (1-based) and its id's fingerprint ('' none)
+                  then per one its window's place in the request (1-based) and its id's fingerprint ('' none);
+                  their holders' hashes (<set>:h, src/counters/keys.ts slotHolders) follow the reservation keys in
+                  KEYS, one each, in the same order
 
   Returns  { now_ms, then per request: admitted (0|1), then per window its count before this request (a
            bucket: its debt now), written -(count + 1) when the window has no room, and for a sliding window
@@ -197,8 +199,9 @@ do
         local j = r_k[reqs] + tonumber(ARGV[a + (x - 1) * 2 + 1])
         local id = ARGV[a + (x - 1) * 2 + 2]
         if id == '' then id = nil end
-        slots_of[j] = { id = id, set = K[k_at + j], hash = K[k_at + j] .. ':h' }
+        slots_of[j] = { id = id, set = K[k_at + j], hash = K[k_at + k + x] }
       end
+      k = k + f
       if f > 0 then r_charge[reqs] = true end
       a = a + 1 + f * 2
     end
