@@ -171,7 +171,7 @@ function settles(o: DescriptorOutcome): boolean {
 /** An in-flight check's part of its descriptor's outcome: what it did with the slots, and how many leases it
  * found ended. */
 function noteSlots(o: DescriptorOutcome, c: CounterCheck, counted: number, over: boolean, expired: number): void {
-  if (c.hits < 0) o.slots = { event: 'returned', count: -counted, expired };
+  if (c.op === 'giveBack') o.slots = { event: 'returned', count: -counted, expired };
   // A refusal is counted once, whatever the hits it asked for (a client's hits_addend is no count of slots).
   else if (over) o.slots = { event: 'refused', count: 1, expired };
   else o.slots = { event: 'taken', count: counted, expired };
@@ -180,8 +180,8 @@ function noteSlots(o: DescriptorOutcome, c: CounterCheck, counted: number, over:
 /** A charge-mode window's part of its descriptor's outcome: what was charged, the debt past the limit, and
  * the reservation's outcome. */
 function noteCharge(o: DescriptorOutcome, c: CounterCheck, prev: number, curr: number, counted: number, r: CheckResult): void {
-  if (c.hits < 0) {
-    o.refunded = Math.max(o.refunded ?? 0, -counted);
+  if (c.op === 'refund') {
+    if (c.hits > 0) o.refunded = Math.max(o.refunded ?? 0, -counted);
     return;
   }
   const reservation = r.reservations?.[c.group];

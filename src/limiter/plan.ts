@@ -7,7 +7,7 @@ import { bucketIsExact, type Unit } from '../config/units.js';
 import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
 import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
-import type { CounterCheck, Reservation } from '../limits/check.js';
+import { type CounterCheck, opOf, type Reservation } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
@@ -324,13 +324,12 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         key: a.storeKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,
         limit: l.requestsPerUnit,
-        // A refund is a negative charge: counted whatever the answer, never over (limits/charge-rules.ts).
-        hits: peek ? 0 : p.refund ? -p.hits : p.hits,
+        op: peek ? 'check' : opOf(p.refund === true, p.hits, slots),
+        hits: peek ? 0 : p.hits,
         kind: l.kind,
         burst: l.burst,
         group,
-        // A refund never blocks, one of 0 (which gives nothing) included.
-        shadow: peek || p.shadow || (p.quota && quotaCannotBlock) || p.refund === true,
+        shadow: peek || p.shadow || (p.quota && quotaCannotBlock),
         quota: !peek && p.quota,
         charge: !peek && (p.charge || p.refund === true || slots),
         calendar: l.calendar,

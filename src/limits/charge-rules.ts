@@ -2,7 +2,7 @@ import { SLOTS } from '../config/kinds.js';
 import { type CounterCheck, type ReservationOutcome, settle } from './check.js';
 import { ALGORITHMS } from './kinds/index.js';
 
-/** The decision of a request that holds a charge or a reservation (charge_mode descriptors), given what each
+/** The decision of a request that holds a charge, a reservation, a refund or slots, given what each
  * window holds: the memory store applies it, check-and-incr.lua's decide_charges (lua/charges.lua) is the same rules line for
  * line, and the store conformance suite holds them together. Requests without either never come here.
  *
@@ -19,12 +19,12 @@ import { ALGORITHMS } from './kinds/index.js';
  *              or its record is gone; charged in full, remembered as settled so it counts once
  *   late       the id of a reservation refused or settled: nothing counted, answered as a check (a request
  *              refused costs nothing; a settlement sent twice counts once)
- *   refund     Envoy 1.38's is_negative_hits (hits < 0): given back whatever the answer, never over; a
+ *   refund     op refund (Envoy 1.38's is_negative_hits): given back whatever the answer, never over; a
  *              window's count never goes below 0 (only the current window gives back: the one before is
  *              past), a bucket never holds more than its burst (its debt never below 0)
- *   take       an in-flight check (slots) asking for hits >= 0: as normal, against the slots held
+ *   take       op take (or check) on in-flight slots: as normal, against the slots held
  *   again      a take by a request id that already holds slots: admitted, nothing taken
- *   return     an in-flight give-back (hits < 0): the id's slots, or (no id) up to -hits of those held;
+ *   return     op giveBack: the id's slots, or (no id) up to hits of those held;
  *              never over
  *   full       a new id where the counter (or the store) holds as many open reservations as it may:
  *              refused, nothing counted. Ended records (refused, settled, forgotten) never make a counter
@@ -111,7 +111,7 @@ function gives(kind: Kind): boolean {
 /** An in-flight check's kind: a give-back, a take by an id already holding slots, or a take (never refused for
  * a store's bound: the memory store makes room from the counters that hold most, memory-slots.ts). */
 function slotKind(c: CounterCheck, store: Records): Kind {
-  if (c.hits < 0) return 'return';
+  if (c.op === 'giveBack') return 'return';
   if (c.slots!.id !== undefined && store.holding(c) > 0) return 'again';
   return 'take';
 }
@@ -127,21 +127,22 @@ function askOf(kind: Kind, c: CounterCheck, record: { estimate: number; atMs: nu
   if (kind === 'late' || kind === 'again') return 0;
   if (kind === 'refund') return refund(c, curr);
   if (kind === 'return') {
-    const back = c.slots!.id !== undefined ? store.holding(c) : Math.min(-c.hits, curr, SLOT_GIVE_BACK);
+    // A give-back of 0 gives nothing, an id's slots included.
+    const back = c.hits === 0 ? 0 : c.slots!.id !== undefined ? store.holding(c) : Math.min(c.hits, curr, SLOT_GIVE_BACK);
     return back === 0 ? 0 : -back;
   }
   return c.hits;
 }
 
-/** What a refund (hits < 0) gives back: all of it, or what the window holds (a bucket: its debt, in whole
- * requests rounded up), so a count never goes below 0 and what is reported is what was given. */
+/** What a refund gives back: all its hits, or what the window holds (a bucket: its debt, in whole requests
+ * rounded up), so a count never goes below 0 and what is reported is what was given. */
 function refund(c: CounterCheck, curr: number): number {
-  const given = Math.min(-c.hits, ALGORITHMS[c.kind]!.refundable(c, curr));
+  const given = Math.min(c.hits, ALGORITHMS[c.kind]!.refundable(c, curr));
   return given === 0 ? 0 : -given; // not -0, which is a distinct value to its readers
 }
 
 function kindOf(c: CounterCheck, record: Held, full: (c: CounterCheck) => boolean): Kind {
-  if (c.hits < 0) return 'refund';
+  if (c.op === 'refund') return 'refund';
   if (c.reservation) {
     if (record === undefined) return c.reservation.settles ? 'unreserved' : full(c) ? 'full' : 'reserve';
     return record.state === 'reserved' || record.state === 'expired' ? 'settle' : 'late';

@@ -4,6 +4,27 @@ import type { KindCode } from '../config/kinds.js';
  * each descriptor), the reservations and slots they carry, and the result. limiter/ builds them, store/ keeps
  * the counters, kinds/ says what each kind's counter means. */
 
+/** What a check does to its counter, said outright rather than read from the sign of its hits:
+ *   check     reads only (hits 0, or a peek): is the window full?
+ *   count     adds hits if the request is admitted (charge_mode, `charge`: whatever the answer; a reservation
+ *             on the check makes its first call reserve and its next settle, as the store finds it)
+ *   refund    Envoy 1.38's is_negative_hits: gives hits back to the window, whatever the answer, never refused
+ *   take      an in_flight rule: takes hits slots, all or none (an id already holding some takes none)
+ *   giveBack  an in_flight rule: gives slots back (the id's, or without one up to hits of the oldest), never
+ *             refused
+ * Hits are never negative. The Redis script's shapes still carry a refund and a give-back as negative hits
+ * (and a refund as shadow): redis-batch.ts writes that, and only there. */
+export type CheckOp = 'check' | 'count' | 'refund' | 'take' | 'giveBack';
+
+/** What a descriptor's check does: Envoy 1.38's is_negative_hits gives back (a refund, or an in_flight rule's
+ * slots), hits 0 only checks, more take slots or count. A refund of 0 still refunds: it gives nothing and is never
+ * refused. */
+export function opOf(refund: boolean, hits: number, slots: boolean): CheckOp {
+  if (refund) return slots ? 'giveBack' : 'refund';
+  if (hits === 0) return 'check';
+  return slots ? 'take' : 'count';
+}
+
 /** One window of one descriptor to check, and to count if the request is admitted. */
 export interface CounterCheck {
   /** The window's key (src/counters/keys.ts): the descriptor's counter and the window unit. The store keeps
@@ -12,7 +33,9 @@ export interface CounterCheck {
   key: string;
   windowMs: number;
   limit: number;
-  /** Added when admitted; 0 = check only. */
+  /** What this check does with `hits` (see CheckOp). */
+  op: CheckOp;
+  /** How many: added when admitted, given back, taken or returned, as `op` says; never negative. */
   hits: number;
   /** The limit's algorithm (limits/kinds/: FIXED, SLIDING, BUCKET, SLOTS), whose module decides what the
    * counter's value means: ALGORITHMS[kind]. */
@@ -35,8 +58,7 @@ export interface CounterCheck {
   /** A charge-mode descriptor's reservation, the same object on each of its windows (see Reservation). */
   reservation: Reservation | undefined;
   /** Set for an `in_flight` rule's check: not a window but slots, at most `limit` held at once, each for at
-   * most `windowMs` (its lease). hits > 0 take slots (all or none), hits < 0 give them back (never refused),
-   * 0 checks for one. Sent in charge mode. */
+   * most `windowMs` (its lease): op take, giveBack or check. Sent in charge mode. */
   slots: Slots | undefined;
 }
 

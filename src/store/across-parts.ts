@@ -94,7 +94,7 @@ async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise
     const part = pick(x.checks, x.parts[i]!);
     // What the part counted (limits/check.ts: an admitted part counts each window of a group with no window over).
     const { groupOver } = settle(part, r.over);
-    const back = part.filter((c) => c.hits > 0 && !groupOver[c.group]).map((c) => ({ ...c, hits: -c.hits, charge: true, shadow: true }));
+    const back = part.filter((c) => c.hits > 0 && !groupOver[c.group]).map((c): CounterCheck => ({ ...c, op: 'refund', charge: true }));
     const windows = back.filter((c) => c.kind !== BUCKET);
     const buckets = back.filter((c) => c.kind === BUCKET);
     if (windows.length > 0) calls.push(x.enqueue('count', windows, x.queues[i]!, undefined, true, r.nowMs));

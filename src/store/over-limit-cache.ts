@@ -57,7 +57,7 @@ export class OverLimitCache implements Store {
   check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult> {
     const sentAt = this.clock.now();
     // A refund (Envoy 1.38's is_negative_hits) makes room: a window known full may not be any more.
-    if (this.entries.size > 0) for (const c of checks) if (c.hits < 0) this.entries.delete(c.key);
+    if (this.entries.size > 0) for (const c of checks) if (c.op === 'refund' || c.op === 'giveBack') this.entries.delete(c.key);
     const cached = this.answer(checks, sentAt);
     if (cached) return cached;
     const result = this.inner.check(checks, trace);
@@ -80,7 +80,7 @@ export class OverLimitCache implements Store {
 
   private announceRefunds(checks: readonly CounterCheck[], counted: readonly number[]): void {
     // Slots are never cached (answer, remember): a give-back needs no announcement.
-    const keys = checks.filter((c, i) => c.hits < 0 && counted[i]! < 0 && c.kind !== SLOTS).map((c) => c.key);
+    const keys = checks.filter((c, i) => c.op === 'refund' && counted[i]! < 0).map((c) => c.key);
     if (keys.length > 0) this.onRefund!(keys);
   }
 

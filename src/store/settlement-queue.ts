@@ -1,4 +1,3 @@
-import { SLOTS } from '../config/kinds.js';
 import { StoreKeyError, StoreUnavailableError } from '../errors.js';
 import type { CounterCheck } from '../limits/check.js';
 import { SizeIndex } from './size-index.js';
@@ -59,14 +58,14 @@ export class SettlementQueue {
    * reservation, or the slots a request id holds), so sending it twice ends it once. A count-mode give-back
    * (no id) is not kept: a retry cannot know whether the first ran. */
   static holds(checks: readonly CounterCheck[]): boolean {
-    return checks.length > 0 && checks.every((c) => c.reservation?.settles === true || (c.kind === SLOTS && c.hits < 0 && c.slots?.id !== undefined));
+    return checks.length > 0 && checks.every((c) => c.reservation?.settles === true || (c.op === 'giveBack' && c.hits > 0 && c.slots?.id !== undefined));
   }
 
   /** The give-back of a request's takes of slots by request id, undefined when it takes none: what is kept for
    * a take whose answer never came (failure-policy.ts). */
   static giveBackOf(checks: readonly CounterCheck[]): CounterCheck[] | undefined {
-    const takes = checks.filter((c) => c.kind === SLOTS && c.hits > 0 && c.slots?.id !== undefined);
-    return takes.length > 0 ? takes.map((c) => ({ ...c, hits: -c.hits })) : undefined;
+    const takes = checks.filter((c) => c.op === 'take' && c.hits > 0 && c.slots?.id !== undefined);
+    return takes.length > 0 ? takes.map((c) => ({ ...c, op: 'giveBack' })) : undefined;
   }
 
   /** Keeps a settlement or give-back the store failed to take; false when a bound dropped it. */

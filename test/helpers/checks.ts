@@ -1,12 +1,16 @@
-import { BUCKET, FIXED } from '../../src/config/kinds.js';
-import type { CounterCheck } from '../../src/limits/check.js';
+import { BUCKET, FIXED, SLOTS } from '../../src/config/kinds.js';
+import type { CheckOp, CounterCheck } from '../../src/limits/check.js';
 
-/** One window to check, as the limiter sends it: 3 a second, 1 hit, a plain fixed window, unless `over` says. */
+/** One window to check, as the limiter sends it: 3 a second, 1 hit, a plain fixed window, unless `over` says.
+ * Its op, unless given, as plan.ts makes it for those hits: a check for 0, else a count (a take of slots). */
 export function counterCheck(over: Partial<CounterCheck> = {}): CounterCheck {
+  const hits = over.hits ?? 1;
+  const op: CheckOp = over.op ?? (hits === 0 ? 'check' : over.kind === SLOTS ? 'take' : 'count');
   return {
     key: 'k',
     windowMs: 1000,
     limit: 3,
+    op,
     hits: 1,
     // A burst makes a token bucket unless the kind says otherwise, as plan.ts's limits do.
     kind: over.kind ?? (over.burst ? BUCKET : FIXED),
@@ -20,4 +24,10 @@ export function counterCheck(over: Partial<CounterCheck> = {}): CounterCheck {
     slots: undefined,
     ...over,
   };
+}
+
+/** An in-flight check of `n` slots: n > 0 takes them, n < 0 gives -n back, 0 checks for one (the tests' shorthand;
+ * a check itself never holds negative hits: its op says what it does). */
+export function slotOp(n: number): Pick<CounterCheck, 'op' | 'hits'> {
+  return { op: n < 0 ? 'giveBack' : n === 0 ? 'check' : 'take', hits: Math.abs(n) };
 }

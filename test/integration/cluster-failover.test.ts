@@ -5,7 +5,7 @@ import type { CounterCheck } from '../../src/limits/check.js';
 import { PolicyStore } from '../../src/store/failure-policy.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
-import { counterCheck } from '../helpers/checks.js';
+import { counterCheck, slotOp } from '../helpers/checks.js';
 import { type RedisCluster, startRedisCluster } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
@@ -20,7 +20,7 @@ const LEASE = 600_000;
 const TENANTS = 10;
 const LIMIT = 5;
 const slot = (t: number, hits: number, id: string): CounterCheck =>
-  counterCheck({ key: `t:{t${t}}:slots`, windowMs: LEASE, limit: LIMIT, hits, kind: SLOTS, charge: true, slots: { id } });
+  counterCheck({ key: `t:{t${t}}:slots`, windowMs: LEASE, limit: LIMIT, ...slotOp(hits), kind: SLOTS, charge: true, slots: { id } });
 const budget = (t: number, hits: number, id: string, settles = false): CounterCheck =>
   counterCheck({
     key: `t:{t${t}}:budget`,

@@ -4,7 +4,7 @@ import { ManualClock } from '../../src/counters/clock.js';
 import { SLOT_GIVE_BACK } from '../../src/limits/charge-rules.js';
 import type { CounterCheck } from '../../src/limits/check.js';
 import { SLOT_WEIGHT } from '../../src/store/batch-queues.js';
-import { counterCheck } from '../helpers/checks.js';
+import { counterCheck, slotOp } from '../helpers/checks.js';
 import { everyStore } from '../helpers/stores.js';
 
 // What one in-flight call may make a store do is bounded, whatever it names: a give-back without an id returns
@@ -15,7 +15,7 @@ import { everyStore } from '../helpers/stores.js';
 const T0 = 1_800_000_000_000;
 const MAX_UINT32 = 2 ** 32 - 1;
 const slots = (key: string, hits: number): CounterCheck =>
-  counterCheck({ key: `{${key}}:slots`, windowMs: 3_600_000, limit: 1_000_000, hits, kind: SLOTS, charge: true, slots: { id: undefined } });
+  counterCheck({ key: `{${key}}:slots`, windowMs: 3_600_000, limit: 1_000_000, ...slotOp(hits), kind: SLOTS, charge: true, slots: { id: undefined } });
 
 describe('in-flight work per call', () => {
   const { stores, redis } = everyStore();

@@ -9,7 +9,7 @@ import { SLOT_GIVE_BACK } from '../../src/limits/charge-rules.js';
 import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
-import { counterCheck } from '../helpers/checks.js';
+import { counterCheck, slotOp } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
@@ -25,7 +25,7 @@ const LEASE = 60_000;
 
 /** An in-flight check of `limit` slots on counter `key`: hits > 0 take, < 0 give back. */
 const slot = (hits: number, id: string | undefined, over: Partial<CounterCheck> = {}): CounterCheck =>
-  counterCheck({ key: 'tenant:{t}:slots', windowMs: LEASE, limit: 5, hits, kind: SLOTS, charge: true, slots: { id }, ...over });
+  counterCheck({ key: 'tenant:{t}:slots', windowMs: LEASE, limit: 5, ...slotOp(hits), kind: SLOTS, charge: true, slots: { id }, ...over });
 const admitted = (rs: CheckResult[]): number => rs.filter((r) => r.admitted).length;
 
 describe('in-flight slots in the store', () => {

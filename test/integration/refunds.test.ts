@@ -16,8 +16,8 @@ const T0 = 1_800_000_000_000;
 
 describe('refunds in the store', () => {
   const { stores, redis } = everyStore();
-  // A refund is sent as the limiter sends it: negative hits, in charge mode (plan.ts toChecks).
-  const refund = (hits: number, over: Parameters<typeof check>[0] = {}) => check({ ...over, hits: -hits, charge: true });
+  // A refund is sent as the limiter sends it: op refund, in charge mode (plan.ts toChecks).
+  const refund = (hits: number, over: Parameters<typeof check>[0] = {}) => check({ ...over, op: 'refund', hits, charge: true });
 
   describe.each(stores)('%s', (_name, make) => {
     it.each([

@@ -323,7 +323,20 @@ describe('the Redis share table with a frozen Redis', () => {
         async () => {
           await Promise.resolve(
             store.check(
-              [{ key: 'busy:{x}:second', windowMs: 1000, limit: 10, hits: 1, kind: FIXED, burst: 0, group: 0, shadow: false, quota: false }].map((c) => ({
+              [
+                {
+                  key: 'busy:{x}:second',
+                  windowMs: 1000,
+                  limit: 10,
+                  op: 'count' as const,
+                  hits: 1,
+                  kind: FIXED,
+                  burst: 0,
+                  group: 0,
+                  shadow: false,
+                  quota: false,
+                },
+              ].map((c) => ({
                 ...c,
                 charge: false,
                 calendar: 0,

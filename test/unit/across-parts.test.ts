@@ -19,7 +19,8 @@ interface Sent {
 function fake(answers: Record<string, { admitted: boolean; nowMs: number }>): { enqueue: Enqueue; sent: Sent[] } {
   const sent: Sent[] = [];
   const enqueue: Enqueue = (mode, checks, to, _trace, _urgent, atMs) => {
-    sent.push({ mode, to, hits: checks.map((c) => c.hits), atMs });
+    // A refund shown with its sign, as the script receives it, so a give-back reads as one.
+    sent.push({ mode, to, hits: checks.map((c) => (c.op === 'refund' ? -c.hits : c.hits)), atMs });
     const { admitted, nowMs } = answers[to]!;
     const n = checks.length;
     const r: CheckResult = { nowMs, admitted, curr: new Array(n).fill(0), prev: new Array(n).fill(0), over: checks.map(() => !admitted) };
@@ -72,7 +73,7 @@ describe('a plain request over several masters', () => {
 
   it('a give-back sent again over several slots goes to every part at once, each at its own time, without a peek', async () => {
     const { enqueue, sent } = fake({ a: { admitted: true, nowMs: 7 }, b: { admitted: true, nowMs: 7 } });
-    const back = [check('x', { group: 0, hits: -1, charge: true, shadow: true }), check('y', { group: 1, hits: -1, charge: true, shadow: true })];
+    const back = [check('x', { group: 0, op: 'refund', hits: 1, charge: true }), check('y', { group: 1, op: 'refund', hits: 1, charge: true })];
     await acrossParts(enqueue, 'count', back, [[0], [1]], ['a', 'b'], undefined, true, 59_999);
     expect(sent).toEqual([
       { mode: 'count', to: 'a', hits: [-1], atMs: 59_999 },

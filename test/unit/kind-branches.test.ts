@@ -33,7 +33,6 @@ const STILL_BRANCHING = [
   'store/memory-store.ts',
   'store/over-limit-cache.ts',
   'store/redis-batch.ts',
-  'store/settlement-queue.ts',
   'tuning/generate.ts',
   'tuning/report.ts',
 ];

@@ -3,7 +3,7 @@ import { SLOTS } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import type { CounterCheck } from '../../src/limits/check.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { counterCheck } from '../helpers/checks.js';
+import { counterCheck, slotOp } from '../helpers/checks.js';
 
 // The memory store's bound of in-flight holders is shared by every counter: a client that invents tenants and
 // fills it must never refuse another tenant's take. Past the bound, the holder whose lease ends soonest in a
@@ -12,7 +12,7 @@ import { counterCheck } from '../helpers/checks.js';
 const T0 = 1_800_000_000_000;
 const DAY = 86_400_000;
 const take = (tenant: string, id: string, hits = 1): CounterCheck =>
-  counterCheck({ key: `{${tenant}}:slots`, windowMs: DAY, limit: 64, hits, kind: SLOTS, charge: true, slots: { id } });
+  counterCheck({ key: `{${tenant}}:slots`, windowMs: DAY, limit: 64, ...slotOp(hits), kind: SLOTS, charge: true, slots: { id } });
 
 describe('MemorySlots: one client filling the holder bound', () => {
   it('a tenant that took no part is admitted on its first take; the flood pays, the quiet tenant keeps its slots', async () => {

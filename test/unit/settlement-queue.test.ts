@@ -4,7 +4,7 @@ import { StoreConnectionError, StoreDegradedError, StoreKeyError, StoreMovingErr
 import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { PolicyStore } from '../../src/store/failure-policy.js';
 import { MAX_WAITING_CHECKS, MAX_WAITING_PER_COUNTER, SettlementQueue } from '../../src/store/settlement-queue.js';
-import { counterCheck } from '../helpers/checks.js';
+import { counterCheck, slotOp } from '../helpers/checks.js';
 import { silentLogger } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
@@ -119,7 +119,7 @@ describe('SettlementQueue', () => {
 });
 
 const slotCheck = (counter: string, hits: number, id: string): CounterCheck =>
-  counterCheck({ key: `{${counter}}:slots`, kind: SLOTS, charge: true, hits, windowMs: 60_000, limit: 5, slots: { id } });
+  counterCheck({ key: `{${counter}}:slots`, kind: SLOTS, charge: true, ...slotOp(hits), windowMs: 60_000, limit: 5, slots: { id } });
 
 describe('PolicyStore: a take of slots whose answer never came', () => {
   const failing = (err: Error) => ({
@@ -149,9 +149,9 @@ describe('PolicyStore: a take of slots whose answer never came', () => {
     }
   });
 
-  it('the kept give-back is the take with its hits turned back', () => {
+  it('the kept give-back is the take, given back', () => {
     const take = [slotCheck('t', 2, 'r1'), counterCheck({ key: 'plain' })];
-    expect(SettlementQueue.giveBackOf(take)).toEqual([{ ...take[0], hits: -2 }]);
+    expect(SettlementQueue.giveBackOf(take)).toEqual([{ ...take[0], op: 'giveBack', hits: 2 }]);
     expect(SettlementQueue.giveBackOf([counterCheck()])).toBeUndefined();
   });
 });

@@ -24,7 +24,8 @@
   ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
   ARGV[2]  s, the number of window shapes; then s shapes of nine values each (a batch's windows mostly
            share a few, so each is sent once):
-                  window_ms, limit, hits (0 = check only; < 0 a refund, with charge 1), kind (0 fixed, 1
+                  window_ms, limit, hits (0 = check only; < 0 a refund or an in-flight give-back, with charge 1
+                  and shadow 1: a check's op, which src/store/redis-batch.ts wireHits writes as this sign), kind (0 fixed, 1
                   sliding, 2 bucket, 3 slots: src/limits/kinds/), shadow (0|1), burst (0 unless a bucket),
                   quota (0|1), charge (0|1), calendar (0 = epoch-aligned, -1 weeks from Monday, n > 0 windows
                   of n UTC calendar months: src/counters/calendar.ts)
