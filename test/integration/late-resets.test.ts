@@ -4,7 +4,7 @@ import { encodeRequest, frame } from '../adversarial/grpc-cases.js';
 import { streamStatus } from '../helpers/grpc-frames.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type Daemon, freePort, loopback, startCli } from '../helpers/process.js';
-import { sleep } from '../helpers/time.js';
+import { sleep, within } from '../helpers/time.js';
 
 // Envoy resets every rate-limit call at its filter timeout (grpc-timeout on the call). When Tollgate stalls (a
 // GC pause, a CPU throttle) past that timeout, Envoy's resets of the calls it sent meanwhile arrive all at once:
@@ -82,9 +82,19 @@ describe.each(['http2', 'grpc-js'])('GRPC_SERVER=%s', (server) => {
       expect(results.filter((r) => r !== '0' && r !== timedOut && r !== refused)).toEqual([]);
       expect(results.filter((r) => r === timedOut).length).toBeGreaterThan(200);
       expect(goaway).toBe(false);
-      // The calls after the stall, on the same connection: all answered.
-      const after = await Promise.all(Array.from({ length: 50 }, () => envoyCall(s, 5000)));
-      expect(after.filter((r) => r !== '0')).toEqual([]);
+      // The calls after the stall, on the same connection: answered, 50 in a row. Not all at once the moment the
+      // stall's calls are done: Node keeps a stream the client reset after it was answered in its count of open
+      // streams until the answer's write completes, so a burst sent then may still meet ENHANCE_YOUR_CALM
+      // (docs/security.md; 15 of 50 once on Node 22 with grpc-js).
+      let inRow = 0;
+      await within(
+        10_000,
+        async () => {
+          inRow = (await envoyCall(s, 5000)) === '0' ? inRow + 1 : 0;
+          return inRow >= 50;
+        },
+        '50 calls in a row answered after the stall',
+      );
       const m = await scrape(port.http);
       expect(metric(m.series, 'tollgate_grpc_connections_refused_total', { reason: 'resets' }) ?? 0).toBe(0);
       s.close();
