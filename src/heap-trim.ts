@@ -64,8 +64,9 @@ export function startHeapTrim(intervalMs: number, deps: { logger: Pick<Logger, '
     const now = performance.eventLoopUtilization();
     const utilization = performance.eventLoopUtilization(now, last).utilization;
     last = now;
-    const called = calls() !== lastCalls;
-    lastCalls = calls();
+    const seen = calls();
+    const called = seen !== lastCalls;
+    lastCalls = seen;
     const rss = process.memoryUsage.rss();
     if (!policy.look(rss, utilization, called)) return;
     state.trims++;

@@ -25,6 +25,11 @@ export function opOf(refund: boolean, hits: number, slots: boolean): CheckOp {
   return slots ? 'take' : 'count';
 }
 
+/** Whether a check gives back (a refund or an in-flight give-back): never refused, and what it gives makes room. */
+export function givesBack(c: { op: CheckOp }): boolean {
+  return c.op === 'refund' || c.op === 'giveBack';
+}
+
 /** One window of one descriptor to check, and to count if the request is admitted. */
 export interface CounterCheck {
   /** The window's key (src/counters/keys.ts): the descriptor's counter and the window unit. The store keeps

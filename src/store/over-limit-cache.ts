@@ -3,7 +3,7 @@ import { bucketDebt } from '../counters/bucket.js';
 import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { windowStartMs } from '../counters/window.js';
-import type { CheckResult, CounterCheck, CounterWindow } from '../limits/check.js';
+import { type CheckResult, type CounterCheck, type CounterWindow, givesBack } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Maybe, Store, StoreHealth, TraceLink } from './store.js';
 
@@ -57,7 +57,7 @@ export class OverLimitCache implements Store {
   check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult> {
     const sentAt = this.clock.now();
     // A refund (Envoy 1.38's is_negative_hits) makes room: a window known full may not be any more.
-    if (this.entries.size > 0) for (const c of checks) if (c.op === 'refund' || c.op === 'giveBack') this.entries.delete(c.key);
+    if (this.entries.size > 0) for (const c of checks) if (givesBack(c)) this.entries.delete(c.key);
     const cached = this.answer(checks, sentAt);
     if (cached) return cached;
     const result = this.inner.check(checks, trace);

@@ -1,7 +1,7 @@
 import { FIXED, SLIDING, SLOTS } from '../config/kinds.js';
 import { hashTag, reservationTable, slotHolders, storeKey } from '../counters/keys.js';
 import { type StoreKeyError, StoreMovingError } from '../errors.js';
-import { type CheckResult, type CounterCheck, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
+import { type CheckResult, type CounterCheck, givesBack, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
 import type { BatchSpan, BatchTracer, TraceLink } from './store.js';
 
 /** The wire format of a batch for check-and-incr.lua (its header is the contract): the script's KEYS and ARGV
@@ -171,13 +171,13 @@ function mergeCharges(checks: readonly CounterCheck[], slots: number[][], parts:
 /** A check's hits as the script's shapes carry them (check-and-incr.lua's contract): a refund's and a
  * give-back's as negative hits, every other op's as they are. The one place an op becomes a sign. */
 function wireHits(c: CounterCheck): number {
-  return c.op === 'refund' || c.op === 'giveBack' ? -c.hits : c.hits;
+  return givesBack(c) ? -c.hits : c.hits;
 }
 
 /** A refund or a give-back is never refused: the script reads that from the shadow flag (a refund of 0 hits,
  * which gives nothing, has no sign to say it). */
 function wireShadow(c: CounterCheck): boolean {
-  return c.shadow || c.op === 'refund' || c.op === 'giveBack';
+  return c.shadow || givesBack(c);
 }
 
 /** The 1-based index of a window's shape (everything but its key and group) in `shapes`, added if new. A
