@@ -5,6 +5,7 @@ import { ConfigError } from '../config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from '../config/load.js';
 import { DEFAULT_HEADERS } from '../config/spec.js';
 import { CliError } from '../errors.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import { parseBool } from '../settings/compat.js';
 import { maxConfigBytesOf } from '../settings/settings.js';
 import type { Command } from './command.js';
@@ -70,7 +71,9 @@ function describeDomain(d: CompiledDomain): string {
 
 /** A limit, with its own algorithm when it is not its rule's (a token bucket beside a fixed window). */
 function limitText(l: CompiledLimit, ruleAlgorithm: string): string {
-  if (l.algorithm === 'in_flight') return `${l.requestsPerUnit} at once`;
-  const own = l.algorithm === ruleAlgorithm ? '' : ` (${l.algorithm}${l.burst > 0 ? `, burst ${l.burst}` : ''})`;
+  const kind = ALGORITHMS[l.kind]!;
+  if (kind.slots) return `${l.requestsPerUnit} ${kind.per(l)}`;
+  const { burst } = kind.shown(l);
+  const own = l.algorithm === ruleAlgorithm ? '' : ` (${l.algorithm}${burst === undefined ? '' : `, burst ${burst}`})`;
   return `${l.requestsPerUnit}/${l.unit}${own}`;
 }

@@ -1,8 +1,8 @@
 import { EPOCH_ALIGNED, FROM_MONDAY } from '../counters/calendar.js';
 import { counterId, windowName } from '../counters/keys.js';
+import { KIND_CODES, kindOf, SLOT_KIND } from '../limits/kinds/index.js';
 import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule, WildcardNode } from './compiled.js';
 import { compileGlob, isGlob } from './glob.js';
-import { KIND_CODES, SLOTS } from './kinds.js';
 import type { Algorithm, DescriptorSpec, DomainSpec, InFlightSpec, LimitSpec } from './spec.js';
 import { UNITS } from './units.js';
 
@@ -101,7 +101,7 @@ export function compileLimit(l: LimitSpec, domain: string, ruleId: string, ruleA
     replaces: l.replaces,
     algorithm,
     kind: KIND_CODES[algorithm],
-    burst: algorithm === 'token_bucket' ? (l.burst ?? l.requestsPerUnit) : 0,
+    burst: kindOf(KIND_CODES[algorithm]).burstOf(l.requestsPerUnit, l.burst),
   };
 }
 
@@ -112,14 +112,14 @@ function slotsLimit(f: InFlightSpec, domain: string, ruleId: string): CompiledLi
     unit: 'second',
     unitCode: 0,
     windowSeconds: f.leaseMs / 1000,
-    windowName: 'in_flight',
+    windowName: SLOT_KIND.kind,
     calendar: EPOCH_ALIGNED,
     requestsPerUnit: f.limit,
     name: `${domain}.${ruleId}.in_flight`,
     named: false,
     replaces: [],
-    algorithm: 'in_flight',
-    kind: SLOTS,
+    algorithm: SLOT_KIND.kind,
+    kind: KIND_CODES[SLOT_KIND.kind],
     burst: 0,
   };
 }

@@ -1,5 +1,5 @@
+import type { KindCode } from '../limits/kinds/index.js';
 import type { Glob } from './glob.js';
-import type { KindCode } from './kinds.js';
 import type { Algorithm, HeaderSpec, InFlightSpec, LimitKind, Metadata } from './spec.js';
 import type { Unit } from './units.js';
 

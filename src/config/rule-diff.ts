@@ -1,3 +1,4 @@
+import { kindOf } from '../limits/kinds/index.js';
 import type { CompiledConfig, CompiledLimit, Rule } from './compiled.js';
 
 /** Rules by `domain/rule id`, as a reload's log line names them. */
@@ -17,8 +18,7 @@ export type RuleDigest = Map<string, { text: string; buckets: Set<string>; units
 export const ruleKey = (r: Rule): string => `${r.domain}/${r.id}`;
 
 /** A limit as the digest compares it: what decides its counts (not how it is shown: cli.ts has that). */
-const limitDigest = (l: CompiledLimit): string =>
-  `${l.requestsPerUnit}/${l.unit}${l.burst > 0 ? `:bucket${l.burst}` : l.algorithm === 'sliding_window' ? ':sliding' : ''}`;
+const limitDigest = (l: CompiledLimit): string => `${l.requestsPerUnit}/${l.unit}:${l.algorithm}:${l.burst}`;
 
 export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: Set<string> } {
   const tiers = [...r.tierLimits].map(([t, ls]) => `${t}:${ls.map(limitDigest).join('+')}`);
@@ -34,7 +34,7 @@ export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: 
       r.metadata ? JSON.stringify(r.metadata) : '',
       ...tiers,
     ].join(' '),
-    buckets: new Set(all.filter((l) => l.burst > 0).map((l) => l.unit)),
+    buckets: new Set(all.filter((l) => kindOf(l.kind).refills).map((l) => l.unit)),
     units: new Set(all.map((l) => l.unit)),
   };
 }

@@ -1,11 +1,13 @@
+import { ALGORITHMS as KINDS, type LimitKind } from '../limits/kinds/index.js';
 import type { Unit } from './units.js';
 
 /** The validated (not yet compiled) shape of one descriptor config file. */
 
-export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket';
-export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket'];
 /** What a compiled limit counts: a window of an algorithm, or slots in flight (a descriptor's `in_flight`). */
-export type LimitKind = Algorithm | 'in_flight';
+export type { LimitKind } from '../limits/kinds/index.js';
+/** What a config's `algorithm` may name: every registered kind but the one a descriptor's `in_flight` makes. */
+export type Algorithm = Exclude<LimitKind, 'in_flight'>;
+export const ALGORITHMS = KINDS.filter((a) => !a.slots).map((a) => a.kind as Algorithm);
 
 /** A descriptor's `in_flight`: at most `limit` requests at once over every replica; a slot nobody gives back
  * returns after `leaseMs`; `requestKey` names the entry whose value (a request id) names the request. */

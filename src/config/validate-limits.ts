@@ -1,7 +1,9 @@
 import { isMap, type Node } from 'yaml';
 import { windowName } from '../counters/keys.js';
+import type { LimitAlgorithm } from '../limits/kinds/algorithm.js';
+import { KIND_CODES, ALGORITHMS as KINDS, kindOf } from '../limits/kinds/index.js';
 import { ALGORITHMS, type Algorithm, type LimitSpec } from './spec.js';
-import { bucketIsExact, CALENDAR_UNITS, MAX_LIMIT, MAX_WINDOW_SECONDS, parseUnit, UNIT_NAMES, UNITS, type Unit } from './units.js';
+import { CALENDAR_UNITS, MAX_LIMIT, MAX_WINDOW_SECONDS, parseUnit, UNIT_NAMES, UNITS, type Unit } from './units.js';
 import type { Reader } from './yaml-reader.js';
 
 export const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces', 'algorithm', 'burst', 'calendar', 'unit_multiplier'];
@@ -100,12 +102,10 @@ function readLimitFields(r: Reader, node: Node, f: Map<string, Node>, path: stri
   const { algorithm, burst } = readAlgorithm(r, f, path, ctx);
   if (unit === undefined || requestsPerUnit === undefined) return undefined;
   const { calendar, unitMultiplier } = readWindowShape(r, f, path, unit, algorithm ?? ctx.ruleAlgorithm);
-  if ((algorithm ?? ctx.ruleAlgorithm) === 'token_bucket' && !bucketIsExact(burst ?? requestsPerUnit, unit, unitMultiplier ?? 1)) {
-    r.fail(
-      f.get(f.has('burst') ? 'burst' : 'requests_per_unit'),
-      `${path}.${f.has('burst') ? 'burst' : 'requests_per_unit'}`,
-      `too large for a token bucket per ${unit}`,
-    );
+  const kind = kindOf(KIND_CODES[algorithm ?? ctx.ruleAlgorithm]);
+  if (!kind.exact(kind.burstOf(requestsPerUnit, burst) || requestsPerUnit, UNITS[unit].seconds * (unitMultiplier ?? 1) * 1000)) {
+    const key = f.has('burst') ? 'burst' : 'requests_per_unit';
+    r.fail(f.get(key), `${path}.${key}`, `too large for a ${kind.kind} per ${unit}`);
   }
   return { unit, requestsPerUnit, name, replaces, algorithm, burst, calendar, unitMultiplier };
 }
@@ -121,8 +121,8 @@ function readWindowShape(r: Reader, f: Map<string, Node>, path: string, unit: Un
   const calendar = r.boolean(f.get('calendar'), `${path}.calendar`);
   if (calendar && !CALENDAR_UNITS.includes(unit)) {
     r.fail(f.get('calendar'), `${path}.calendar`, `a calendar window is a day, week, month or year (this limit is per ${unit})`);
-  } else if (calendar && algorithm !== 'fixed_window') {
-    r.fail(f.get('calendar'), `${path}.calendar`, `only a fixed_window limit has calendar windows (this limit is ${algorithm})`);
+  } else if (calendar && !kindOf(KIND_CODES[algorithm]).calendar) {
+    r.fail(f.get('calendar'), `${path}.calendar`, `only a ${kindsWith((k) => k.calendar)} limit has calendar windows (this limit is ${algorithm})`);
   }
   const unitMultiplier = r.count(f.get('unit_multiplier'), `${path}.unit_multiplier`);
   if (unitMultiplier === 0) r.fail(f.get('unit_multiplier'), `${path}.unit_multiplier`, 'must be at least 1');
@@ -146,8 +146,8 @@ export function readAlgorithm(r: Reader, f: Map<string, Node>, path: string, ctx
   const algorithm = r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS);
   const burst = r.count(f.get('burst'), `${path}.burst`);
   const applies = algorithm ?? ctx.ruleAlgorithm;
-  if (f.has('burst') && applies !== 'token_bucket') {
-    r.fail(f.get('burst'), `${path}.burst`, `only a token_bucket limit has a burst (this limit is ${applies})`);
+  if (f.has('burst') && !kindOf(KIND_CODES[applies]).configKeys.includes('burst')) {
+    r.fail(f.get('burst'), `${path}.burst`, `only a ${kindsWith((k) => k.configKeys.includes('burst'))} limit has a burst (this limit is ${applies})`);
   } else if (burst === 0) {
     r.fail(f.get('burst'), `${path}.burst`, 'must be at least 1');
   }
@@ -171,4 +171,11 @@ export function readTierLimits(r: Reader, node: Node | undefined, path: string, 
     out.set(tier, readLimitList(r, pair.value as Node, `${path}.${tier}`, ctx, false));
   }
   return out;
+}
+
+/** The kinds that have something, as an error names them: "fixed_window", "a or b". */
+function kindsWith(has: (k: LimitAlgorithm) => boolean): string {
+  return KINDS.filter(has)
+    .map((k) => k.kind)
+    .join(' or ');
 }

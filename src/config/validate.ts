@@ -1,4 +1,5 @@
 import { isMap, isScalar, LineCounter, type Node, parseDocument } from 'yaml';
+import { DEFAULT_KIND, SLOT_KIND } from '../limits/kinds/index.js';
 import type { ConfigProblem } from './errors.js';
 import { MAX_WILDCARDS } from './glob.js';
 import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type Metadata } from './spec.js';
@@ -25,7 +26,7 @@ export const DESCRIPTOR_KEYS = [
   'reservation_key',
   'reservation_ttl',
   'settlement_key',
-  'in_flight',
+  SLOT_KIND.kind, // a descriptor's slots: `in_flight`, the slot kind's name
 ];
 export const IN_FLIGHT_KEYS = ['limit', 'lease', 'request_key'];
 export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
@@ -79,7 +80,7 @@ function readDomain(r: Reader, root: Node | null, merged: boolean): DomainSpec |
   const domain = r.string(f.get('domain'), 'domain', { nonEmpty: true });
   if (domain === undefined) r.fail(root, 'domain', 'is required');
   const tiers = readTierNames(r, f.get('tiers'));
-  const algorithm = r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? 'fixed_window';
+  const algorithm = r.oneOf(f.get('algorithm'), 'algorithm', ALGORITHMS) ?? (DEFAULT_KIND as Algorithm);
   const ctx: DescriptorContext = {
     domain: domain ?? '',
     tiers,
@@ -299,9 +300,9 @@ const NOT_WITH_IN_FLIGHT = ['rate_limit', 'rate_limits', 'tier_limits', 'algorit
 
 /** `in_flight: {limit, lease, request_key}`: slots instead of windows (docs/in-flight.md). */
 function readInFlight(r: Reader, f: Map<string, Node>, path: string): DescriptorSpec['inFlight'] {
-  const node = f.get('in_flight');
+  const node = f.get(SLOT_KIND.kind);
   if (node === undefined) return undefined;
-  const at = `${path}.in_flight`;
+  const at = `${path}.${SLOT_KIND.kind}`;
   for (const k of NOT_WITH_IN_FLIGHT) if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, `an in_flight descriptor counts requests at once: it has no ${k}`);
   const g = r.fields(node, at, IN_FLIGHT_KEYS);
   if (!g) return undefined;

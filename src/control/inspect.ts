@@ -2,6 +2,7 @@ import type { CompiledConfig, CompiledDomain, Rule } from '../config/compiled.js
 import { peekWindows } from '../limiter/peek.js';
 import { type DescriptorPlan, planForClient, type TierSource, toChecks } from '../limiter/plan.js';
 import type { CounterWindow } from '../limits/check.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Store } from '../store/store.js';
 
 export interface CounterView {
@@ -63,7 +64,7 @@ export async function inspectToken(config: CompiledConfig, tiers: TierSource, st
       used: use[i]![j]!.used,
       remaining: use[i]![j]!.remaining,
       resetAt: Math.ceil(use[i]![j]!.resetAtMs / 1000),
-      ...(limit.burst > 0 && { burst: limit.burst }),
+      ...ALGORITHMS[limit.kind]!.shown(limit),
     })),
   );
 }

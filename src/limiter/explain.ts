@@ -2,6 +2,7 @@ import type { CompiledConfig, CompiledDomain, CompiledLimit } from '../config/co
 import type { EntryLike, MatchStep } from '../config/match.js';
 import { NoConfigError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Store } from '../store/store.js';
 import { peekWindows } from './peek.js';
 import { type DecisionInput, type DescriptorPlan, type PlanTrace, type TierSource, traceRequest } from './plan.js';
@@ -190,7 +191,7 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
       requestsPerUnit: l.requestsPerUnit,
       unit: l.unit,
       algorithm: l.algorithm,
-      ...(l.burst > 0 && { burst: l.burst }),
+      ...ALGORITHMS[l.kind]!.shown(l),
       ...(by && { replacedBy: by }),
     };
   });
@@ -249,7 +250,7 @@ function whyUnlimited(match: MatchStep[], shown: StepExplanation[], plan: Descri
  * agree here, as a burst has no previous window; a token bucket starts full and admits its burst (a burst
  * is taken at once, before any refill). */
 function allowance(limit: CompiledLimit, hits: number): number {
-  const capacity = limit.burst > 0 ? limit.burst : limit.requestsPerUnit;
+  const capacity = ALGORITHMS[limit.kind]!.capacity(limit);
   if (hits > 0) return Math.floor(capacity / hits);
   return capacity >= 1 ? Infinity : 0;
 }

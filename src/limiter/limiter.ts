@@ -1,5 +1,4 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { SLOTS } from '../config/kinds.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { NoConfigError } from '../errors.js';
 import type { CheckResult, CounterCheck, ReservationOutcome } from '../limits/check.js';
@@ -134,7 +133,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     if (over && c.quota && !c.shadow) quotaWait!.set(c.group, Math.max(quotaWait!.get(c.group) ?? 0, wait));
     else if (over && !c.shadow && !c.quota) retry = Math.max(retry, wait);
     const limit = plans[c.group]!.limits[o.windows.length]!;
-    if (c.kind === SLOTS) noteSlots(o, c, counted, over, r.slotsExpired?.[i] ?? 0);
+    if (ALGORITHMS[c.kind]!.slots) noteSlots(o, c, counted, over, r.slotsExpired?.[i] ?? 0);
     else if (r.counted && c.charge) noteCharge(o, c, prev, curr, counted, r);
     const state: WindowState = {
       limit,

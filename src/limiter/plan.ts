@@ -1,14 +1,13 @@
 import { compileLimit } from '../config/compile.js';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { SLOTS } from '../config/kinds.js';
 import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
-import { bucketIsExact, type Unit } from '../config/units.js';
+import { UNITS, type Unit } from '../config/units.js';
 import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
 import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
 import { type CounterCheck, opOf, type Reservation } from '../limits/check.js';
-import { ALGORITHMS } from '../limits/kinds/index.js';
+import { ALGORITHMS, DEFAULT_KIND, KIND_CODES } from '../limits/kinds/index.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
  * all plan through here, so they cannot disagree on the rule, the tier, the limits or the counters. */
@@ -252,11 +251,11 @@ function unlimited(rule: Rule | undefined, mode: Modes, hits: number): Descripto
  * past 2^53 ticks, which the config refuses for its own limits) is a fixed window of the same numbers
  * instead: Redis's doubles would overflow where the memory store would not, and the stores would disagree. */
 function overriddenAlgorithm(rule: Rule | undefined, unit: Unit, requestsPerUnit: number): Algorithm {
-  if (!rule) return 'fixed_window';
+  const fallback = DEFAULT_KIND as Algorithm;
+  if (!rule) return fallback;
   let algorithm = rule.algorithm;
-  for (const l of rule.limits) if (l.unit === unit && l.algorithm !== 'in_flight') algorithm = l.algorithm;
-  if (algorithm === 'token_bucket' && !bucketIsExact(requestsPerUnit, unit)) return 'fixed_window';
-  return algorithm;
+  for (const l of rule.limits) if (l.unit === unit && !ALGORITHMS[l.kind]!.slots) algorithm = l.algorithm as Algorithm;
+  return ALGORITHMS[KIND_CODES[algorithm]]!.exact(requestsPerUnit, UNITS[unit].seconds * 1000) ? algorithm : fallback;
 }
 
 /** The plan of a rule for a client known only by the fingerprint of its token, on a rule where the token is
@@ -319,7 +318,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
     const p = plans[group]!;
     for (const l of p.limits) {
       const a = ALGORITHMS[l.kind]!;
-      const slots = l.kind === SLOTS;
+      const slots = a.slots;
       checks[at++] = {
         key: a.storeKey(p.key, l.windowName),
         windowMs: l.windowSeconds * 1000,

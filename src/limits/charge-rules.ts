@@ -1,4 +1,3 @@
-import { SLOTS } from '../config/kinds.js';
 import { type CounterCheck, type ReservationOutcome, settle } from './check.js';
 import { ALGORITHMS } from './kinds/index.js';
 
@@ -72,7 +71,7 @@ export function decideCharges(
     let kind = kinds[c.group];
     if (kind === undefined) {
       records[c.group] = c.reservation && store.held(c);
-      kind = kinds[c.group] = c.kind === SLOTS ? slotKind(c, store) : kindOf(c, records[c.group], store.full);
+      kind = kinds[c.group] = ALGORITHMS[c.kind]!.slots ? slotKind(c, store) : kindOf(c, records[c.group], store.full);
     }
     const ask = askOf(kind, c, records[c.group] as { estimate: number; atMs: number }, curr[i]!, nowMs, store);
     asks[i] = ask;

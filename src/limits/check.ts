@@ -1,4 +1,4 @@
-import type { KindCode } from '../config/kinds.js';
+import type { KindCode } from './kinds/index.js';
 
 /** What a limit is asked and answers, whichever store keeps its counters: a request's checks (one per window of
  * each descriptor), the reservations and slots they carry, and the result. limiter/ builds them, store/ keeps

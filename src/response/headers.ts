@@ -1,5 +1,6 @@
 import type { HeaderSpec } from '../config/spec.js';
 import type { Decision, WindowState } from '../limiter/limiter.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import { reportedWindow } from './pick.js';
 import type { WireHeader } from './wire.js';
 
@@ -23,7 +24,7 @@ export function rateLimitHeaders(d: Decision, spec: HeaderSpec): WireHeader[] {
     } else {
       // A bucket holds up to its burst, so that is its limit here (remaining counts tokens, up to the burst).
       headers = [
-        { key: spec.limit, value: String(w.limit.burst > 0 ? w.limit.burst : w.limit.requestsPerUnit) },
+        { key: spec.limit, value: String(ALGORITHMS[w.limit.kind]!.capacity(w.limit)) },
         { key: spec.remaining, value: String(w.remaining) },
         { key: spec.reset, value: String(Math.ceil(w.resetAtMs / 1000)) },
       ];
@@ -41,7 +42,8 @@ export function rateLimitHeaders(d: Decision, spec: HeaderSpec): WireHeader[] {
  * its own: `"read";q=10;w=1;tollgate-burst=20`. */
 function policyItem(x: WindowState): string {
   const item = `${sfString(x.limit.name)};q=${x.limit.requestsPerUnit};w=${x.limit.windowSeconds}`;
-  return x.limit.burst > 0 ? `${item};tollgate-burst=${x.limit.burst}` : item;
+  const { burst } = ALGORITHMS[x.limit.kind]!.shown(x.limit);
+  return burst === undefined ? item : `${item};tollgate-burst=${burst}`;
 }
 
 /** The service limit: r left, and t, the seconds within which no more than r can be used. For a window,
@@ -49,7 +51,7 @@ function policyItem(x: WindowState): string {
  * promise too little); a full bucket gets no next token, so it has no t. */
 function serviceLimitItem(w: WindowState, nowMs: number): string {
   const head = `${sfString(w.limit.name)};r=${w.remaining}`;
-  if (w.limit.burst === 0) return `${head};t=${Math.max(0, Math.ceil((w.resetAtMs - nowMs) / 1000))}`;
+  if (!ALGORITHMS[w.limit.kind]!.refills) return `${head};t=${Math.max(0, Math.ceil((w.resetAtMs - nowMs) / 1000))}`;
   const missing = w.limit.burst - w.remaining;
   if (missing <= 0 || w.limit.requestsPerUnit === 0) return head;
   // Full at resetAtMs; each missing token before the next takes one emission interval.

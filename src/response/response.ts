@@ -1,5 +1,6 @@
 import { MAX_UINT32 } from '../config/units.js';
 import type { Decision, DescriptorOutcome } from '../limiter/limiter.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import { answerHeaders, answerStyle, DEFAULT_RESPONSES, type ResponseSettings } from './header-policy.js';
 import { retryAfterSeconds } from './headers.js';
 import { bindingWindow } from './pick.js';
@@ -40,7 +41,7 @@ function toStatus(o: DescriptorOutcome, nowMs: number): WireStatus {
     limit_remaining: Math.min(w.remaining, MAX_UINT32),
     // A window ends when it lets requests in again; a bucket is full long after the next request fits, so a
     // blocking bucket reports when this request would fit (its Retry-After), an open one when it is full.
-    duration_until_reset: durationFromMs(w.over && w.limit.burst > 0 ? w.retryAfterMs : w.resetAtMs - nowMs),
+    duration_until_reset: durationFromMs(w.over && ALGORITHMS[w.limit.kind]!.refills ? w.retryAfterMs : w.resetAtMs - nowMs),
   };
 }
 
@@ -65,7 +66,7 @@ function problem(d: Decision): Record<string, unknown> {
     status: 429,
     detail:
       `Rate limit exceeded: ${worst.limit.requestsPerUnit} ${d.domain?.headers?.units ?? 'requests'} ` +
-      `${worst.limit.algorithm === 'in_flight' ? 'at once' : `per ${worst.limit.unit}`} (${worst.limit.name}). ` +
+      `${ALGORITHMS[worst.limit.kind]!.per(worst.limit)} (${worst.limit.name}). ` +
       `Retry after ${retryAfter} s.`,
     'violated-policies': blockingDescriptors.flatMap((o) => o.windows.filter((w) => w.over).map((w) => w.limit.name)),
     limit: worst.limit.name,

@@ -1,5 +1,5 @@
-import { BUCKET, SLOTS } from '../config/kinds.js';
-import { type CheckResult, type CounterCheck, settle } from '../limits/check.js';
+import { type CheckResult, type CounterCheck, givesBack, settle } from '../limits/check.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import { merge, type Pending, pick } from './redis-batch.js';
 import type { TraceLink } from './store.js';
 
@@ -64,7 +64,7 @@ function toEveryPart(x: Split, mode: Pending['mode'], of: readonly CounterCheck[
 }
 
 /** Whether a check's count can be given back as a refund: a window or a bucket, counted when admitted. */
-const plain = (c: CounterCheck): boolean => !c.charge && !c.quota && !c.reservation && !c.slots && c.kind !== SLOTS;
+const plain = (c: CounterCheck): boolean => !c.charge && !c.quota && !c.reservation && !c.slots && !ALGORITHMS[c.kind]!.slots;
 
 async function countThenUndo(x: Split): Promise<CheckResult> {
   const settled = await Promise.allSettled(toEveryPart(x, 'count', x.checks, x.urgent));
@@ -95,8 +95,8 @@ async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise
     // What the part counted (limits/check.ts: an admitted part counts each window of a group with no window over).
     const { groupOver } = settle(part, r.over);
     const back = part.filter((c) => c.hits > 0 && !groupOver[c.group]).map((c): CounterCheck => ({ ...c, op: 'refund', charge: true }));
-    const windows = back.filter((c) => c.kind !== BUCKET);
-    const buckets = back.filter((c) => c.kind === BUCKET);
+    const windows = back.filter((c) => !ALGORITHMS[c.kind]!.refills);
+    const buckets = back.filter((c) => ALGORITHMS[c.kind]!.refills);
     if (windows.length > 0) calls.push(x.enqueue('count', windows, x.queues[i]!, undefined, true, r.nowMs));
     if (buckets.length > 0) calls.push(x.enqueue('count', buckets, x.queues[i]!, undefined, true));
     for (const c of back) keys.push(c.key);
@@ -105,11 +105,14 @@ async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise
   return keys;
 }
 
+/** A check a refused request still makes: a charge (a slot taken is not one; a give-back is). */
+const paysWhenRefused = (c: CounterCheck): boolean => c.charge && (!ALGORITHMS[c.kind]!.slots || givesBack(c));
+
 async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResult> {
   const { checks, parts } = x;
   const peeked = merge(checks, parts, await Promise.all(toEveryPart(x, 'peek', checks, x.urgent)));
   if (mode === 'peek') return peeked;
-  const charges = checks.some((c) => c.charge && !(c.kind === SLOTS && c.hits >= 0));
+  const charges = checks.some(paysWhenRefused);
   if (!peeked.admitted && !charges) {
     // Refused with nothing written: what the peek says each part would count (a slot taken) was not counted.
     if (peeked.counted) peeked.counted = peeked.counted.map(() => 0);
@@ -120,7 +123,7 @@ async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResu
   let counted = checks.some((c) => c.quota) ? checks.map((c) => (c.quota ? { ...c, quota: false, shadow: true } : c)) : checks;
   // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
   // (A slot is not a charge: a refused request takes none.)
-  if (!peeked.admitted) counted = counted.map((c) => (c.charge && !(c.kind === SLOTS && c.hits >= 0) ? c : { ...c, hits: 0, shadow: true }));
+  if (!peeked.admitted) counted = counted.map((c) => (paysWhenRefused(c) ? c : { ...c, hits: 0, shadow: true }));
   const result = merge(checks, parts, await Promise.all(toEveryPart(x, 'count', counted, true)));
   if (!peeked.admitted) result.admitted = false;
   return result;

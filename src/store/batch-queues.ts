@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import { SLOTS } from '../config/kinds.js';
 import type { CounterCheck } from '../limits/check.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Pending } from './redis-batch.js';
 
 /** How long requests wait to share a script call: a call costs Redis a fixed part (reading, waking, the
@@ -18,11 +18,6 @@ export interface BatchWindow {
 
 /** Most keys in one script call; a larger batch is split (a single request is never split). */
 export const MAX_BATCH_KEYS = 512;
-/** What an in-flight check weighs against MAX_BATCH_KEYS: up to 100 leases ended and 100 holders given back
- * (slots.lua), where a window is one command. At most 32 go in one script call, so a flood of 64-take calls
- * runs a script of its own each, a few ms, never one of 100 ms that other clients' calls wait behind. */
-export const SLOT_WEIGHT = 16;
-
 /** Sends one call's requests to `to`; `heldMs`: how long the window held them, which their deadline gives back.
  * Its promise, if any, settles when the call is over (answered, failed or timed out). */
 export type SendBatch = (batch: Pending[], to: string, heldMs: number) => Promise<unknown> | undefined;
@@ -179,9 +174,9 @@ export class BatchQueues {
   }
 }
 
-/** A request's keys, an in-flight check weighing SLOT_WEIGHT. */
+/** A request's keys, each check weighing what its kind says (an in-flight check: 16, limits/kinds/in-flight.ts). */
 function weight(checks: readonly CounterCheck[]): number {
   let n = 0;
-  for (const c of checks) n += c.kind === SLOTS ? SLOT_WEIGHT : 1;
+  for (const c of checks) n += ALGORITHMS[c.kind]!.weight;
   return n;
 }

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { SLOTS } from '../config/kinds.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { windowStartMs } from '../counters/window.js';
 import { decideCharges } from '../limits/charge-rules.js';
@@ -146,7 +145,7 @@ export class MemoryStore implements Store {
     if (this.fresh.size > 0) this.fresh.clear();
     checks.forEach((c, i) => {
       const n = d.counted[i]!;
-      if (c.kind === SLOTS) {
+      if (ALGORITHMS[c.kind]!.slots) {
         if (n > 0) this.slots.take(c, n, nowMs);
         else if (n < 0) this.slots.give(c, -n);
       } else if (n !== 0) this.add(c, curr[i]!, nowMs, n);
@@ -165,7 +164,7 @@ export class MemoryStore implements Store {
   private readSlots(checks: readonly CounterCheck[], nowMs: number, curr: number[]): number[] | undefined {
     let expired: number[] | undefined;
     checks.forEach((c, i) => {
-      if (c.kind !== SLOTS) return;
+      if (!ALGORITHMS[c.kind]!.slots) return;
       const [held, ended] = this.slots.held(c, nowMs);
       curr[i] = held;
       expired ??= new Array<number>(checks.length).fill(0);

@@ -1,8 +1,4 @@
-import { BUCKET, SLOTS } from '../config/kinds.js';
-import { bucketDebt } from '../counters/bucket.js';
-import { windowBounds } from '../counters/calendar.js';
 import { type Clock, systemClock } from '../counters/clock.js';
-import { windowStartMs } from '../counters/window.js';
 import { type CheckResult, type CounterCheck, type CounterWindow, givesBack } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Maybe, Store, StoreHealth, TraceLink } from './store.js';
@@ -119,7 +115,7 @@ export class OverLimitCache implements Store {
     const blocked: (Entry | undefined)[] = [];
     for (const c of checks) {
       // A charge must be counted, and a reservation recorded: only the store can answer them.
-      if (c.shadow || c.charge || c.kind === SLOTS) return undefined;
+      if (c.shadow || c.charge || ALGORITHMS[c.kind]!.slots) return undefined;
       const e = this.entries.get(c.key);
       if (e && valid(e, c, now)) blocked[c.group] = e;
     }
@@ -132,15 +128,7 @@ export class OverLimitCache implements Store {
       const e = this.entries.get(c.key);
       const full = e !== undefined && valid(e, c, now);
       const seen = blocked[c.group]!.group.find((s) => s.key === c.key);
-      if (c.kind === BUCKET) {
-        // The debt as last seen, paid back since; unseen and full: as full as it can be.
-        result.curr[i] = seen ? bucketDebt(seen.curr, seen.start, nowMs, c.limit) : full ? c.burst * c.windowMs : 0;
-        result.prev[i] = 0;
-      } else {
-        const current = seen && seen.start === startOf(c, nowMs);
-        result.curr[i] = current ? seen.curr : full ? c.limit : 0;
-        result.prev[i] = current ? seen.prev : 0;
-      }
+      [result.curr[i], result.prev[i]] = ALGORITHMS[c.kind]!.fromCache(c, seen, full, nowMs);
       result.over[i] = full;
     });
     return result;
@@ -149,10 +137,10 @@ export class OverLimitCache implements Store {
   private remember(checks: readonly CounterCheck[], r: CheckResult, sentAt: number): void {
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
     checks.forEach((c, i) => {
-      if (!r.over[i] || c.shadow || c.kind === SLOTS) return;
+      if (!r.over[i] || c.shadow || ALGORITHMS[c.kind]!.slots) return;
       const group: Snapshot[] = [];
       checks.forEach((o, j) => {
-        const start = o.kind === BUCKET ? r.nowMs : startOf(o, r.nowMs);
+        const start = ALGORITHMS[o.kind]!.spanStartMs(o, r.nowMs);
         if (o.group === c.group) group.push({ key: o.key, windowMs: o.windowMs, start, curr: r.curr[j]!, prev: r.prev[j]! });
       });
       const wait = ALGORITHMS[c.kind]!.waitMs(c, r.curr[i]!, r.prev[i]!, r.nowMs);
@@ -167,11 +155,6 @@ export class OverLimitCache implements Store {
       });
     });
   }
-}
-
-/** Where the window of a check starts at `nowMs`. */
-function startOf(c: CounterCheck, nowMs: number): number {
-  return c.calendar === 0 ? windowStartMs(nowMs, c.windowMs) : windowBounds(nowMs, c.windowMs, c.calendar).startMs;
 }
 
 /** An entry still answers for this check: not expired, same limit and burst, and no smaller a request. */

@@ -1,7 +1,7 @@
-import { FIXED, SLIDING, SLOTS } from '../config/kinds.js';
 import { hashTag, reservationTable, slotHolders, storeKey } from '../counters/keys.js';
 import { type StoreKeyError, StoreMovingError } from '../errors.js';
 import { type CheckResult, type CounterCheck, givesBack, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
+import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { BatchSpan, BatchTracer, TraceLink } from './store.js';
 
 /** The wire format of a batch for check-and-incr.lua (its header is the contract): the script's KEYS and ARGV
@@ -24,9 +24,9 @@ export interface Pending {
 /** check-and-incr.lua's modes for a plain request, which sends shapes without groups. */
 const SHORT_MODE = { count: 'c', peek: 'p' } as const;
 
-/** A fixed window that is neither shadow, quota nor charge: the script's fast path. */
+/** A bare count (a fixed window) that is neither shadow, quota nor charge: the script's fast path. */
 function isPlain(c: CounterCheck): boolean {
-  return c.kind === FIXED && !c.shadow && !c.quota && !c.charge;
+  return ALGORITHMS[c.kind]!.plainCount && !c.shadow && !c.quota && !c.charge;
 }
 
 /** The first window of each group that holds a reservation, in order: the script's reservations of a request. */
@@ -73,7 +73,7 @@ function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[], k
   const at = tail.length;
   tail.push(0);
   checks.forEach((c, i) => {
-    if (c.kind !== SLOTS) return;
+    if (!ALGORITHMS[c.kind]!.slots) return;
     tail.push(i + 1, c.slots?.id ?? '');
     keys.push(storeKey(keyPrefix, slotHolders(c.key)));
     (tail[at] as number)++;
@@ -225,10 +225,10 @@ export function answerBatch(batch: Pending[], reply: (number | string)[], refuse
       const v = reply[at++] as number;
       over[i] = v < 0;
       curr[i] = v < 0 ? -v - 1 : v;
-      prev[i] = p.checks[i]!.kind === SLIDING ? (reply[at++] as number) : 0;
+      prev[i] = ALGORITHMS[p.checks[i]!.kind]!.readsPrevious ? (reply[at++] as number) : 0;
     }
     const result: CheckResult = { nowMs, admitted: head === 1, curr, prev, over };
-    if (p.checks.some((c) => c.charge || c.kind === SLOTS)) at = readCharges(p.checks, reply, at, result);
+    if (p.checks.some((c) => c.charge || ALGORITHMS[c.kind]!.slots)) at = readCharges(p.checks, reply, at, result);
     p.resolve(result);
   }
   return [];
@@ -250,6 +250,8 @@ function readCharges(checks: readonly CounterCheck[], reply: (number | string)[]
   }
   result.reservations = reservations;
   result.expired = reply[at++] as number;
-  if (checks.some((c) => c.kind === SLOTS)) result.slotsExpired = checks.map((c) => (c.kind === SLOTS ? (reply[at++] as number) : 0));
+  if (checks.some(holdsSlots)) result.slotsExpired = checks.map((c) => (holdsSlots(c) ? (reply[at++] as number) : 0));
   return at;
 }
+
+const holdsSlots = (c: CounterCheck): boolean => ALGORITHMS[c.kind]!.slots;

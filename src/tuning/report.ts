@@ -1,4 +1,5 @@
 import type { Explanation, StepExplanation } from '../limiter/explain.js';
+import { ALGORITHMS, KIND_CODES, type LimitKind } from '../limits/kinds/index.js';
 import type { RuleStats, SimulationReport } from './simulate.js';
 
 const n = (x: number): string => x.toLocaleString('en-US');
@@ -154,8 +155,9 @@ export function formatExplanation(e: Explanation): string {
     lines.push(`  tier: ${d.tier ?? '(none)'}`);
     for (const l of d.limits) {
       const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
-      const bucket = l.burst !== undefined ? ` (token_bucket, burst ${l.burst})` : '';
-      const per = l.algorithm === 'in_flight' ? 'at once (in_flight)' : `per ${l.unit}`;
+      const kind = ALGORITHMS[KIND_CODES[l.algorithm as LimitKind]]!;
+      const bucket = l.burst !== undefined ? ` (${l.algorithm}, burst ${l.burst})` : '';
+      const per = kind.slots ? `${kind.per(l)} (${l.algorithm})` : kind.per(l);
       lines.push(`  limit ${l.name}: ${l.requestsPerUnit} ${per}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
     }
     if (d.firstToReject)

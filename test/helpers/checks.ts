@@ -1,5 +1,5 @@
-import { BUCKET, FIXED, SLOTS } from '../../src/config/kinds.js';
 import type { CheckOp, CounterCheck } from '../../src/limits/check.js';
+import { BUCKET, FIXED, SLOTS } from './kinds.js';
 
 /** One window to check, as the limiter sends it: 3 a second, 1 hit, a plain fixed window, unless `over` says.
  * Its op, unless given, as plan.ts makes it for those hits: a check for 0, else a count (a take of slots). */

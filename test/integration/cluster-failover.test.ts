@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { SLOTS } from '../../src/config/kinds.js';
 import { StoreKeyError } from '../../src/errors.js';
 import type { CounterCheck } from '../../src/limits/check.js';
 import { PolicyStore } from '../../src/store/failure-policy.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { counterCheck, slotOp } from '../helpers/checks.js';
+import { SLOTS } from '../helpers/kinds.js';
 import { type RedisCluster, startRedisCluster } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
 import { within } from '../helpers/time.js';

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { SLOTS } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { SLOT_GIVE_BACK } from '../../src/limits/charge-rules.js';
 import type { CounterCheck } from '../../src/limits/check.js';
-import { SLOT_WEIGHT } from '../../src/store/batch-queues.js';
+import { SLOT_WEIGHT } from '../../src/limits/kinds/in-flight.js';
 import { counterCheck, slotOp } from '../helpers/checks.js';
+import { SLOTS } from '../helpers/kinds.js';
 import { everyStore } from '../helpers/stores.js';
 
 // What one in-flight call may make a store do is bounded, whatever it names: a give-back without an id returns

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { SLOTS } from '../../src/config/kinds.js';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { Limiter } from '../../src/limiter/limiter.js';
@@ -10,6 +9,7 @@ import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { counterCheck, slotOp } from '../helpers/checks.js';
+import { SLOTS } from '../helpers/kinds.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';

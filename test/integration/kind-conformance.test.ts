@@ -30,7 +30,7 @@ describe('the contract of every kind, on every store', () => {
   const cases = stores.flatMap(([store, make]) => ALGORITHMS.map((a) => [store, a.kind, make] as const));
 
   it.each(cases)('%s, %s', async (_store, kind, make) => {
-    const config = compileSources([{ file: 'k.yaml', text: `domain: k\ndescriptors:\n  - key: tenant\n    ${RULE_OF[kind]}\n` }]);
+    const config = compileSources([{ file: 'k.yaml', text: `domain: k\ndescriptors:\n  - key: tenant\n    ${RULE_OF[kind as keyof typeof RULE_OF]}\n` }]);
     expect(config.domains.get('k')!.rules[0]!.limits[0]!.algorithm).toBe(kind);
     const clock = new ManualClock(T0);
     const limiter = new Limiter({ config: () => config, store: await make(clock), clock });

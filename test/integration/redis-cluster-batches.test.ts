@@ -1,6 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { BUCKET, FIXED, type KindCode, SLIDING } from '../../src/config/kinds.js';
 import { counterId, counterKeyOf, storeKey, windowCounterName, windowKey } from '../../src/counters/keys.js';
 import type { CounterCheck } from '../../src/limits/check.js';
 import { OverLimitCache } from '../../src/store/over-limit-cache.js';
@@ -8,6 +7,7 @@ import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT } from '../../src/store/redis-script.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { counterCheck } from '../helpers/checks.js';
+import { BUCKET, FIXED, type KindCode, SLIDING } from '../helpers/kinds.js';
 import { type RedisCluster, startRedisCluster } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
 

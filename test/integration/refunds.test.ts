@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SLIDING } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { counterCheck as check } from '../helpers/checks.js';
+import { SLIDING } from '../helpers/kinds.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, header, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';

@@ -1,12 +1,12 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FIXED } from '../../src/config/kinds.js';
 import { demandKey, storeKey } from '../../src/counters/keys.js';
 import { StoreDegradedError, StoreKeyError, StoreUnavailableError } from '../../src/errors.js';
 import { MAX_BUCKETS_IN_FLIGHT, RedisShareStore } from '../../src/rlqs/shares/redis-share-store.js';
 import { MemoryShareStore, type ShareGrant, type ShareOutcome, type ShareRequest, type ShareStore } from '../../src/rlqs/shares/share-store.js';
 import { parseRedisUrl } from '../../src/store/redis-connection.js';
 import { RedisStore } from '../../src/store/redis-store.js';
+import { FIXED } from '../helpers/kinds.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
 import { within } from '../helpers/time.js';

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SLIDING } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { windowCounterName } from '../../src/counters/keys.js';
 import { StoreKeyError } from '../../src/errors.js';
@@ -10,6 +9,7 @@ import { CHECK_SCRIPT, ONE_PLAIN_SCRIPT } from '../../src/store/redis-script.js'
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { Store } from '../../src/store/store.js';
 import { counterCheck } from '../helpers/checks.js';
+import { SLIDING } from '../helpers/kinds.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { silentLogger } from '../helpers/service.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { BUCKET, FIXED, SLIDING } from '../../src/config/kinds.js';
 import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { acrossParts, type Enqueue } from '../../src/store/across-parts.js';
 import { counterCheck } from '../helpers/checks.js';
+import { BUCKET, FIXED, SLIDING } from '../helpers/kinds.js';
 
 // A request over several masters (src/store/across-parts.ts) against a fake store whose every part answers at
 // once: what is sent to each part, and when a part refuses, what the others give back and at what time. The

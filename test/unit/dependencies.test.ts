@@ -3,7 +3,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /** Folders depend one way: the serving side (server → rls → observe, http → rls) → limiter → store, with config
- * and counters (keys, windows, the clock) below them, xds feeding config from above, metrics beside, and rlqs/
+ * below them, limits (what a limit means: its kinds, checks, charge rules) below config, and counters (keys,
+ * windows, the clock) at the bottom, xds feeding config from above, metrics beside, and rlqs/
  * (the whole Rate Limit Quota Service) beside the serving side, wired from the top. This reads the import
  * statements of src/ and checks the rules that keep it so. A "unit" is a folder of src/, or a file directly in
  * src/ (service, servers, …), named without .ts. */
@@ -67,10 +68,13 @@ describe('the import graph of src/', () => {
     expect(violations(edges, 'store', ['limiter', 'metrics', 'settings'])).toEqual([]);
   });
 
-  it('limits/ (what a limit means: checks, results, charge rules, kinds) stands below both the limiter and the store', () => {
+  it('limits/ (what a limit means: checks, results, charge rules, kinds) stands below the limiter, the store and config', () => {
     expect(edges.get('store')?.has('limits')).toBe(true);
     expect(edges.get('limiter')?.has('limits')).toBe(true);
+    // A config is read into limits of the registered kinds, which say what keys and shapes they take.
+    expect(edges.get('config')?.has('limits')).toBe(true);
     const above = [
+      'config',
       'store',
       'limiter',
       'rlqs',
@@ -151,25 +155,9 @@ describe('the import graph of src/', () => {
     }
   });
 
-  it('config/ and counters/ sit below the limiter and the stores', () => {
-    const above = [
-      'limiter',
-      'limits',
-      'store',
-      'server',
-      'rls',
-      'http',
-      'observe',
-      'rlqs',
-      'control',
-      'metrics',
-      'tuning',
-      'response',
-      'service',
-      'settings',
-      'xds',
-    ];
-    expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config'])]).toEqual([]);
+  it('config/ and counters/ sit below the limiter and the stores; counters/ below limits/ too', () => {
+    const above = ['limiter', 'store', 'server', 'rls', 'http', 'observe', 'rlqs', 'control', 'metrics', 'tuning', 'response', 'service', 'settings', 'xds'];
+    expect([...violations(edges, 'config', above), ...violations(edges, 'counters', [...above, 'config', 'limits'])]).toEqual([]);
   });
 
   it('xds/ (the xDS protocol client) feeds config/ from above: it imports config/, never the reverse', () => {

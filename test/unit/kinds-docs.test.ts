@@ -1,7 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { KIND_CODES } from '../../src/config/kinds.js';
-import { ALGORITHMS } from '../../src/limits/kinds/index.js';
+import { ALGORITHMS, KIND_CODES } from '../../src/limits/kinds/index.js';
 
 // What the config schema, docs/configuration.md and CONTRIBUTING.md say about the kinds of limit, held to the
 // kinds registered in src/limits/kinds/index.ts: a kind added, renamed or removed there fails here until every
@@ -27,6 +26,15 @@ describe('the kinds of limit, wherever they are named', () => {
   it('are registered once each, in code order', () => {
     expect(registered).toEqual(Object.keys(KIND_CODES));
     expect(registered).toContain('in_flight');
+  });
+
+  it("are check-and-incr.lua's KINDS (lua/kinds.lua), in the same order: a shape's kind is its code there too", () => {
+    const lua = readFileSync('src/store/lua/kinds.lua', 'utf8');
+    const table = /^local KINDS = \{\n([\s\S]*?)\n\}$/m.exec(lua)?.[1];
+    expect(table, 'lua/kinds.lua has the KINDS table').toBeDefined();
+    expect(readFileSync('src/store/lua/check-and-incr.lua', 'utf8')).toContain('\n--#include kinds.lua\n');
+    const entries = [...table!.matchAll(/^\s*\[(\d+)\] = \{ name = '([a-z_]+)'/gm)].map((m) => [Number(m[1]), m[2]]);
+    expect(entries).toEqual(registered.map((k, i) => [i, k]));
   });
 
   it("are the schema's algorithm enum (every copy of it) and its in_flight key", () => {

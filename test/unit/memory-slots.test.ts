@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { SLOTS } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import type { CounterCheck } from '../../src/limits/check.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { counterCheck, slotOp } from '../helpers/checks.js';
+import { SLOTS } from '../helpers/kinds.js';
 
 // The memory store's bound of in-flight holders is shared by every counter: a client that invents tenants and
 // fills it must never refuse another tenant's take. Past the bound, the holder whose lease ends soonest in a

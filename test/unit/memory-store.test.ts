@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { SLIDING } from '../../src/config/kinds.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import type { CounterCheck } from '../../src/limits/check.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { counterCheck } from '../helpers/checks.js';
+import { SLIDING } from '../helpers/kinds.js';
 
 const T0 = 1_800_000_000_000;
 const check = counterCheck;

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { FIXED } from '../../src/config/kinds.js';
 import { compileSources } from '../../src/config/load.js';
 import { counterKey, counterKeyOf, windowKey } from '../../src/counters/keys.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { type DescriptorInput, noTiers, type PlanContext, planForClient, planRequest, toChecks, traceRequest } from '../../src/limiter/plan.js';
+import { FIXED } from '../helpers/kinds.js';
 
 const YAML = `
 domain: p

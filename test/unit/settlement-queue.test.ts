@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { SLOTS } from '../../src/config/kinds.js';
 import { StoreConnectionError, StoreDegradedError, StoreKeyError, StoreMovingError, StoreUnavailableError } from '../../src/errors.js';
 import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { PolicyStore } from '../../src/store/failure-policy.js';
 import { MAX_WAITING_CHECKS, MAX_WAITING_PER_COUNTER, SettlementQueue } from '../../src/store/settlement-queue.js';
 import { counterCheck, slotOp } from '../helpers/checks.js';
+import { SLOTS } from '../helpers/kinds.js';
 import { silentLogger } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 

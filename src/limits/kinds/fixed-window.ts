@@ -1,17 +1,20 @@
-import { FIXED } from '../../config/kinds.js';
 import { windowBounds, windowEndMs } from '../../counters/calendar.js';
 import { windowKey } from '../../counters/keys.js';
 import { retryAfterMs, windowStartMs } from '../../counters/window.js';
 import type { CounterCheck } from '../check.js';
-import type { LimitAlgorithm, Series } from './algorithm.js';
+import type { LimitAlgorithm, LimitShape, SeenSpan, Series } from './algorithm.js';
 
 /** Fixed windows, epoch-aligned or on calendar boundaries (counters/calendar.ts): a count per window, over
  * when count + hits > limit. Redis: lua/fixed.lua. */
 
+/** Where the check's window starts, in ms. */
+function windowStart(c: CounterCheck, nowMs: number): number {
+  return c.calendar === 0 ? windowStartMs(nowMs, c.windowMs) : windowBounds(nowMs, c.windowMs, c.calendar).startMs;
+}
+
 /** Where the check's window starts, in whole seconds from the store's base. */
 export function windowSecond(c: CounterCheck, nowMs: number, baseMs: number): number {
-  const start = c.calendar === 0 ? windowStartMs(nowMs, c.windowMs) : windowBounds(nowMs, c.windowMs, c.calendar).startMs;
-  return (start - baseMs) / 1000;
+  return (windowStart(c, nowMs) - baseMs) / 1000;
 }
 
 /** Counts `hits` in the current window (a count stays at 0 or more), keeping the previous window's count, as
@@ -29,9 +32,32 @@ export function addToWindow(s: Series, c: CounterCheck, nowMs: number, baseMs: n
   return start + keep;
 }
 
-export const fixedWindow: LimitAlgorithm = {
-  kind: 'fixed_window',
-  code: FIXED,
+/** What a window of either kind is to the rest (sliding-window.ts keeps these). */
+export const windowTraits = {
+  slots: false,
+  refills: false,
+  configKeys: [],
+  weight: 1,
+  burstOf: () => 0,
+  exact: () => true,
+  capacity: (l: LimitShape) => l.requestsPerUnit,
+  per: (l: { unit: string }) => `per ${l.unit}`,
+  shown: () => ({}),
+  spanStartMs: windowStart,
+  // Seen in the window now: as seen; unseen and full: at its limit.
+  fromCache: (c: CounterCheck, seen: SeenSpan | undefined, full: boolean, nowMs: number): [number, number] => {
+    const current = seen !== undefined && seen.start === windowStart(c, nowMs);
+    return current ? [seen.curr, seen.prev] : [full ? c.limit : 0, 0];
+  },
+} as const;
+
+export const fixedWindow = {
+  ...windowTraits,
+  kind: 'fixed_window' as const,
+  readsPrevious: false,
+  plainCount: true,
+  calendar: true,
+  turnMs: (windowMs: number, nowMs: number) => windowMs - (nowMs % windowMs),
   storeKey: windowKey,
   used: (_c, curr) => curr,
   exceeds: (c, used, n) => used + n > c.limit,
@@ -56,4 +82,4 @@ export const fixedWindow: LimitAlgorithm = {
       return c.calendar === 0 ? end : (windowBounds(nowMs, c.windowMs, c.calendar).endMs - baseMs) / 1000;
     },
   },
-};
+} satisfies LimitAlgorithm;

@@ -1,4 +1,3 @@
-import { SLIDING } from '../../config/kinds.js';
 import { windowKey } from '../../counters/keys.js';
 import { retryAfterMs, slidingUsed, windowStartMs } from '../../counters/window.js';
 import type { LimitAlgorithm } from './algorithm.js';
@@ -6,10 +5,14 @@ import { addToWindow, fixedWindow } from './fixed-window.js';
 
 /** Sliding windows: fixed windows of counts, the previous one weighted by how much of it still overlaps the
  * last window's length (counters/window.ts slidingUsed). Always epoch-aligned. Redis: lua/sliding.lua. */
-export const slidingWindow: LimitAlgorithm = {
+export const slidingWindow = {
   ...fixedWindow,
-  kind: 'sliding_window',
-  code: SLIDING,
+  kind: 'sliding_window' as const,
+  readsPrevious: true,
+  plainCount: false,
+  calendar: false,
+  // The window slides: a full window's length before all it counts has left it.
+  turnMs: (windowMs: number) => windowMs,
   storeKey: windowKey,
   used: (c, curr, prev, nowMs) => slidingUsed(prev, curr, nowMs, c.windowMs),
   // A sliding estimate rounds down.
@@ -25,4 +28,4 @@ export const slidingWindow: LimitAlgorithm = {
     // Its count is still read as "previous" during the next window.
     add: (s, c, _curr, nowMs, baseMs, hits) => addToWindow(s, c, nowMs, baseMs, hits, (2 * c.windowMs) / 1000),
   },
-};
+} satisfies LimitAlgorithm;

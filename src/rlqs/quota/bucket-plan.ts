@@ -1,9 +1,9 @@
 import type { CompiledConfig, CompiledLimit, Rule } from '../../config/compiled.js';
-import { SLIDING } from '../../config/kinds.js';
 import type { EntryLike } from '../../config/match.js';
 import { demandKey } from '../../counters/keys.js';
 import { planRequest, type TierSource, toChecks } from '../../limiter/plan.js';
 import type { CounterCheck } from '../../limits/check.js';
+import { ALGORITHMS, PREVIOUS_READER } from '../../limits/kinds/index.js';
 import { bucketEntries } from './bucket-descriptor.js';
 import { ALLOW, DENY, type Strategy } from './strategy.js';
 
@@ -50,19 +50,20 @@ export function planBucket(config: CompiledConfig, domainName: string, bucket: R
   if (!p.rule && p.limits.length === 0) return { ...base, fixed: o.unmatched === 'deny' ? DENY : ALLOW };
   // An in-flight limit counts requests until they end, which RLQS never hears of (reports count arrivals):
   // RLQS cannot hold it, and leaves it to RLS (docs/in-flight.md).
-  if (p.limits.length === 0 || p.shadow || p.limits.every((l) => l.algorithm === 'in_flight')) return { ...base, fixed: ALLOW };
+  if (p.limits.length === 0 || p.shadow || p.limits.every((l) => ALGORITHMS[l.kind]!.slots)) return { ...base, fixed: ALLOW };
   const checks = toChecks([p]);
   const rates: CompiledLimit[] = [];
   const rlsWindows: BucketPlan['rlsWindows'] = [];
   const quotas: BucketPlan['quotas'] = [];
   p.limits.forEach((limit, i) => {
-    if (limit.algorithm === 'in_flight') return;
+    const kind = ALGORITHMS[limit.kind]!;
+    if (kind.slots) return;
     const check = { ...checks[i]!, limit: NEVER_OVER, group: 0, shadow: false, quota: false, charge: false, reservation: undefined };
-    if (limit.burst > 0 || limit.windowSeconds * 1000 <= o.reportIntervalMs) rates.push(limit);
+    if (kind.refills || limit.windowSeconds * 1000 <= o.reportIntervalMs) rates.push(limit);
     // What Envoy admitted is counted as it is: no charge rule, no reservation, applies to it.
     else quotas.push({ limit, check });
     // Read as a sliding window: the previous window's count comes back too (the counter names are the same).
-    if (limit.burst === 0 && limit.windowSeconds * 1000 <= o.reportIntervalMs) rlsWindows.push({ limit, check: { ...check, hits: 0, kind: SLIDING } });
+    if (!kind.refills && limit.windowSeconds * 1000 <= o.reportIntervalMs) rlsWindows.push({ limit, check: { ...check, hits: 0, kind: PREVIOUS_READER } });
   });
   return { ...base, fixed: undefined, shareKey: demandKey(p.key), rates, rlsWindows, quotas };
 }

@@ -1,4 +1,3 @@
-import { SLIDING } from '../../config/kinds.js';
 import { slidingUsed } from '../../counters/window.js';
 import type { CheckResult } from '../../limits/check.js';
 import { ALGORITHMS } from '../../limits/kinds/index.js';
@@ -39,7 +38,7 @@ export function fleetCapacity(plan: BucketPlan, counts: CheckResult | undefined,
     const left = limit.requestsPerUnit - used;
     if (left < 1) return { ratePerSecond: 0, spent: true, left: 0 };
     least = Math.min(least, left);
-    const untilTurn = check.kind === SLIDING ? windowMs : windowMs - (nowMs % windowMs);
+    const untilTurn = ALGORITHMS[check.kind]!.turnMs(windowMs, nowMs);
     const horizon = Math.max(1000, Math.min(horizonMs, untilTurn));
     rate = Math.min(rate, (left * 1000) / horizon);
   }

@@ -20,7 +20,7 @@ end
 
 -- Adds d requests (negative: given back; never fuller than empty debt) to the debt read as `curr`. Kept until
 -- the bucket is full again, plus a second. Integers are written with %.0f: tostring keeps only 14 digits.
-local function bucket_add(j, w, curr, d)
+local function bucket_add(j, w, curr, d, _)
   local n = cur[j]
   local after = max(0, curr + d * w.window)
   local full = w.window

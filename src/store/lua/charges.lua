@@ -1,8 +1,8 @@
 --[[
   Part of check-and-incr.lua, included where it says --#include charges.lua (src/store/redis-store.ts
   assembles the script): a request with a charge window (charge_mode), decided as src/limits/charge-rules.ts
-  decideCharges. It uses the script's locals: call, max, now, cur, values, shape_of, group_of, slots_of, read_window,
-  add_window, bounds, out, o, group_over, quota_group and the kind codes.
+  decideCharges. It uses the script's locals: call, max, now, cur, values, shape_of, group_of, slots_of, the
+  kinds' read and add, answer_windows, bounds, out, o, group_over and quota_group.
 ]]
 
 -- A reservation's records: what src/store/memory-reservations.ts keeps, with the same bounds per counter. The
@@ -95,7 +95,7 @@ end
 -- bucket: its debt), the previous window's, what it asks and whether that takes it past what it holds.
 local function charge_window(j, rsv)
   local w = shape_of[j]
-  if w.kind == SLOTS then return slot_window(w, slots_of[j], rsv.count_it, rsv.pending) end
+  if w.kind.slots then return slot_window(w, slots_of[j], rsv.count_it, rsv.pending) end
   local x = rsv.by_group[group_of[j]]
   local kind = 'normal'
   if w.hits < 0 then
@@ -106,12 +106,12 @@ local function charge_window(j, rsv)
   elseif w.charge and w.hits > 0 then
     kind = 'charge'
   end
-  local curr, prev, used = read_window(j, w)
+  local curr, prev, used = w.kind.read(j, w)
   local ask = w.hits
   if kind == 'settle' then
     -- Given back only in the window that holds the estimate; a later one takes only what exceeds it.
     ask = w.hits - x.est
-    if w.kind ~= BUCKET and ask < 0 and bounds(w.window, w.calendar, x.at) ~= w.index then ask = 0 end
+    if not w.kind.refills and ask < 0 and bounds(w.window, w.calendar, x.at) ~= w.index then ask = 0 end
   elseif kind == 'late' then
     ask = 0
   elseif kind == 'refund' then
@@ -158,14 +158,7 @@ local EVENTS = { made = 1, refused = 2, settled = 3, late = 4, full = 5, unreser
 local function answer_charges(admitted, n, k0, curr, prev, over, counted, rsv, expired)
   o = o + 1
   out[o] = admitted
-  for i = 1, n do
-    o = o + 1
-    if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
-    if shape_of[k0 + i].kind == SLIDING then
-      o = o + 1
-      out[o] = prev[i]
-    end
-  end
+  answer_windows(n, k0, curr, prev, over)
   for i = 1, n do
     o = o + 1
     out[o] = counted[i]
@@ -220,10 +213,11 @@ local function decide_charges(count_it, n, k0, rsv)
     end
     counted[i] = c
     if count_it and c ~= 0 then
-      if shape_of[k0 + i].kind == SLOTS then
+      if shape_of[k0 + i].kind.slots then
         slot_write(shape_of[k0 + i], slots_of[k0 + i], c)
       else
-        add_window(k0 + i, shape_of[k0 + i], curr[i], c, true)
+        local w = shape_of[k0 + i]
+        w.kind.add(k0 + i, w, curr[i], c, true)
       end
     end
   end

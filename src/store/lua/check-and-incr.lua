@@ -25,8 +25,8 @@
   ARGV[2]  s, the number of window shapes; then s shapes of nine values each (a batch's windows mostly
            share a few, so each is sent once):
                   window_ms, limit, hits (0 = check only; < 0 a refund or an in-flight give-back, with charge 1
-                  and shadow 1: a check's op, which src/store/redis-batch.ts wireHits writes as this sign), kind (0 fixed, 1
-                  sliding, 2 bucket, 3 slots: src/limits/kinds/), shadow (0|1), burst (0 unless a bucket),
+                  and shadow 1: a check's op, which src/store/redis-batch.ts wireHits writes as this sign), kind (its code:
+                  its place in src/limits/kinds/index.ts, KINDS below), shadow (0|1), burst (0 unless a bucket),
                   quota (0|1), charge (0|1), calendar (0 = epoch-aligned, -1 weeks from Monday, n > 0 windows
                   of n UTC calendar months: src/counters/calendar.ts)
   then, per request:
@@ -94,10 +94,8 @@ end
 -- Calendar windows: month_of, month_start_day and bounds (src/counters/calendar.ts, line for line).
 --#include calendar.lua
 
--- The kinds of limit (their codes: src/config/kinds.ts KIND_CODES; their modules: src/limits/kinds/), each
--- with its include below. A shape's step and cap say what it holds: used + n * step > cap is over (a window
--- counts requests, a bucket ticks); keep, how long past its window's end a counter is still read.
-local FIXED, SLIDING, BUCKET, SLOTS = 0, 1, 2, 3
+-- The kinds of limit, by code, and what the script asks each: KINDS.
+--#include kinds.lua
 
 -- The shapes, as numbers once, each table made whole at once (a field added later makes Lua grow it).
 local shapes = {}
@@ -106,11 +104,11 @@ local format = string.format
 for i = 1, s do
   local a = 2 + (i - 1) * 9
   local window, calendar, burst, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 2])
-  local kind, shadow, quota, charge = tonumber(ARGV[a + 4]), ARGV[a + 5] == '1', ARGV[a + 7] == '1', ARGV[a + 8] == '1'
+  local kind, shadow, quota, charge = KINDS[tonumber(ARGV[a + 4])], ARGV[a + 5] == '1', ARGV[a + 7] == '1', ARGV[a + 8] == '1'
   local index, ends = bounds(window, calendar, now)
   local prev_suffix, keep, step, cap = nil, 0, 1, limit
-  if kind == SLIDING then prev_suffix, keep = ':' .. format('%.0f', index - 1), window end
-  if kind == BUCKET then step, cap = window, burst * window end
+  if kind.prev then prev_suffix, keep = ':' .. format('%.0f', index - 1), window end
+  if kind.refills then step, cap = window, burst * window end
   shapes[i] = {
     window = window,
     limit = limit,
@@ -128,7 +126,7 @@ for i = 1, s do
     cap = cap,
     suffix = ':' .. format('%.0f', index),
     prev_suffix = prev_suffix,
-    plain = kind == FIXED and not (shadow or quota or charge),
+    plain = kind.plain and not (shadow or quota or charge),
   }
 end
 
@@ -158,15 +156,15 @@ do
       if not short then group_of[j] = ARGV[a + (i - 1) * 2 + 3] end
       local n1
       -- A bucket's counter and a set of slots are the base itself; a window's is named by its index.
-      if w.kind == BUCKET or w.kind == SLOTS then n1 = K[k_at + j] else n1 = K[k_at + j] .. w.suffix end
+      if w.kind.whole then n1 = K[k_at + j] else n1 = K[k_at + j] .. w.suffix end
       -- A plain request that counts reads nothing up front: its INCRBYs read (decide_counting). Slots are
       -- read by slots.lua.
-      if mode ~= 'c' and w.kind ~= SLOTS then
+      if mode ~= 'c' and not w.kind.slots then
         m = m + 1
         names[m] = n1
       end
       cur[j] = n1
-      if w.kind == SLIDING then
+      if w.kind.prev then
         local n0 = K[k_at + j] .. w.prev_suffix
         m = m + 1
         names[m] = n0
@@ -222,23 +220,28 @@ end
 --#include sliding.lua
 --#include bucket.lua
 
--- The one place a window's kind picks its algorithm: its count before the request (a bucket: its debt), the
--- previous window's (sliding only), and what a decision weighs.
-local function read_window(j, w)
-  local kind = w.kind
-  if kind == FIXED then return fixed_read(j, w) end
-  if kind == SLIDING then return sliding_read(j, w) end
-  return bucket_read(j, w)
-end
-
--- Adds d to window j (its value read as curr); `always` sets a window's expiry even if it existed.
-local function add_window(j, w, curr, d, always)
-  if w.kind == BUCKET then return bucket_add(j, w, curr, d) end
-  return window_add(j, w, d, always)
-end
+-- Each kind's read (window j's count before the request, a bucket's debt; the previous window's, sliding only;
+-- what a decision weighs) and add (d more to window j, read as curr; `always` sets a window's expiry even if it
+-- existed). Slots have neither here: slots.lua reads and writes them, through charges.lua.
+KINDS[0].read, KINDS[0].add = fixed_read, window_add
+KINDS[1].read, KINDS[1].add = sliding_read, window_add
+KINDS[2].read, KINDS[2].add = bucket_read, bucket_add
 
 -- The reply, and how many values it holds (`#out` is not used: a request writes its admitted flag last).
 local out, o = { now }, 1
+
+-- Writes windows k0 + 1 .. k0 + n into the reply: each one's count before the request, as -(count + 1) when it
+-- has no room, and the previous window's count for a kind whose reply holds it (redis-batch.ts reads it so).
+local function answer_windows(n, k0, curr, prev, over)
+  for i = 1, n do
+    o = o + 1
+    if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
+    if shape_of[k0 + i].kind.prev then
+      o = o + 1
+      out[o] = prev[i]
+    end
+  end
+end
 
 -- Decides one request whose windows are KEYS[k0 + 1 .. k0 + n]. Answers per window its count before the
 -- request, as -(count + 1) when the window has no room, and for a sliding window the previous window's count.
@@ -253,7 +256,7 @@ local function decide(count_it, n, k0)
     local w = shape_of[k0 + i]
     local group = group_of[k0 + i]
     local used
-    curr[i], prev[i], used = read_window(k0 + i, w)
+    curr[i], prev[i], used = w.kind.read(k0 + i, w)
     local is_over = used + max(w.hits, 1) * w.step > w.cap
     if w.quota and not quota_group[group] then
       quota_group[group] = true
@@ -271,20 +274,13 @@ local function decide(count_it, n, k0)
   if admitted == 1 and count_it then
     for i = 1, n do
       local w = shape_of[k0 + i]
-      if w.hits > 0 and not group_over[group_of[k0 + i]] then add_window(k0 + i, w, curr[i], w.hits, false) end
+      if w.hits > 0 and not group_over[group_of[k0 + i]] then w.kind.add(k0 + i, w, curr[i], w.hits, false) end
     end
   end
 
   o = o + 1
   out[o] = admitted
-  for i = 1, n do
-    o = o + 1
-    if over[i] then out[o] = -curr[i] - 1 else out[o] = curr[i] end
-    if shape_of[k0 + i].kind == SLIDING then
-      o = o + 1
-      out[o] = prev[i]
-    end
-  end
+  answer_windows(n, k0, curr, prev, over)
 end
 
 -- Plain requests (every window a fixed window, none shadow, quota or charge): decide_peek, decide_counting.

@@ -14,7 +14,7 @@ end
 -- more), and keeps what it wrote for the batch's later requests. Its expiry is set when the add created the
 -- counter, or `always` (a charge writes whether or not the counter existed): a second after the last window
 -- that can still read it (w.keep: a sliding window's is read through the next window).
-local function window_add(j, w, d, always)
+local function window_add(j, w, _, d, always)
   local n = cur[j]
   local after = call('INCRBY', n, d)
   if after < 0 then after = call('INCRBY', n, -after) end
