@@ -1,7 +1,7 @@
 import type { CompiledConfig, CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { type Clock, systemClock } from '../counters/clock.js';
 import { NoConfigError } from '../errors.js';
-import type { CheckResult, CounterCheck, ReservationOutcome } from '../limits/check.js';
+import type { CheckOp, CheckResult, CounterCheck, ReservationOutcome } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Maybe, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
@@ -35,6 +35,8 @@ export interface DescriptorOutcome {
   over: boolean;
   /** Empty when nothing limits this descriptor (no rule, unlimited, or all its limits replaced). */
   windows: WindowState[];
+  /** What its checks did (limits/check.ts), as the store was told: undefined when nothing limits it. */
+  op: CheckOp | undefined;
   /** charge_mode: hits counted by a charge or a settlement (the most any window took; a refund is negative),
    * how far past its limit the fullest window now is (a bucket: in tokens), and the reservation's outcome. */
   charged?: number;
@@ -124,6 +126,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
     const counted = r.counted ? r.counted[i]! : r.admitted && !o.over ? c.hits : 0;
     const over = r.over[i]!;
     const a = ALGORITHMS[c.kind]!;
+    o.op = c.op;
     const wait = !over ? 0 : (r.retryAfterMs ?? a.waitMs(c, curr, prev, r.nowMs));
     if (c.quota && !c.shadow) {
       quotaGroups ??= new Set();
@@ -206,5 +209,16 @@ function unlimitedDecision(domain: CompiledDomain | undefined, plans: Descriptor
 
 function outcomeOf(p: DescriptorPlan): DescriptorOutcome {
   const unlimited = p.limits.length === 0 && !p.override && (p.rule?.unlimited ?? false);
-  return { rule: p.rule, hits: p.hits, tier: p.tier, shadow: p.shadow, shadowStatus: p.shadowStatus, quota: p.quota, unlimited, over: false, windows: [] };
+  return {
+    rule: p.rule,
+    hits: p.hits,
+    tier: p.tier,
+    shadow: p.shadow,
+    shadowStatus: p.shadowStatus,
+    quota: p.quota,
+    unlimited,
+    over: false,
+    windows: [],
+    op: undefined,
+  };
 }

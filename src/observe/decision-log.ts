@@ -64,6 +64,7 @@ export class DecisionLog {
           remaining: d.remaining ?? null,
           tier: d.tier ?? null,
           ...(d.shadow && { shadow: true }),
+          ...(d.op && { op: d.op }),
           ...(d.charged !== undefined && { charged: d.charged }),
           ...(d.debt !== undefined && { debt: d.debt }),
           ...(d.reservation && { reservation: d.reservation }),

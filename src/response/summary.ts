@@ -34,6 +34,8 @@ export interface DescriptorSummary {
   remaining: number | undefined;
   shadow: boolean;
   /** charge_mode only: hits counted by a charge or settlement, hits past the limit, the reservation's event. */
+  /** What its checks did, as the store was told (limits/check.ts CheckOp): absent when nothing limits it. */
+  op?: string;
   charged?: number;
   debt?: number;
   reservation?: string;
@@ -59,6 +61,7 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
       limit,
       remaining: w?.remaining,
       shadow: o.shadow,
+      ...(o.op && { op: o.op }),
       ...(o.charged !== undefined && { charged: o.charged }),
       ...(o.debt !== undefined && { debt: o.debt }),
       ...(o.reservation && { reservation: o.reservation.event }),

@@ -1,6 +1,6 @@
 import { hashTag, reservationTable, slotHolders, storeKey } from '../counters/keys.js';
 import { type StoreKeyError, StoreMovingError } from '../errors.js';
-import { type CheckResult, type CounterCheck, givesBack, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
+import { type CheckResult, type CounterCheck, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { BatchSpan, BatchTracer, TraceLink } from './store.js';
 
@@ -62,7 +62,7 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
     pushSlots(p.checks, tail, keys, keyPrefix);
   }
   const args: (string | number)[] = [nowMs, shapes.length];
-  for (const c of shapes) args.push(c.windowMs, c.limit, wireHits(c), c.kind, wireShadow(c) ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar);
+  for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.kind, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar, c.op);
   for (const a of tail) args.push(a);
   return { keys, args };
 }
@@ -168,18 +168,6 @@ function mergeCharges(checks: readonly CounterCheck[], slots: number[][], parts:
   });
 }
 
-/** A check's hits as the script's shapes carry them (check-and-incr.lua's contract): a refund's and a
- * give-back's as negative hits, every other op's as they are. The one place an op becomes a sign. */
-function wireHits(c: CounterCheck): number {
-  return givesBack(c) ? -c.hits : c.hits;
-}
-
-/** A refund or a give-back is never refused: the script reads that from the shadow flag (a refund of 0 hits,
- * which gives nothing, has no sign to say it). */
-function wireShadow(c: CounterCheck): boolean {
-  return c.shadow || givesBack(c);
-}
-
 /** The 1-based index of a window's shape (everything but its key and group) in `shapes`, added if new. A
  * batch holds few: a linear search beats building a key per window. */
 function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
@@ -188,9 +176,10 @@ function shapeOf(shapes: CounterCheck[], c: CounterCheck): number {
     if (
       s.windowMs === c.windowMs &&
       s.limit === c.limit &&
-      wireHits(s) === wireHits(c) &&
+      s.hits === c.hits &&
+      s.op === c.op &&
       s.kind === c.kind &&
-      wireShadow(s) === wireShadow(c) &&
+      s.shadow === c.shadow &&
       s.burst === c.burst &&
       s.quota === c.quota &&
       s.charge === c.charge &&

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
+import type { DecisionInput } from '../../src/limiter/plan.js';
 import { DecisionLog } from '../../src/observe/decision-log.js';
 import { summarize } from '../../src/response/summary.js';
 import { harness } from '../helpers/decide.js';
@@ -74,6 +75,44 @@ describe('a decision summarised for spans and the decision log', () => {
     const u = summarize({ domain: 'secret-domain', hits: 1, descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] }, unknown);
     expect(u.domain).toBeUndefined();
     expect(JSON.stringify(u)).not.toContain('secret-domain');
+  });
+});
+
+describe('what each descriptor did, as the store was told', () => {
+  const OPS = `
+domain: api
+descriptors:
+  - key: category
+    rate_limits:
+      - {unit: minute, requests_per_unit: 5}
+  - key: streams
+    in_flight: {limit: 2, request_key: request_id}
+  - key: open
+`;
+  const streams = (refund?: boolean) => ({
+    entries: [
+      { key: 'streams', value: 'acme' },
+      { key: 'request_id', value: 'r1' },
+    ],
+    ...(refund && { refund }),
+  });
+
+  it('is each descriptor op in the summary and the decision log: count, check, refund, take, giveBack; none where nothing limits', async () => {
+    const h = harness(OPS);
+    const { logger, lines } = capturingLogger('info');
+    const log = new DecisionLog(logger, { mode: 'all', maxPerSecond: 100 });
+    const inputs: DecisionInput[] = [
+      { domain: 'api', hits: 1, descriptors: [{ entries: [{ key: 'category', value: 'read' }] }, { entries: [{ key: 'open', value: 'x' }] }] },
+      { domain: 'api', hits: 0, descriptors: [{ entries: [{ key: 'category', value: 'read' }] }] },
+      { domain: 'api', hits: 1, descriptors: [{ entries: [{ key: 'category', value: 'read' }], refund: true }] },
+      { domain: 'api', hits: 1, descriptors: [streams()] },
+      { domain: 'api', hits: 1, descriptors: [streams(true)] },
+    ];
+    for (const input of inputs) log.decided(summarize(input, await h.limiter.decide(input)), undefined);
+    const ops = lines()
+      .filter((l) => l.msg === 'decision')
+      .map((l) => (l.descriptors as { op?: string }[]).map((d) => d.op ?? null));
+    expect(ops).toEqual([['count', null], ['check'], ['refund'], ['take'], ['giveBack']]);
   });
 });
 

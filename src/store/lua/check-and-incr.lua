@@ -22,13 +22,14 @@
              <base>       a token bucket: "<w> <c>", when it was last written (ms) and its debt then, in ticks
                           of 1/limit ms (src/counters/bucket.ts)
   ARGV[1]  now in ms, or "0" to use Redis's clock (TIME), which every replica then shares
-  ARGV[2]  s, the number of window shapes; then s shapes of nine values each (a batch's windows mostly
+  ARGV[2]  s, the number of window shapes; then s shapes of ten values each (a batch's windows mostly
            share a few, so each is sent once):
-                  window_ms, limit, hits (0 = check only; < 0 a refund or an in-flight give-back, with charge 1
-                  and shadow 1: a check's op, which src/store/redis-batch.ts wireHits writes as this sign), kind (its code:
-                  its place in src/limits/kinds/index.ts, KINDS below), shadow (0|1), burst (0 unless a bucket),
-                  quota (0|1), charge (0|1), calendar (0 = epoch-aligned, -1 weeks from Monday, n > 0 windows
-                  of n UTC calendar months: src/counters/calendar.ts)
+                  window_ms, limit, hits (0 or more), kind (its code: its place in src/limits/kinds/index.ts,
+                  KINDS below), shadow (0|1), burst (0 unless a bucket), quota (0|1), charge (0|1), calendar
+                  (0 = epoch-aligned, -1 weeks from Monday, n > 0 windows of n UTC calendar months:
+                  src/counters/calendar.ts), op (the check's op, src/limits/check.ts: check, count, refund,
+                  take or giveBack; a refund and a give-back come with charge 1, give their hits back and are
+                  never refused: inside the script, negative hits and shadow)
   then, per request:
            mode   "count", or "peek" to decide without writing anything (the first phase of a request whose
                   counters live in several Redis Cluster slots); "c" and "p" are the same for a plain request
@@ -102,9 +103,11 @@ local shapes = {}
 local s = tonumber(ARGV[2])
 local format = string.format
 for i = 1, s do
-  local a = 2 + (i - 1) * 9
+  local a = 2 + (i - 1) * 10
   local window, calendar, burst, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 2])
   local kind, shadow, quota, charge = KINDS[tonumber(ARGV[a + 4])], ARGV[a + 5] == '1', ARGV[a + 7] == '1', ARGV[a + 8] == '1'
+  local hits, op = tonumber(ARGV[a + 3]), ARGV[a + 10]
+  if op == 'refund' or op == 'giveBack' then hits, shadow = -hits, true end
   local index, ends = bounds(window, calendar, now)
   local prev_suffix, keep, step, cap = nil, 0, 1, limit
   if kind.prev then prev_suffix, keep = ':' .. format('%.0f', index - 1), window end
@@ -112,7 +115,7 @@ for i = 1, s do
   shapes[i] = {
     window = window,
     limit = limit,
-    hits = tonumber(ARGV[a + 3]),
+    hits = hits,
     kind = kind,
     shadow = shadow,
     burst = burst,
@@ -140,7 +143,7 @@ local names, cur, old, shape_of, group_of, slots_of = {}, {}, {}, {}, {}, {}
 local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv = {}, {}, {}, {}, {}, {}, {}
 local m, reqs = 0, 0
 do
-  local k, a, last = 0, 3 + s * 9, last_arg
+  local k, a, last = 0, 3 + s * 10, last_arg
   while a <= last do
     local mode = ARGV[a]
     local n = tonumber(ARGV[a + 1])
