@@ -64,6 +64,7 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       source: `${d.file ?? spec.file}:${d.line}`,
       limits: d.inFlight ? [slotsLimit(d.inFlight, spec.domain, id)] : d.limits.map((l) => compileLimit(l, spec.domain, id, algorithm)),
       inFlight: d.inFlight,
+      refunds: d.refunds !== false,
       unlimited: d.unlimited,
       shadow: d.shadow,
       quota: d.quota,

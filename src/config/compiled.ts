@@ -55,6 +55,8 @@ export interface Rule {
   settlementKey: string | undefined;
   /** `in_flight`: the rule counts requests at once, not per window (its one limit is the slots). */
   inFlight: InFlightSpec | undefined;
+  /** `refunds: false`: Envoy's is_negative_hits gives nothing back here, and is counted as ignored. */
+  refunds: boolean;
   /** The descriptor's `metadata`, returned (merged) in the response's dynamic_metadata when it passed. */
   metadata: Metadata | undefined;
   algorithm: Algorithm;

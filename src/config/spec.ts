@@ -57,6 +57,8 @@ export interface DescriptorSpec {
   metadata: Metadata | undefined;
   /** `in_flight`, instead of rate limits. */
   inFlight: InFlightSpec | undefined;
+  /** `refunds: false`: is_negative_hits on this rule is ignored (counted). */
+  refunds?: false;
   line: number;
   /** The file it was written in, when not its domain's (MERGE_DOMAIN_CONFIG merged it in). */
   file?: string;

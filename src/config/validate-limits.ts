@@ -24,6 +24,8 @@ export interface DescriptorContext {
   replaces: { name: string; node: Node; path: string }[];
   /** The rule path of the descriptor being read (key, or key_value, per level), as compile builds it. */
   segments: string[];
+  /** The keys of the descriptor being read and of those above it. */
+  keys: string[];
   /** Rule paths seen so far, with their line: two descriptors must not share one. */
   rulePaths: Map<string, number>;
   /** The domain's algorithm, and the one the descriptor being read gives its limits (its own, else the

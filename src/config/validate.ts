@@ -3,6 +3,7 @@ import { DEFAULT_KIND, SLOT_KIND } from '../limits/kinds/index.js';
 import type { ConfigProblem } from './errors.js';
 import { MAX_WILDCARDS } from './glob.js';
 import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type Metadata } from './spec.js';
+import { durationMs, readInFlight, readRefunds } from './validate-in-flight.js';
 import { type DescriptorContext, readLimitList, readSingleLimit, readTierLimits } from './validate-limits.js';
 import { Reader } from './yaml-reader.js';
 
@@ -27,8 +28,9 @@ export const DESCRIPTOR_KEYS = [
   'reservation_ttl',
   'settlement_key',
   SLOT_KIND.kind, // a descriptor's slots: `in_flight`, the slot kind's name
+  'refunds',
 ];
-export const IN_FLIGHT_KEYS = ['limit', 'lease', 'request_key'];
+export { IN_FLIGHT_KEYS } from './validate-in-flight.js';
 export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window', 'units'];
 
@@ -88,6 +90,7 @@ function readDomain(r: Reader, root: Node | null, merged: boolean): DomainSpec |
     generated: new Set(),
     replaces: [],
     segments: [],
+    keys: [],
     rulePaths: new Map(),
     algorithm,
     ruleAlgorithm: algorithm,
@@ -228,6 +231,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     r.fail(f.get('rate_limits'), `${path}.rate_limits`, 'use rate_limit or rate_limits, not both');
   }
   ctx.segments.push(value === undefined ? key : `${key}_${value}`);
+  ctx.keys.push(key);
   // Read before the limits: a limit's burst is valid only where a token bucket applies.
   const algorithm = r.oneOf(f.get('algorithm'), `${path}.algorithm`, ALGORITHMS);
   ctx.ruleAlgorithm = algorithm ?? ctx.algorithm;
@@ -236,7 +240,8 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
   const quota = r.boolean(f.get('quota_mode'), `${path}.quota_mode`);
   const charge = readCharge(r, f, path);
-  const inFlight = readInFlight(r, f, path);
+  const inFlight = readInFlight(r, f, path, ctx.keys);
+  const refunds = readRefunds(r, f, path, inFlight !== undefined);
   const metadata = readMetadata(r, f.get('metadata'), `${path}.metadata`);
   const tierLimits = readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
   metricOption(r, f, 'detailed_metric', path);
@@ -250,6 +255,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     ...charge,
     metadata,
     inFlight,
+    ...(refunds === false && { refunds }),
     line: r.line(node),
     limits,
     unlimited: single?.unlimited ?? false,
@@ -259,6 +265,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
     children,
   };
   ctx.segments.pop();
+  ctx.keys.pop();
   return spec;
 }
 
@@ -289,44 +296,6 @@ function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<Descrip
     r.fail(f.get('settlement_key'), `${path}.settlement_key`, "must differ from reservation_key: it tells the stream's end from the request");
   }
   return { charge, reservationKey, reservationTtlMs, settlementKey };
-}
-
-/** A slot nobody gives back returns after 5 minutes unless `lease` says; at most a day. */
-export const DEFAULT_LEASE_MS = 300_000;
-/** Most slots of one in_flight rule's counter: each is a record in the store until given back. */
-export const MAX_IN_FLIGHT = 100_000;
-/** Keys an in_flight descriptor may not have: it counts requests at once, not per window, and never charges. */
-const NOT_WITH_IN_FLIGHT = ['rate_limit', 'rate_limits', 'tier_limits', 'algorithm', 'quota_mode', 'charge_mode'];
-
-/** `in_flight: {limit, lease, request_key}`: slots instead of windows (docs/in-flight.md). */
-function readInFlight(r: Reader, f: Map<string, Node>, path: string): DescriptorSpec['inFlight'] {
-  const node = f.get(SLOT_KIND.kind);
-  if (node === undefined) return undefined;
-  const at = `${path}.${SLOT_KIND.kind}`;
-  for (const k of NOT_WITH_IN_FLIGHT) if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, `an in_flight descriptor counts requests at once: it has no ${k}`);
-  const g = r.fields(node, at, IN_FLIGHT_KEYS);
-  if (!g) return undefined;
-  const limit = g.get('limit');
-  const n = limit !== undefined && isScalar(limit) ? limit.value : undefined;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_IN_FLIGHT) {
-    r.fail(limit ?? node, `${at}.limit`, `is required: a whole number of requests at once, from 1 to ${MAX_IN_FLIGHT}`);
-    return undefined;
-  }
-  let leaseMs = DEFAULT_LEASE_MS;
-  if (g.has('lease')) {
-    const ms = durationMs(r.string(g.get('lease'), `${at}.lease`));
-    if (ms === undefined || ms < 1000 || ms > 86_400_000) {
-      r.fail(g.get('lease'), `${at}.lease`, 'must be a duration from 1s to 24h, in whole seconds, minutes or hours (30s, 5m, 1h)');
-    } else leaseMs = ms;
-  }
-  const requestKey = r.string(g.get('request_key'), `${at}.request_key`, { nonEmpty: true });
-  return { limit: n, leaseMs, requestKey };
-}
-
-/** "30s", "10m", "2h" in milliseconds. */
-function durationMs(text: string | undefined): number | undefined {
-  const m = text === undefined ? null : /^(\d{1,6})(s|m|h)$/.exec(text);
-  return m ? Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 's' | 'm' | 'h'] : undefined;
 }
 
 /** A descriptor's metadata: a mapping of anything (envoyproxy/ratelimit does not look inside it either),

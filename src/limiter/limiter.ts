@@ -37,6 +37,8 @@ export interface DescriptorOutcome {
   windows: WindowState[];
   /** What its checks did (limits/check.ts), as the store was told: undefined when nothing limits it. */
   op: CheckOp | undefined;
+  /** A refund its rule does not take (`refunds: false`): only checked, and counted. */
+  refundIgnored: boolean;
   /** charge_mode: hits counted by a charge or a settlement (the most any window took; a refund is negative),
    * how far past its limit the fullest window now is (a bucket: in tokens), and the reservation's outcome. */
   charged?: number;
@@ -163,11 +165,19 @@ function pushWindow(o: DescriptorOutcome, state: WindowState): void {
   else o.windows.push(state);
 }
 
-/** A descriptor of a stream-end call: nothing limits it, it settled a reservation, gave back a refund, or
- * returned slots. */
+/** A descriptor of a stream-end call: nothing limits it, it settled a reservation, gave back a refund (or
+ * asked a rule that takes none), or returned slots. */
 function settles(o: DescriptorOutcome): boolean {
   const e = o.reservation?.event;
-  return o.windows.length === 0 || e === 'settled' || e === 'late' || e === 'unreserved' || o.refunded !== undefined || o.slots?.event === 'returned';
+  return (
+    o.windows.length === 0 ||
+    e === 'settled' ||
+    e === 'late' ||
+    e === 'unreserved' ||
+    o.refunded !== undefined ||
+    o.refundIgnored ||
+    o.slots?.event === 'returned'
+  );
 }
 
 /** An in-flight check's part of its descriptor's outcome: what it did with the slots, and how many leases it
@@ -220,5 +230,6 @@ function outcomeOf(p: DescriptorPlan): DescriptorOutcome {
     over: false,
     windows: [],
     op: undefined,
+    refundIgnored: p.refundIgnored === true,
   };
 }

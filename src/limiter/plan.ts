@@ -4,7 +4,6 @@ import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
 import { UNITS, type Unit } from '../config/units.js';
 import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
-import { InvalidRequestError } from '../errors.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
 import { type CounterCheck, opOf, type Reservation } from '../limits/check.js';
 import { ALGORITHMS, DEFAULT_KIND, KIND_CODES } from '../limits/kinds/index.js';
@@ -51,10 +50,6 @@ export interface PlanContext {
   globalCharge?: boolean;
 }
 
-/** Longest request id a reservation may be named by, in UTF-8 bytes (Envoy's x-request-id is a 36-character
- * UUID); only its fingerprint is kept. */
-export const MAX_RESERVATION_ID_BYTES = 256;
-
 /** What one descriptor counts against. */
 export interface DescriptorPlan {
   rule: Rule | undefined;
@@ -85,6 +80,8 @@ export interface DescriptorPlan {
   refund?: boolean;
   /** in_flight with request_key: the fingerprint of the request id that holds the slots. */
   slotId?: string;
+  /** A refund its rule does not take (`refunds: false`): planned as a check. */
+  refundIgnored?: boolean;
 }
 
 /** How a plan was reached, for explanations. */
@@ -202,17 +199,17 @@ function reservationPlan(
   const settles = rule !== undefined && rule.settlementKey === last.key;
   const holds = rule?.inFlight !== undefined && rule.inFlight.requestKey === last.key;
   if (!rule || (rule.reservationKey !== last.key && !settles && !holds) || rule.unlimited || (d.override && !holds)) return undefined;
-  if (Buffer.byteLength(last.value) > MAX_RESERVATION_ID_BYTES) {
-    throw new InvalidRequestError(
-      `the ${holds ? 'request' : 'reservation'} id (entry ${d.entries.length - 1}) is longer than ${MAX_RESERVATION_ID_BYTES} bytes`,
-    );
-  }
   if (steps) matchRule(domain, entries, steps);
   const key = counterKey(rule.counterId, rule.variable, entries);
   const mode = modesOf(rule, false, ctx);
   if (!holds) mode.reservation = { key: reservationKey(key), id: fingerprint(last.value), ttlMs: rule.reservationTtlMs, settles };
   const client = rule.tierLimits.size > 0 ? tokenFingerprint(domain, entries) : undefined;
   const plan = rulePlan(rule, client, key, hits, mode, ctx.tiers);
+  // An id of any length is taken by its fingerprint (the request's own bounds bound it): refusing a long one
+  // failed the whole call, and an Envoy that lets a failed call through (failure_mode_deny: false) let whoever
+  // sets the header past the limit. An empty id names no request: it may hold no slot (a limit of 0), so its
+  // take is refused, never admitted unheld.
+  if (holds && last.value === '') plan.limits = plan.limits.map((l) => ({ ...l, requestsPerUnit: 0 }));
   if (holds) plan.slotId = fingerprint(last.value);
   return plan;
 }
@@ -220,8 +217,12 @@ function reservationPlan(
 /** A refund takes no reservation (it names none: its id entry, if any, still picks the rule): it only gives
  * back. */
 function refundOf(p: DescriptorPlan): void {
-  p.refund = true;
   p.reservation = undefined;
+  // A rule with `refunds: false` gives nothing back: the call is only a check, and counted as ignored.
+  if (p.rule?.refunds === false) {
+    p.hits = 0;
+    p.refundIgnored = true;
+  } else p.refund = true;
 }
 
 /** A descriptor of an in-flight rule with a request_key that does not name the request (its last entry is

@@ -10,6 +10,7 @@ export class BudgetMetrics {
   readonly charged: FastCounter;
   readonly reservations: FastCounter;
   readonly refunded: FastCounter;
+  readonly refundsIgnored: FastCounter;
   readonly inFlight: FastCounter;
   readonly reservationsExpired: Counter;
 
@@ -30,6 +31,11 @@ export class BudgetMetrics {
       "Hits given back by refunds (Envoy's is_negative_hits), by rule: what the windows held and gave, never more than was counted",
       registry,
     );
+    this.refundsIgnored = new FastCounter(
+      'tollgate_refunds_ignored_total',
+      "Refunds (Envoy's is_negative_hits) a rule with refunds: false did not take, by rule: each answered as a check, nothing given back",
+      registry,
+    );
     this.inFlight = new FastCounter(
       'tollgate_in_flight_slots_total',
       'In-flight slots by rule and event: taken, returned (given back), expired (their lease ran out); refused: takes with no slot free, one each; ' +
@@ -48,6 +54,7 @@ export class BudgetMetrics {
     const child = (key: string, make: () => CounterSeries): CounterSeries => cachedSeries(children, key, make);
     if (o.charged !== undefined && o.charged > 0) child('charged', () => this.charged.labels(labels)).inc(o.charged);
     if (o.refunded) child('refunded', () => this.refunded.labels(labels)).inc(o.refunded);
+    if (o.refundIgnored) child('refundIgnored', () => this.refundsIgnored.labels(labels)).inc();
     const event = o.reservation?.event;
     if (event) child(event, () => this.reservations.labels({ ...labels, event })).inc();
     const slots = o.slots;

@@ -287,7 +287,7 @@ export class Metrics {
       if (o.windows.length === 0) continue;
       // What is given back (a refund, slots returned) was asked for once already: not hits again.
       if (o.refunded === undefined && o.slots?.event !== 'returned') c.hits.inc(o.hits);
-      if (o.charged !== undefined || o.reservation || o.refunded !== undefined || o.slots) this.budget.observe(c.charges, c.labels, o);
+      if (o.charged !== undefined || o.reservation || o.refunded !== undefined || o.slots || o.refundIgnored) this.budget.observe(c.charges, c.labels, o);
       for (const w of o.windows) {
         const window = w.limit.windowName;
         if (w.over) cachedSeries(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();

@@ -228,7 +228,18 @@ describe('nothing to count', () => {
     const d = await h.decide('nowhere', [{ entries: entries({ fixed: 'x' }), override: { requestsPerUnit: 0, unit: 'second' } }]);
     expect(d).toMatchObject({ domain: undefined, overLimit: false, source: 'none', nowMs: T0 + 123, retryAfterMs: 0 });
     expect(d.descriptors).toEqual([
-      { rule: undefined, hits: 1, tier: undefined, shadow: false, shadowStatus: false, quota: false, unlimited: false, over: false, windows: [] },
+      {
+        rule: undefined,
+        hits: 1,
+        tier: undefined,
+        shadow: false,
+        shadowStatus: false,
+        quota: false,
+        unlimited: false,
+        over: false,
+        windows: [],
+        refundIgnored: false,
+      },
     ]);
     expect(h.store.size).toBe(0);
   });

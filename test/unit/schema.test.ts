@@ -29,6 +29,8 @@ const BEYOND_A_SCHEMA: Record<string, string> = {
   'rule-path-collision.yaml': 'two descriptors at different levels whose joined keys and values spell one path',
   'replaces-itself.yaml': "a replaces entry equal to its own limit's name",
   'calendar-on-sliding-window.yaml': "a limit's algorithm inherited from its descriptor",
+  'in-flight-request-key-is-rule-key.yaml': "a value equal to the descriptor's own key",
+  'in-flight-request-key-is-parent-key.yaml': 'a value equal to the key of a descriptor above',
 };
 
 describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {

@@ -1,0 +1,66 @@
+import { isScalar, type Node } from 'yaml';
+import { SLOT_KIND } from '../limits/kinds/index.js';
+import type { DescriptorSpec } from './spec.js';
+import type { Reader } from './yaml-reader.js';
+
+/** A descriptor's `in_flight: {limit, lease, request_key}`, and the `refunds` a rule may turn off: read apart
+ * from the rest of a descriptor (validate.ts), as what only slots and refunds are about. */
+
+export const IN_FLIGHT_KEYS = ['limit', 'lease', 'request_key'];
+/** A slot nobody gives back returns after 5 minutes unless `lease` says; at most a day. */
+export const DEFAULT_LEASE_MS = 300_000;
+/** Most slots of one in_flight rule's counter: each is a record in the store until given back. */
+export const MAX_IN_FLIGHT = 100_000;
+/** Keys an in_flight descriptor may not have: it counts requests at once, not per window, and never charges. */
+const NOT_WITH_IN_FLIGHT = ['rate_limit', 'rate_limits', 'tier_limits', 'algorithm', 'quota_mode', 'charge_mode'];
+
+/** `in_flight: {limit, lease, request_key}`: slots instead of windows (docs/in-flight.md). `ruleKeys`: the keys
+ * of the descriptor and those above it, which its request_key may not be: the id would then be a value every
+ * request of the counter shares, or the entry that picks the rule, and no request would hold a slot of its own. */
+export function readInFlight(r: Reader, f: Map<string, Node>, path: string, ruleKeys: readonly string[]): DescriptorSpec['inFlight'] {
+  const node = f.get(SLOT_KIND.kind);
+  if (node === undefined) return undefined;
+  const at = `${path}.${SLOT_KIND.kind}`;
+  for (const k of NOT_WITH_IN_FLIGHT) if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, `an in_flight descriptor counts requests at once: it has no ${k}`);
+  const g = r.fields(node, at, IN_FLIGHT_KEYS);
+  if (!g) return undefined;
+  const limit = g.get('limit');
+  const n = limit !== undefined && isScalar(limit) ? limit.value : undefined;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_IN_FLIGHT) {
+    r.fail(limit ?? node, `${at}.limit`, `is required: a whole number of requests at once, from 1 to ${MAX_IN_FLIGHT}`);
+    return undefined;
+  }
+  let leaseMs = DEFAULT_LEASE_MS;
+  if (g.has('lease')) {
+    const ms = durationMs(r.string(g.get('lease'), `${at}.lease`));
+    if (ms === undefined || ms < 1000 || ms > 86_400_000) {
+      r.fail(g.get('lease'), `${at}.lease`, 'must be a duration from 1s to 24h, in whole seconds, minutes or hours (30s, 5m, 1h)');
+    } else leaseMs = ms;
+  }
+  const requestKey = r.string(g.get('request_key'), `${at}.request_key`, { nonEmpty: true });
+  if (requestKey !== undefined && ruleKeys.includes(requestKey)) {
+    r.fail(
+      g.get('request_key'),
+      `${at}.request_key`,
+      `"${requestKey}" is a key of this rule's own descriptors: the request id must come from an entry of its own, after them`,
+    );
+  }
+  return { limit: n, leaseMs, requestKey };
+}
+
+/** `refunds: false`: the rule ignores Envoy's is_negative_hits (each one counted). An in_flight rule's slots
+ * come back only by give-backs, so it cannot. */
+export function readRefunds(r: Reader, f: Map<string, Node>, path: string, inFlight: boolean): boolean | undefined {
+  if (!f.has('refunds')) return undefined;
+  const refunds = r.boolean(f.get('refunds'), `${path}.refunds`);
+  if (refunds === false && inFlight) {
+    r.fail(f.get('refunds'), `${path}.refunds`, "an in_flight rule's slots come back by give-backs (is_negative_hits): it takes them");
+  }
+  return refunds;
+}
+
+/** "30s", "10m", "2h" in milliseconds. */
+export function durationMs(text: string | undefined): number | undefined {
+  const m = text === undefined ? null : /^(\d{1,6})(s|m|h)$/.exec(text);
+  return m ? Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 's' | 'm' | 'h'] : undefined;
+}
