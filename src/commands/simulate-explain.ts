@@ -20,7 +20,7 @@ import { findDecisions, formatDecision } from '../tuning/decision-lines.js';
 import { generateDefaults, generateTraffic } from '../tuning/generate.js';
 import { htmlReport, type ReportRun } from '../tuning/html-report.js';
 import { compare, formatComparison, formatExplanation, formatSimulation } from '../tuning/report.js';
-import { Simulation } from '../tuning/simulate.js';
+import { inFlightRules, Simulation } from '../tuning/simulate.js';
 import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from '../tuning/traffic.js';
 import { explainViaService, xdsHint } from './explain-remote.js';
 
@@ -56,7 +56,8 @@ export const EXPLAIN_HELP = `Usage: tollgate explain [--config DIR] [--tiers FIL
 Shows which rule each descriptor matches and why (exact value, wildcard, the key's default), the tier and
 limits that apply, replaced limits, and which window a burst runs into first. '+' starts another descriptor.
 What Envoy can add to a descriptor, written after its entries: @limit=N/UNIT (its per-descriptor limit, e.g.
-@limit=5/minute) and @hits=N (its hits_addend; 0 checks only). --hits N: the request's hits_addend.
+@limit=5/minute) and @hits=N (its hits_addend; 0 checks only; -N: N given back, is_negative_hits, as at a
+stream's end). --hits N: the request's hits_addend.
 --url URL: ask the running service (its HTTP port, e.g. http://127.0.0.1:8080) instead of reading a
 config: its own config (the one to ask when it comes from an xDS server, as under Envoy Gateway) and live
 counters; values are shown as fingerprints. It is POST /explain, with a RateLimitRequest as JSON.
@@ -133,7 +134,13 @@ export async function simulateCommand(args: string[]): Promise<number> {
   const envoy = loadEnvoyConfig(readableFile(values.envoy ?? defaultEnvoyFile(), 'the Envoy config (--envoy)'));
   const assignments = readAssignments(values.tiers);
   const dirs = [values.config, ...(values.compare ? [values.compare] : [])];
-  const sims = dirs.map((dir) => new Simulation(loadConfigDir(dir), envoy, assignments));
+  const configs = dirs.map((dir) => loadConfigDir(dir));
+  configs.forEach((config, i) => {
+    const rules = inFlightRules(config);
+    // A slot is held as long as its request runs, which a traffic log does not say: replayed, it is held a lease.
+    if (rules !== '') throw new CliError(`${dirs[i]}: simulate cannot replay in_flight rules (${rules}): a traffic log gives no durations`, 2);
+  });
+  const sims = configs.map((config) => new Simulation(config, envoy, assignments));
   await replay(traffic, sims, { format, skipBadLines: values['skip-bad-lines'] });
   const top = Number(values.top);
   const [a, b] = sims.map((s) => s.report(top));
@@ -323,7 +330,11 @@ function addToDescriptor(d: DescriptorInput, arg: string): void {
   const at = arg.indexOf('=');
   if (at <= 0) throw new CliError(`"${arg.slice(0, 40)}" is not key=value`, 2);
   const [key, value] = [arg.slice(0, at), arg.slice(at + 1)];
-  if (key === '@hits') d.hits = wholeNumber(value, '@hits');
+  // @hits=-N: Envoy's hits_addend N with is_negative_hits (a refund, or an in-flight give-back).
+  if (key === '@hits' && value.startsWith('-')) {
+    d.hits = wholeNumber(value.slice(1), '@hits');
+    d.refund = true;
+  } else if (key === '@hits') d.hits = wholeNumber(value, '@hits');
   else if (key === '@limit') {
     const m = /^(\d+)\/(\w+)$/.exec(value);
     const unit = m ? parseUnit(m[2]!) : undefined;

@@ -2,10 +2,11 @@ import type { CompiledConfig, CompiledDomain, CompiledLimit } from '../config/co
 import type { EntryLike, MatchStep } from '../config/match.js';
 import { NoConfigError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
+import { givesBack } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { Store } from '../store/store.js';
 import { peekWindows } from './peek.js';
-import { type DecisionInput, type DescriptorPlan, type PlanTrace, type TierSource, traceRequest } from './plan.js';
+import { type DecisionInput, type DescriptorPlan, type PlanTrace, type TierSource, toChecks, traceRequest } from './plan.js';
 
 /** Why a request gets the limits it gets: for each descriptor, how each entry matched (exact value, wildcard,
  * the key's default), the rule reached, the tier, the limits and which of them a burst runs into first. Made
@@ -27,7 +28,9 @@ export interface StepExplanation {
   /** UTF-8 lengths of the key and value as sent. */
   keyBytes: number;
   valueBytes: number;
-  matched: MatchStep['matched'];
+  /** How it matched; `id`: the last entry names the request (an in_flight request_key) or its reservation,
+   * shown by fingerprint: no part of the counter. */
+  matched: MatchStep['matched'] | 'id';
   /** When nothing matched: the config's keys at this level and, for a known key, its values (config text). */
   expected?: MatchStep['expected'];
   pattern?: string;
@@ -64,6 +67,9 @@ export interface DescriptorExplanation {
     /** charge_mode, and the entry key that names a reservation (the request's id entry is no part of the counter). */
     charge?: boolean;
     reservationKey?: string;
+    /** in_flight: the entry key that names the request, and how long a slot nobody gives back is held. */
+    requestKey?: string;
+    leaseMs?: number;
   } | null;
   /** The request names a reservation on this descriptor's counter (by its id entry, shown by fingerprint). */
   reservation?: boolean;
@@ -79,6 +85,8 @@ export interface DescriptorExplanation {
   quota: boolean;
   /** Hits each request of this descriptor counts (0: check only). */
   hits: number;
+  /** What its checks do (limits/check.ts): check, count, refund, take or giveBack; absent when nothing limits it. */
+  op?: string;
   limits: LimitExplanation[];
   /** From empty counters, the window a burst of this descriptor alone fills first. */
   firstToReject: string | null;
@@ -175,14 +183,18 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
     ? {
         id: r.id,
         source: r.source,
-        algorithm: r.algorithm,
+        // An in_flight rule's kind is its limit's, whatever the domain's algorithm.
+        algorithm: r.inFlight ? r.limits[0]!.algorithm : r.algorithm,
         shadow: r.shadow,
         quota: r.quota,
         unlimited: r.unlimited,
         ...(plan.charge && { charge: true }),
         ...(r.reservationKey !== undefined && { reservationKey: r.reservationKey }),
+        ...(r.inFlight && { leaseMs: r.inFlight.leaseMs, ...(r.inFlight.requestKey !== undefined && { requestKey: r.inFlight.requestKey }) }),
       }
     : null;
+  const check = toChecks([plan])[0];
+  if (check) out.op = check.op;
   if (plan.reservation) out.reservation = true;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
@@ -195,7 +207,8 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
       ...(by && { replacedBy: by }),
     };
   });
-  out.firstToReject = firstFull(plan)?.limit.name ?? null;
+  // What gives back never rejects.
+  out.firstToReject = check && givesBack(check) ? null : (firstFull(plan)?.limit.name ?? null);
   return out;
 }
 
@@ -209,9 +222,15 @@ function outline(
   hide: Hide,
   tokenKey?: string,
 ): DescriptorExplanation {
+  // The last entry names the request or its reservation when the plan holds one: shown by fingerprint.
+  const named = plan.slotId !== undefined || plan.reservation !== undefined ? entries.length - 1 : -1;
   const rest = entries
     .slice(steps.length)
-    .map((e, k) => shownStep(steps.length + k, e, hide(e.key), e.key === tokenKey ? hidden(e.value) : hide(e.value), 'none'));
+    .map((e, k) =>
+      steps.length + k === named
+        ? shownStep(named, e, e.key, hidden(e.value), 'id')
+        : shownStep(steps.length + k, e, hide(e.key), e.key === tokenKey ? hidden(e.value) : hide(e.value), 'none'),
+    );
   return {
     steps: [...steps, ...rest],
     rule: null,

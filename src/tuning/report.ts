@@ -118,22 +118,32 @@ function editDistance(a: string, b: string, cap: number): number {
   return Math.min(prev[b.length]!, cap);
 }
 
+/** How an entry matched, as explain says it. */
+function howMatched(s: StepExplanation): string {
+  const shared = s.shared ? ', share_threshold: every matching value shares one counter' : ', each value its own counter';
+  if (s.matched === 'exact') return 'exact value';
+  if (s.matched === 'wildcard') return `wildcard ${s.pattern}${shared}`;
+  if (s.matched === 'default') return 'default key (any value, each its own counter)';
+  if (s.matched === 'id') return 'the id of the request (or its reservation), kept by its fingerprint: no part of the counter';
+  return 'no match';
+}
+
+/** What each op does, as explain says it. */
+const OP_TEXT: Record<string, string> = {
+  check: 'reads the counters, counts nothing',
+  count: 'counts its hits if admitted',
+  refund: "gives its hits back, as Envoy's is_negative_hits asks; never refused",
+  take: 'takes a slot if one is free',
+  giveBack: "gives its request's slot back, as Envoy's stream-done call asks; never refused",
+};
+
 export function formatExplanation(e: Explanation): string {
   const lines = [e.known ? `domain ${e.domain} (${e.file})` : `domain ${e.domain}: not configured, so every request passes`];
   if (e.shadowMode) lines.push('shadow mode (--shadow-mode): every descriptor is reported, none rejected');
   e.descriptors.forEach((d, i) => {
     lines.push(`descriptor ${i}: ${d.steps.map((s) => `${s.key}=${s.value}`).join(', ')}`);
     for (const s of d.steps) {
-      const shared = s.shared ? ', share_threshold: every matching value shares one counter' : ', each value its own counter';
-      const how =
-        s.matched === 'exact'
-          ? 'exact value'
-          : s.matched === 'wildcard'
-            ? `wildcard ${s.pattern}${shared}`
-            : s.matched === 'default'
-              ? 'default key (any value, each its own counter)'
-              : 'no match';
-      lines.push(`  ${s.key}: ${how}${s.source ? `  (${s.source})` : ''}`);
+      lines.push(`  ${s.key}: ${howMatched(s)}${s.source ? `  (${s.source})` : ''}`);
       if (s.matched === 'none' && s.expected) lines.push(...expectedLines(s));
     }
     if (d.rule)
@@ -141,6 +151,12 @@ export function formatExplanation(e: Explanation): string {
         `  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}` +
           `${d.rule.shadow ? ', shadow mode: never rejects' : ''}${d.quota ? ', quota mode: rejects only when every quota-mode descriptor is full' : ''}`,
       );
+    if (d.rule?.leaseMs !== undefined)
+      lines.push(
+        `  in_flight: a slot per request${d.rule.requestKey ? ` (its ${d.rule.requestKey} entry)` : ''}, given back at its end, ` +
+          `else returned after ${d.rule.leaseMs / 1000}s`,
+      );
+    if (d.op) lines.push(`  op: ${d.op}${OP_TEXT[d.op] ? ` (${OP_TEXT[d.op]})` : ''}`);
     if (d.rule?.charge) lines.push('  charge mode: hits_addend 0 checks; any other hits are a charge, counted in full past the limit too');
     if (d.rule?.reservationKey !== undefined) {
       lines.push(

@@ -188,3 +188,10 @@ export class Simulation {
     } else r.rejected++;
   }
 }
+
+/** The in_flight rules of a config (domain/rule, at most five named), which a replay cannot hold to requests'
+ * durations. */
+export function inFlightRules(config: CompiledConfig): string {
+  const rules = [...config.domains.values()].flatMap((d) => d.rules.filter((r) => r.inFlight).map((r) => `${d.name}/${r.id}`));
+  return rules.length === 0 ? '' : `${rules.slice(0, 5).join(', ')}${rules.length > 5 ? ', …' : ''}`;
+}
