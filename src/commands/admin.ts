@@ -61,6 +61,12 @@ async function admin(command: string, args: string[]): Promise<number> {
     throw new CliError((err as Error).message);
   });
   process.stdout.write(values.json ? `${JSON.stringify(data, null, 2)}\n` : text);
+  // An assignment no rule uses is stored, but changes nothing: said, and not a success.
+  const rules = (data as { rules?: string[] }).rules;
+  if (verb === 'assign' && rules?.length === 0) {
+    process.stderr.write(`tollgate: no rule has tier_limits for tier ${rest[1]}: the assignment changes no limit until one does\n`);
+    return 1;
+  }
   return 0;
 }
 
@@ -72,7 +78,7 @@ async function runAdmin(client: AdminClient, verb: string, fp: string, tier: str
   }
   if (verb === 'assign') {
     const a = await client.assign(fp, tier!);
-    return [a, `${a.fingerprint} → ${a.tier}\n`];
+    return [a, `${a.fingerprint} → ${a.tier}${a.rules?.length ? ` (${a.rules.join(', ')})` : ''}\n`];
   }
   if (verb === 'remove') {
     const r = await client.remove(fp);

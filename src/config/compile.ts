@@ -74,7 +74,9 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       settlementKey: d.settlementKey,
       metadata: d.metadata,
       algorithm,
-      tierLimits: new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id, algorithm))])),
+      tierLimits: d.inFlight
+        ? new Map([...(d.inFlight.tiers ?? [])].map(([t, n]) => [t, [slotsLimit({ ...d.inFlight!, limit: n }, spec.domain, id)]]))
+        : new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id, algorithm))])),
       keys: path.keys,
       variable: path.variable,
       category,

@@ -15,6 +15,8 @@ export interface InFlightSpec {
   limit: number;
   leaseMs: number;
   requestKey: string | undefined;
+  /** `tier_limits: {TIER: {limit: N}}`: the slots of a client in a tier, instead of `limit`. */
+  tiers?: ReadonlyMap<string, number>;
 }
 
 export interface LimitSpec {

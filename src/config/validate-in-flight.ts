@@ -1,4 +1,4 @@
-import { isScalar, type Node } from 'yaml';
+import { isMap, isScalar, type Node } from 'yaml';
 import { SLOT_KIND } from '../limits/kinds/index.js';
 import type { DescriptorSpec } from './spec.js';
 import type { Reader } from './yaml-reader.js';
@@ -12,24 +12,20 @@ export const DEFAULT_LEASE_MS = 300_000;
 /** Most slots of one in_flight rule's counter: each is a record in the store until given back. */
 export const MAX_IN_FLIGHT = 100_000;
 /** Keys an in_flight descriptor may not have: it counts requests at once, not per window, and never charges. */
-const NOT_WITH_IN_FLIGHT = ['rate_limit', 'rate_limits', 'tier_limits', 'algorithm', 'quota_mode', 'charge_mode'];
+const NOT_WITH_IN_FLIGHT = ['rate_limit', 'rate_limits', 'algorithm', 'quota_mode', 'charge_mode'];
 
 /** `in_flight: {limit, lease, request_key}`: slots instead of windows (docs/in-flight.md). `ruleKeys`: the keys
  * of the descriptor and those above it, which its request_key may not be: the id would then be a value every
  * request of the counter shares, or the entry that picks the rule, and no request would hold a slot of its own. */
-export function readInFlight(r: Reader, f: Map<string, Node>, path: string, ruleKeys: readonly string[]): DescriptorSpec['inFlight'] {
+export function readInFlight(r: Reader, f: Map<string, Node>, path: string, ruleKeys: readonly string[], tiers: readonly string[]): DescriptorSpec['inFlight'] {
   const node = f.get(SLOT_KIND.kind);
   if (node === undefined) return undefined;
   const at = `${path}.${SLOT_KIND.kind}`;
   for (const k of NOT_WITH_IN_FLIGHT) if (f.has(k)) r.fail(f.get(k), `${path}.${k}`, `an in_flight descriptor counts requests at once: it has no ${k}`);
   const g = r.fields(node, at, IN_FLIGHT_KEYS);
   if (!g) return undefined;
-  const limit = g.get('limit');
-  const n = limit !== undefined && isScalar(limit) ? limit.value : undefined;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > MAX_IN_FLIGHT) {
-    r.fail(limit ?? node, `${at}.limit`, `is required: a whole number of requests at once, from 1 to ${MAX_IN_FLIGHT}`);
-    return undefined;
-  }
+  const n = readSlots(r, g.get('limit'), node, `${at}.limit`);
+  if (n === undefined) return undefined;
   let leaseMs = DEFAULT_LEASE_MS;
   if (g.has('lease')) {
     const ms = durationMs(r.string(g.get('lease'), `${at}.lease`));
@@ -45,7 +41,43 @@ export function readInFlight(r: Reader, f: Map<string, Node>, path: string, rule
       `"${requestKey}" is a key of this rule's own descriptors: the request id must come from an entry of its own, after them`,
     );
   }
-  return { limit: n, leaseMs, requestKey };
+  const byTier = readInFlightTiers(r, f.get('tier_limits'), `${path}.tier_limits`, tiers);
+  return { limit: n, leaseMs, requestKey, ...(byTier && { tiers: byTier }) };
+}
+
+/** A number of slots: a whole number from 1 to MAX_IN_FLIGHT. */
+function readSlots(r: Reader, limit: Node | undefined, parent: Node, at: string): number | undefined {
+  const n = limit !== undefined && isScalar(limit) ? limit.value : undefined;
+  if (typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= MAX_IN_FLIGHT) return n;
+  r.fail(limit ?? parent, at, `is required: a whole number of requests at once, from 1 to ${MAX_IN_FLIGHT}`);
+  return undefined;
+}
+
+/** An in_flight rule's `tier_limits: {TIER: {limit: N}}`: a client in the tier holds N slots at once (its lease
+ * and request key are the rule's). */
+function readInFlightTiers(r: Reader, node: Node | undefined, path: string, tiers: readonly string[]): Map<string, number> | undefined {
+  if (node === undefined) return undefined;
+  if (!isMap(node)) {
+    r.fail(node, path, 'must map tier names to {limit: N}, the slots of a client in that tier');
+    return undefined;
+  }
+  const out = new Map<string, number>();
+  for (const pair of node.items) {
+    const tier = r.string(pair.key as Node, path, { nonEmpty: true });
+    if (tier === undefined) continue;
+    if (!tiers.includes(tier)) {
+      r.fail(pair.key as Node, `${path}.${tier}`, `unknown tier "${tier}" (declare it under tiers: at the top of the file)`);
+      continue;
+    }
+    if (!isMap(pair.value)) {
+      r.fail(pair.value as Node, `${path}.${tier}`, "an in_flight rule's tier is {limit: N}, the slots of a client in it, not a list of windows");
+      continue;
+    }
+    const g = r.fields(pair.value, `${path}.${tier}`, ['limit']);
+    const n = g && readSlots(r, g.get('limit'), pair.value, `${path}.${tier}.limit`);
+    if (n) out.set(tier, n);
+  }
+  return out;
 }
 
 /** `refunds: false`: the rule ignores Envoy's is_negative_hits (each one counted). An in_flight rule's slots

@@ -240,10 +240,11 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
   const quota = r.boolean(f.get('quota_mode'), `${path}.quota_mode`);
   const charge = readCharge(r, f, path);
-  const inFlight = readInFlight(r, f, path, ctx.keys);
+  const inFlight = readInFlight(r, f, path, ctx.keys, ctx.tiers);
   const refunds = readRefunds(r, f, path, inFlight !== undefined);
   const metadata = readMetadata(r, f.get('metadata'), `${path}.metadata`);
-  const tierLimits = readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
+  // An in_flight rule's tier_limits are slots, read with it.
+  const tierLimits = f.has(SLOT_KIND.kind) ? new Map() : readTierLimits(r, f.get('tier_limits'), `${path}.tier_limits`, ctx);
   metricOption(r, f, 'detailed_metric', path);
   const children = readDescriptorList(r, f.get('descriptors'), `${path}.descriptors`, ctx);
   metricOption(r, f, 'value_to_metric', path);

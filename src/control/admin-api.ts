@@ -116,7 +116,9 @@ async function assignTier(deps: AdminDeps, who: string, req: IncomingMessage, re
   const assignment = { fingerprint: fp, tier, assignedAt: new Date().toISOString(), by: who };
   await deps.tiers.assign(assignment);
   deps.logger.info({ admin: who, action: 'tier.assign', fingerprint: fp, tier }, 'admin change');
-  send(res, 200, assignment);
+  // The rules whose limits the tier changes (config text): none, and the assignment changes nothing yet.
+  const rules = [...deps.config().domains.values()].flatMap((d) => d.rules.filter((r) => r.tierLimits.has(tier)).map((r) => `${d.name}/${r.id}`));
+  send(res, 200, { ...assignment, rules });
 }
 
 /** Fingerprints in keys and tiers are 32 hex characters; the full SHA-256 (64) is accepted too. */

@@ -10,7 +10,8 @@ export class AdminClient {
     private readonly token: string,
   ) {}
 
-  assign(fp: string, tier: string): Promise<TierAssignment> {
+  /** The assignment, and the rules whose limits the tier changes (domain/rule; an older service leaves it out). */
+  assign(fp: string, tier: string): Promise<TierAssignment & { rules?: string[] }> {
     return this.call('PUT', `/admin/tiers/${fp}`, { tier });
   }
 

@@ -151,7 +151,8 @@ describe('tiers at run time, shared by replicas through Redis', () => {
     const c = newClient();
     const env = { TOLLGATE_ADMIN_TOKEN: ADMIN, TOLLGATE_URL: `http://127.0.0.1:${a.service.adminPort}` };
     const assign = await runCli(['tiers', 'assign', c.token, TIER], env);
-    expect(assign.stdout.trim()).toBe(`${c.fp} → ${TIER}`);
+    // The rules whose limits the tier changes, as the bundled config has them.
+    expect(assign.stdout.trim()).toBe(`${c.fp} → ${TIER} (property-api/category_read.token, property-api/category_write.token)`);
     const list = await runCli(['tiers', 'list', '--json'], env);
     expect(JSON.parse(list.stdout).assignments).toContainEqual(expect.objectContaining({ fingerprint: c.fp, tier: TIER }));
     const inspect = await runCli(['inspect', '--fingerprint', c.fp], env);
@@ -171,7 +172,7 @@ describe('tiers at run time, shared by replicas through Redis', () => {
     const unasked = await runCli(['tiers', 'assign', tenant, TIER], env);
     expect([unasked.code, unasked.stderr]).toEqual([2, expect.stringMatching(/may be a token or a fingerprint: pass --token/)]);
     const told = await runCli(['tiers', 'assign', '--token', tenant, TIER], env);
-    expect(told.stdout.trim()).toBe(`${fingerprint(tenant)} → ${TIER}`);
+    expect(told.stdout.trim()).toMatch(new RegExp(`^${fingerprint(tenant)} → ${TIER} \\(`));
   });
 
   it('no raw token in Redis or in the logs; every admin change is logged with who made it', async () => {

@@ -71,6 +71,7 @@ describe('descriptor config errors name the file, the line and the key', () => {
     ['in-flight-request-key-is-rule-key.yaml', 6, 'descriptors[0].in_flight.request_key', /"tenant" is a key of this rule's own descriptors/],
     ['in-flight-request-key-is-parent-key.yaml', 8, 'descriptors[0].descriptors[0].in_flight.request_key', /"route" is a key of this rule's own descriptors/],
     ['refunds-off-on-in-flight.yaml', 4, 'descriptors[0].refunds', /slots come back by give-backs/],
+    ['in-flight-tier-limits-as-windows.yaml', 10, 'descriptors[0].tier_limits.pro', /an in_flight rule's tier is \{limit: N\}/],
     ['in-flight-lease-too-long.yaml', 6, 'descriptors[0].in_flight.lease', /from 1s to 24h/],
     ['in-flight-unknown-key.yaml', 6, 'descriptors[0].in_flight.leas', /unknown key/],
     ['unit-multiplier-zero.yaml', 4, 'descriptors[0].rate_limit.unit_multiplier', /must be at least 1/],
