@@ -27,8 +27,10 @@ export type Enqueue = (
  * the others with 0 when one would go over: two round trips, and a stale read leaves the others' hits for good.)
  *
  * Any other request is first asked without writing ('peek') on every part; only when it fits everywhere is each
- * part counted, atomically within the part. A request that loses a race between the two phases can be counted in
- * one part yet refused by another. The count does not wait for a batch window (the peek did). */
+ * part counted, atomically within the part. A request that loses a race between the two phases (refused by a part
+ * at its count) has what the other parts took given back (undoRace): its slots and plain windows; it keeps only
+ * its charges and reservations, as a refused request does. The count does not wait for a batch window (the peek
+ * did). */
 export function acrossParts(
   enqueue: Enqueue,
   mode: Pending['mode'],
@@ -124,7 +126,39 @@ async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResu
   // A refused request still pays its charges: the rest of it counts nothing and blocks nothing.
   // (A slot is not a charge: a refused request takes none.)
   if (!peeked.admitted) counted = counted.map((c) => (paysWhenRefused(c) ? c : { ...c, hits: 0, shadow: true }));
-  const result = merge(checks, parts, await Promise.all(toEveryPart(x, 'count', counted, true)));
+  const results = await Promise.all(toEveryPart(x, 'count', counted, true));
+  const result = merge(checks, parts, results);
   if (!peeked.admitted) result.admitted = false;
+  // Lost a race between the phases (a part full by the count that had room at the peek): what the other parts
+  // took for it, given back, so a refused request keeps nothing but its charges.
+  else if (!result.admitted) result.givenBack = await undoRace(x, results);
   return result;
+}
+
+/** What the admitted parts of a request refused at its count took: a slot given back by its id, a plain
+ * window's or bucket's hits refunded (as giveBack above). A charge or a reservation stays: a refused request
+ * pays its charges, and a reservation is settled or expires as any other. */
+async function undoRace(x: Split, results: CheckResult[]): Promise<string[]> {
+  const calls: Promise<unknown>[] = [];
+  const keys: string[] = [];
+  results.forEach((r, i) => {
+    if (!r.admitted) return;
+    const part = pick(x.checks, x.parts[i]!);
+    const { groupOver } = settle(part, r.over);
+    const back: CounterCheck[] = [];
+    part.forEach((c, j) => {
+      const took = r.counted ? r.counted[j]! : groupOver[c.group] ? 0 : c.hits;
+      if (took <= 0 || givesBack(c)) return;
+      if (ALGORITHMS[c.kind]!.slots) back.push({ ...c, op: 'giveBack', hits: took });
+      else if (plain(c)) back.push({ ...c, op: 'refund', hits: took, charge: true });
+    });
+    // A window's refund lands in the window counted (its count's time); a bucket's debt and slots are read now.
+    const windows = back.filter((c) => !ALGORITHMS[c.kind]!.refills && !ALGORITHMS[c.kind]!.slots);
+    const now = back.filter((c) => !windows.includes(c));
+    if (windows.length > 0) calls.push(x.enqueue('count', windows, x.queues[i]!, undefined, true, r.nowMs));
+    if (now.length > 0) calls.push(x.enqueue('count', now, x.queues[i]!, undefined, true));
+    for (const c of back) keys.push(c.key);
+  });
+  await Promise.allSettled(calls);
+  return keys;
 }

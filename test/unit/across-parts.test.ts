@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { CheckResult, CounterCheck } from '../../src/limits/check.js';
 import { acrossParts, type Enqueue } from '../../src/store/across-parts.js';
 import { counterCheck } from '../helpers/checks.js';
-import { BUCKET, FIXED, SLIDING } from '../helpers/kinds.js';
+import { BUCKET, FIXED, SLIDING, SLOTS } from '../helpers/kinds.js';
 
 // A request over several masters (src/store/across-parts.ts) against a fake store whose every part answers at
 // once: what is sent to each part, and when a part refuses, what the others give back and at what time. The
@@ -79,5 +79,44 @@ describe('a plain request over several masters', () => {
       { mode: 'count', to: 'a', hits: [-1], atMs: 59_999 },
       { mode: 'count', to: 'b', hits: [-1], atMs: 59_999 },
     ]);
+  });
+});
+
+describe('a request with a slot over several masters, refused at its count after its peek fitted', () => {
+  /** Answers the peek with `peek`, each part's count with `count`; a slot part says what it took (counted). */
+  function racing(count: Record<string, boolean>): { enqueue: Enqueue; sent: { mode: string; to: string; ops: string[]; hits: number[]; atMs?: number }[] } {
+    const sent: { mode: string; to: string; ops: string[]; hits: number[]; atMs?: number }[] = [];
+    const enqueue: Enqueue = (mode, checks, to, _trace, _urgent, atMs) => {
+      sent.push({ mode, to, ops: checks.map((c) => c.op), hits: checks.map((c) => c.hits), ...(atMs !== undefined && { atMs }) });
+      const admitted = mode === 'peek' || count[to]!;
+      const n = checks.length;
+      const r: CheckResult = { nowMs: 30_000, admitted, curr: new Array(n).fill(0), prev: new Array(n).fill(0), over: checks.map(() => !admitted) };
+      if (checks.some((c) => c.charge)) r.counted = checks.map((c) => (admitted && mode === 'count' ? c.hits : 0));
+      return Promise.resolve(r);
+    };
+    return { enqueue, sent };
+  }
+  const slot = counterCheck({ key: 'slots', kind: SLOTS, op: 'take', charge: true, limit: 5, windowMs: 60_000, group: 0, slots: { id: 'r1' } });
+  const shared = check('shared', { group: 1 });
+
+  it('the slot is refused: the shared window gives its hit back, in the window counted', async () => {
+    const { enqueue, sent } = racing({ a: false, b: true });
+    const r = await acrossParts(enqueue, 'count', [slot, shared], [[0], [1]], ['a', 'b']);
+    expect(r.admitted).toBe(false);
+    expect(sent.slice(4)).toEqual([{ mode: 'count', to: 'b', ops: ['refund'], hits: [1], atMs: 30_000 }]);
+    expect(r.givenBack).toEqual(['shared']);
+  });
+
+  it('the shared window is refused: the slot taken is given back by its id', async () => {
+    const { enqueue, sent } = racing({ a: true, b: false });
+    const r = await acrossParts(enqueue, 'count', [slot, shared], [[0], [1]], ['a', 'b']);
+    expect(r.admitted).toBe(false);
+    expect(sent.slice(4)).toEqual([{ mode: 'count', to: 'a', ops: ['giveBack'], hits: [1] }]);
+  });
+
+  it('admitted everywhere: nothing given back', async () => {
+    const { enqueue, sent } = racing({ a: true, b: true });
+    expect((await acrossParts(enqueue, 'count', [slot, shared], [[0], [1]], ['a', 'b'])).admitted).toBe(true);
+    expect(sent).toHaveLength(4);
   });
 });
