@@ -33,14 +33,15 @@ export interface DescriptorSummary {
   limit: string | undefined;
   remaining: number | undefined;
   shadow: boolean;
-  /** charge_mode only: hits counted by a charge or settlement, hits past the limit, the reservation's event. */
   /** What its checks did, as the store was told (limits/check.ts CheckOp): absent when nothing limits it. */
   op?: string;
+  /** charge_mode only: hits counted by a charge or settlement, hits past the limit, the reservation's event. */
   charged?: number;
   debt?: number;
   reservation?: string;
   /** A refund: hits given back. in_flight: what the call did with its slots (taken, refused, returned) and
-   * how many. */
+   * how many, the leases it found ended ("taken 1, 2 expired"), and a give-back that found its id holding
+   * nothing ("returned 0, late": its lease had ended, or its take was refused or never came). */
   refunded?: number;
   slots?: string;
 }
@@ -66,7 +67,7 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
       ...(o.debt !== undefined && { debt: o.debt }),
       ...(o.reservation && { reservation: o.reservation.event }),
       ...(o.refunded !== undefined && { refunded: o.refunded }),
-      ...(o.slots && { slots: `${o.slots.event} ${o.slots.count}` }),
+      ...(o.slots && { slots: slotsText(o.slots) }),
     });
     if (!w || o.shadow) continue;
     if (remaining === undefined || w.remaining < remaining) {
@@ -97,4 +98,12 @@ function clientOf(input: DecisionInput, tokenKey: string): string | undefined {
     for (const e of desc.entries) if (e.key === tokenKey) return cachedFingerprint(e.value);
   }
   return undefined;
+}
+
+/** An in-flight descriptor's line in the decision log: what it did with its slots, the leases it ended, and
+ * whether a give-back came late. */
+function slotsText(s: NonNullable<Decision['descriptors'][number]['slots']>): string {
+  const late = s.event === 'returned' && s.count === 0 ? ', late' : '';
+  const expired = s.expired > 0 ? `, ${s.expired} expired` : '';
+  return `${s.event} ${s.count}${late}${expired}`;
 }

@@ -32,6 +32,8 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1, name: trial}
   - key: job
     in_flight: {limit: 10, request_key: request_id}
+  - key: lost
+    in_flight: {limit: 1, lease: 1s, request_key: request_id}
 `;
 
 describe('Grafana dashboard against a real Prometheus', () => {
@@ -67,6 +69,14 @@ describe('Grafana dashboard against a real Prometheus', () => {
         ];
         await t.rls.call({ domain: 'trial', descriptors: [{ entries: job }] });
         await t.rls.call({ domain: 'trial', descriptors: [{ entries: job, hits_addend: { value: 1 }, is_negative_hits: true }] });
+        // Slots never given back (their Envoy gone): one held a second, the rest refused meanwhile, then expired.
+        if (i % 10 === 0) {
+          const lost = [
+            { key: 'lost', value: 'l' },
+            { key: 'request_id', value: `l-${i}` },
+          ];
+          await t.rls.call({ domain: 'trial', descriptors: [{ entries: lost }] });
+        }
         envoy.request({ category: 'reports', token: 'Bearer rlqs' });
         // Pacing, not a wait for a condition: a modest rate that lasts the whole test, rather than its
         // 20,000 rounds at full speed on the CPU Prometheus and the service share.
@@ -74,10 +84,13 @@ describe('Grafana dashboard against a real Prometheus', () => {
       }
     })();
     // rate() needs two samples of every series: wait for a few scrapes.
+    // The slots back by lease come a lease after the first take: their series too.
     await within(30_000, async () => {
-      const r = await prometheus.query('count_over_time(tollgate_requests_total[1m])');
-      const counts = (r.data.result as { value: [number, string] }[]).map((x) => Number(x.value[1]));
-      return counts.length > 0 && Math.min(...counts) >= 3;
+      const samples = async (expr: string) =>
+        ((await prometheus.query(`count_over_time(${expr}[1m])`)).data.result as { value: [number, string] }[]).map((x) => Number(x.value[1]));
+      const requests = await samples('tollgate_requests_total');
+      const expired = await samples('tollgate_in_flight_slots_total{event="expired"}');
+      return requests.length > 0 && Math.min(...requests) >= 3 && expired.length > 0 && Math.min(...expired) >= 2;
     });
   }, 60_000);
 

@@ -90,6 +90,8 @@ describe('deploy/grafana/dashboards/tollgate.json', () => {
       'RLQS: refusals and stream errors/s',
       'In-flight slots/s, by event',
       'Refunded hits/s, by rule',
+      'In-flight slots back by lease, share of taken, by rule',
+      'In-flight takes refused/s, by rule',
     ]);
     const ids = dashboard.panels.map((p: Obj) => p.id);
     expect(new Set(ids).size).toBe(ids.length);

@@ -116,6 +116,46 @@ descriptors:
   });
 });
 
+describe('in-flight slots in the decision log', () => {
+  const SLOTS_YAML = `
+domain: api
+descriptors:
+  - key: streams
+    in_flight: {limit: 2, lease: 1m, request_key: request_id}
+`;
+  const call = (id: string, refund?: boolean): DecisionInput => ({
+    domain: 'api',
+    hits: 1,
+    descriptors: [
+      {
+        entries: [
+          { key: 'streams', value: 'acme' },
+          { key: 'request_id', value: id },
+        ],
+        ...(refund && { refund }),
+      },
+    ],
+  });
+
+  it('says what a call did with the slots, the leases it found ended, and a give-back that came late', async () => {
+    const h = harness(SLOTS_YAML);
+    const { logger, lines } = capturingLogger('info');
+    const log = new DecisionLog(logger, { mode: 'all', maxPerSecond: 100 });
+    const decide = async (input: DecisionInput) => log.decided(summarize(input, await h.limiter.decide(input)), undefined);
+    await decide(call('a'));
+    await decide(call('a', true));
+    await decide(call('a', true));
+    await decide(call('b'));
+    h.clock.advance(61_000);
+    await decide(call('c'));
+    await decide(call('b', true));
+    const slots = lines()
+      .filter((l) => l.msg === 'decision')
+      .map((l) => (l.descriptors as { slots?: string }[])[0]!.slots);
+    expect(slots).toEqual(['taken 1', 'returned 1', 'returned 0, late', 'taken 1', 'taken 1, 1 expired', 'returned 0, late']);
+  });
+});
+
 describe('the decision log bound', () => {
   it('writes at most maxPerSecond lines a second, counts the rest, and says so once the second is over', () => {
     const { logger, lines } = capturingLogger('error');
