@@ -18,6 +18,7 @@ function requestJson(r: DecisionInput): Record<string, unknown> {
       entries: d.entries,
       ...(d.override && { limit: { requestsPerUnit: d.override.requestsPerUnit, unit: d.override.unit.toUpperCase() } }),
       ...(d.hits !== undefined && { hitsAddend: d.hits }),
+      ...(d.refund && { isNegativeHits: true }),
     })),
   };
 }

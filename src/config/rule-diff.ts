@@ -32,6 +32,8 @@ export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: 
       r.quota ? 'quota' : '',
       r.variable.map((v) => (v ? 'v' : 'f')).join(''),
       r.metadata ? JSON.stringify(r.metadata) : '',
+      r.refunds ? '' : 'no-refunds',
+      r.inFlight ? `in_flight:${r.inFlight.leaseMs}:${r.inFlight.requestKey ?? ''}` : '',
       ...tiers,
     ].join(' '),
     buckets: new Set(all.filter((l) => kindOf(l.kind).refills).map((l) => l.unit)),

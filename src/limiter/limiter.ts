@@ -207,7 +207,7 @@ function noteCharge(o: DescriptorOutcome, c: CounterCheck, prev: number, curr: n
 }
 
 function unlimitedDecision(domain: CompiledDomain | undefined, plans: DescriptorPlan[], nowMs: number): Decision {
-  return {
+  const decision: Decision = {
     domain,
     overLimit: false,
     nowMs,
@@ -215,6 +215,9 @@ function unlimitedDecision(domain: CompiledDomain | undefined, plans: Descriptor
     retryAfterMs: 0,
     source: 'none',
   };
+  // A stream's end whose refunds its rules do not take checked nothing, but is still a stream's end.
+  if (plans.some((p) => p.refundIgnored)) decision.streamEnd = true;
+  return decision;
 }
 
 function outcomeOf(p: DescriptorPlan): DescriptorOutcome {

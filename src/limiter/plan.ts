@@ -80,7 +80,7 @@ export interface DescriptorPlan {
   refund?: boolean;
   /** in_flight with request_key: the fingerprint of the request id that holds the slots. */
   slotId?: string;
-  /** A refund its rule does not take (`refunds: false`): planned as a check. */
+  /** A refund its rule does not take (`refunds: false`): planned with nothing to check. */
   refundIgnored?: boolean;
 }
 
@@ -208,8 +208,8 @@ function reservationPlan(
   // An id of any length is taken by its fingerprint (the request's own bounds bound it): refusing a long one
   // failed the whole call, and an Envoy that lets a failed call through (failure_mode_deny: false) let whoever
   // sets the header past the limit. An empty id names no request: it may hold no slot (a limit of 0), so its
-  // take is refused, never admitted unheld.
-  if (holds && last.value === '') plan.limits = plan.limits.map((l) => ({ ...l, requestsPerUnit: 0 }));
+  // take is refused, never admitted unheld; a check (hits 0) or a give-back with it reads as any other.
+  if (holds && last.value === '' && hits > 0 && !d.refund) plan.limits = plan.limits.map((l) => ({ ...l, requestsPerUnit: 0 }));
   if (holds) plan.slotId = fingerprint(last.value);
   return plan;
 }
@@ -218,9 +218,11 @@ function reservationPlan(
  * back. */
 function refundOf(p: DescriptorPlan): void {
   p.reservation = undefined;
-  // A rule with `refunds: false` gives nothing back: the call is only a check, and counted as ignored.
+  // A rule with `refunds: false` gives nothing back: nothing is checked either (a stream's end is never
+  // refused, nor a 429), and it is counted as ignored.
   if (p.rule?.refunds === false) {
     p.hits = 0;
+    p.limits = [];
     p.refundIgnored = true;
   } else p.refund = true;
 }

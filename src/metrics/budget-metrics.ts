@@ -33,7 +33,8 @@ export class BudgetMetrics {
     );
     this.refundsIgnored = new FastCounter(
       'tollgate_refunds_ignored_total',
-      "Refunds (Envoy's is_negative_hits) a rule with refunds: false did not take, by rule: each answered as a check, nothing given back",
+      "Refunds (Envoy's is_negative_hits) a rule with refunds: false did not take, by rule: " +
+        'each answered OK with nothing checked (a stream end), nothing given back',
       registry,
     );
     this.inFlight = new FastCounter(

@@ -284,10 +284,12 @@ export class Metrics {
       let child = c.decisions[slot];
       if (!child) child = c.decisions[slot] = this.decisions.labels({ ...c.labels, result: RESULTS[result], source: d.source });
       child.inc();
+      // A refund its rule does not take checks nothing (no windows), and is counted as ignored.
+      if (o.refundIgnored) this.budget.observe(c.charges, c.labels, o);
       if (o.windows.length === 0) continue;
       // What is given back (a refund, slots returned) was asked for once already: not hits again.
       if (o.refunded === undefined && o.slots?.event !== 'returned') c.hits.inc(o.hits);
-      if (o.charged !== undefined || o.reservation || o.refunded !== undefined || o.slots || o.refundIgnored) this.budget.observe(c.charges, c.labels, o);
+      if (o.charged !== undefined || o.reservation || o.refunded !== undefined || o.slots) this.budget.observe(c.charges, c.labels, o);
       for (const w of o.windows) {
         const window = w.limit.windowName;
         if (w.over) cachedSeries(c.over, window, () => this.overLimit.labels({ ...c.labels, window })).inc();

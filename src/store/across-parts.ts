@@ -28,8 +28,8 @@ export type Enqueue = (
  *
  * Any other request is first asked without writing ('peek') on every part; only when it fits everywhere is each
  * part counted, atomically within the part. A request that loses a race between the two phases (refused by a part
- * at its count) has what the other parts took given back (undoRace): its slots and plain windows; it keeps only
- * its charges and reservations, as a refused request does. The count does not wait for a batch window (the peek
+ * at its count) has what the other parts took given back (undoRace): its slots, its windows (quota-mode ones
+ * too) and buckets; it keeps only its charges and reservations, as a refused request does. The count does not wait for a batch window (the peek
  * did). */
 export function acrossParts(
   enqueue: Enqueue,
@@ -131,14 +131,16 @@ async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResu
   if (!peeked.admitted) result.admitted = false;
   // Lost a race between the phases (a part full by the count that had room at the peek): what the other parts
   // took for it, given back, so a refused request keeps nothing but its charges.
-  else if (!result.admitted) result.givenBack = await undoRace(x, results);
+  else if (!result.admitted) result.givenBack = await undoRace(x, results, result);
   return result;
 }
 
-/** What the admitted parts of a request refused at its count took: a slot given back by its id, a plain
- * window's or bucket's hits refunded (as giveBack above). A charge or a reservation stays: a refused request
- * pays its charges, and a reservation is settled or expires as any other. */
-async function undoRace(x: Split, results: CheckResult[]): Promise<string[]> {
+/** What the admitted parts of a request refused at its count took: a slot given back by its id, a window's
+ * or bucket's hits refunded (as giveBack above; a quota-mode one too, counted as shadow by the count). A charge
+ * or a reservation stays: a refused request pays its charges, and a reservation is settled or expires as any
+ * other. What is given back is no longer in the answer's counts (`merged.counted`): a slot given back was not
+ * taken. */
+async function undoRace(x: Split, results: CheckResult[], merged: CheckResult): Promise<string[]> {
   const calls: Promise<unknown>[] = [];
   const keys: string[] = [];
   results.forEach((r, i) => {
@@ -148,9 +150,11 @@ async function undoRace(x: Split, results: CheckResult[]): Promise<string[]> {
     const back: CounterCheck[] = [];
     part.forEach((c, j) => {
       const took = r.counted ? r.counted[j]! : groupOver[c.group] ? 0 : c.hits;
-      if (took <= 0 || givesBack(c)) return;
-      if (ALGORITHMS[c.kind]!.slots) back.push({ ...c, op: 'giveBack', hits: took });
-      else if (plain(c)) back.push({ ...c, op: 'refund', hits: took, charge: true });
+      const slots = ALGORITHMS[c.kind]!.slots;
+      // Kept: what gave back, a charge (a refused request pays it; a slot's take is no charge), a reservation.
+      if (took <= 0 || givesBack(c) || (c.charge && !slots) || c.reservation) return;
+      back.push({ ...c, op: slots ? 'giveBack' : 'refund', hits: took, quota: false, charge: true });
+      if (merged.counted) merged.counted[x.parts[i]![j]!] = 0;
     });
     // A window's refund lands in the window counted (its count's time); a bucket's debt and slots are read now.
     const windows = back.filter((c) => !ALGORITHMS[c.kind]!.refills && !ALGORITHMS[c.kind]!.slots);

@@ -60,9 +60,11 @@ describe('in-flight ids and refused refunds, on every store', () => {
     expect(await over(slot(LONG(1), true))).toBe(false);
     expect(await over(slot('short'))).toBe(false);
     expect(await over(slot('short', true))).toBe(false);
-    // An empty id is refused, even with a slot free, and takes none: two ids still fit after it.
+    // An empty id is refused, even with a slot free, and takes none: two ids still fit after it. A check with
+    // it (hits 0) says, as any, whether one more fits.
     expect(await over(slot(''))).toBe(true);
     expect(await over(slot(''))).toBe(true);
+    expect(await over({ ...slot(''), hits: 0 })).toBe(false);
     expect(await over(slot('a'))).toBe(false);
     expect(await over(slot('b'))).toBe(true);
   });
@@ -71,8 +73,10 @@ describe('in-flight ids and refused refunds, on every store', () => {
     const clock = new ManualClock(T0);
     const limiter = new Limiter({ config: () => config, store: await make(clock), clock });
     for (let i = 0; i < 3; i++) expect((await limiter.decide(plan(1))).overLimit).toBe(false);
+    // Answered, never refused (the counter is full): nothing checked, nothing given back.
     const refund = await limiter.decide(plan(2, true));
-    expect(refund.descriptors[0]).toMatchObject({ refundIgnored: true, op: 'check' });
+    expect(refund.overLimit).toBe(false);
+    expect(refund.descriptors[0]).toMatchObject({ refundIgnored: true, op: undefined, windows: [] });
     expect(refund.descriptors[0]!.refunded).toBeUndefined();
     expect((await limiter.decide(plan(1))).overLimit).toBe(true);
   });
@@ -123,11 +127,16 @@ describe('through the service, two replicas on one Redis', () => {
       descriptors: [{ entries: [{ key: 'plan', value: 'team' }], hits_addend: { value: 3 }, ...(refund && { is_negative_hits: true }) }],
     });
     expect((await a.rls.call(call(false))).overall_code).toBe('OK');
-    await b.rls.call(call(true));
-    await b.rls.call(call(true));
+    const before = (await scrape(b.service.httpPort)).series;
+    const count = (series: typeof before, result: string) => metric(series, 'tollgate_requests_total', { domain: 'k', result }) ?? 0;
+    // The stream-end calls are answered OK, never a 429, and counted as stream ends.
+    expect((await b.rls.call(call(true))).overall_code).toBe('OK');
+    expect((await b.rls.call(call(true))).overall_code).toBe('OK');
     expect((await a.rls.call({ ...call(false), descriptors: [{ entries: [{ key: 'plan', value: 'team' }] }] })).overall_code).toBe('OVER_LIMIT');
     const { series } = await scrape(b.service.httpPort);
     expect(metric(series, 'tollgate_refunds_ignored_total', { rule: 'plan' })).toBe(2);
     expect(metric(series, 'tollgate_refunded_hits_total', { rule: 'plan' }) ?? 0).toBe(0);
+    expect(count(series, 'stream_end') - count(before, 'stream_end')).toBe(2);
+    expect(count(series, 'over_limit') - count(before, 'over_limit')).toBe(0);
   });
 });

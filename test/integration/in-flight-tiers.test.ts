@@ -87,6 +87,9 @@ describe('tiers assign on an in_flight rule, through the service', () => {
     expect(await admitted('globex', 6)).toBe(4);
     const explained = await runCli(['explain', '--url', `http://127.0.0.1:${s.service.httpPort}`, '--json', 'k', 'tenant=globex', 'request_id=x'], env);
     expect(JSON.parse(explained.stdout).descriptors[0].tier).toBe('enterprise');
+    // A give-back, explained by the service: its op, and nothing first to reject.
+    const back = await runCli(['explain', '--url', `http://127.0.0.1:${s.service.httpPort}`, '--json', 'k', 'tenant=globex', 'request_id=x', '@hits=-1'], env);
+    expect(JSON.parse(back.stdout).descriptors[0]).toMatchObject({ op: 'giveBack', firstToReject: null });
   });
 
   it('says so, and exits 1, when no rule has limits for the tier', async () => {

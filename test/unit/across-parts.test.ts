@@ -112,6 +112,22 @@ describe('a request with a slot over several masters, refused at its count after
     const r = await acrossParts(enqueue, 'count', [slot, shared], [[0], [1]], ['a', 'b']);
     expect(r.admitted).toBe(false);
     expect(sent.slice(4)).toEqual([{ mode: 'count', to: 'a', ops: ['giveBack'], hits: [1] }]);
+    // Given back, so not taken: the answer counts nothing for it (the limiter reports no slot taken).
+    expect(r.counted).toEqual([0, 0]);
+  });
+
+  it('a quota-mode window a part counted (as shadow) is given back too; a charge stays', async () => {
+    const { enqueue, sent } = racing({ a: true, b: false });
+    const quota = check('quota', { group: 1, quota: true });
+    const charge = check('charge', { group: 2, charge: true });
+    const r = await acrossParts(enqueue, 'count', [slot, quota, charge, shared], [[0, 1, 2], [3]], ['a', 'b']);
+    expect(r.admitted).toBe(false);
+    const back = sent.slice(4);
+    expect(back).toContainEqual({ mode: 'count', to: 'a', ops: ['refund'], hits: [1], atMs: 30_000 });
+    expect(back).toContainEqual({ mode: 'count', to: 'a', ops: ['giveBack'], hits: [1] });
+    expect(back).toHaveLength(2);
+    expect(r.givenBack?.sort()).toEqual(['quota', 'slots']);
+    expect(r.counted).toEqual([0, 0, 1, 0]);
   });
 
   it('admitted everywhere: nothing given back', async () => {

@@ -35,6 +35,12 @@ describe('the kinds of limit, wherever they are named', () => {
     expect(readFileSync('src/store/lua/check-and-incr.lua', 'utf8')).toContain('\n--#include kinds.lua\n');
     const entries = [...table!.matchAll(/^\s*\[(\d+)\] = \{ name = '([a-z_]+)'/gm)].map((m) => [Number(m[1]), m[2]]);
     expect(entries).toEqual(registered.map((k, i) => [i, k]));
+    // What the script asks a kind is what TypeScript asks it: redis-batch.ts reads a reply's previous window by
+    // readsPrevious where the script writes it by prev, and so on.
+    const flags = [...table!.matchAll(/^\s*\[\d+\] = \{ name = '[a-z_]+'(.*)\}/gm)].map((m) => new Set([...m[1]!.matchAll(/(\w+) = true/g)].map((f) => f[1])));
+    expect(flags.map((f) => [f.has('prev'), f.has('refills'), f.has('slots'), f.has('plain')])).toEqual(
+      ALGORITHMS.map((a) => [a.readsPrevious, a.refills, a.slots, a.plainCount]),
+    );
   });
 
   it("are the schema's algorithm enum (every copy of it) and its in_flight key", () => {
