@@ -1,3 +1,4 @@
+import type { DecisionInput, DescriptorInput } from '../../src/limiter/plan.js';
 import type { CheckOp, CounterCheck } from '../../src/limits/check.js';
 import { BUCKET, FIXED, SLOTS } from './kinds.js';
 
@@ -30,4 +31,14 @@ export function counterCheck(over: Partial<CounterCheck> = {}): CounterCheck {
  * a check itself never holds negative hits: its op says what it does). */
 export function slotOp(n: number): Pick<CounterCheck, 'op' | 'hits'> {
   return { op: n < 0 ? 'giveBack' : n === 0 ? 'check' : 'take', hits: Math.abs(n) };
+}
+
+/** An in-flight call as Envoy sends it: one descriptor [key=value, request_id=id], a take, or with `giveBack`
+ * its stream-done call (is_negative_hits); `extra` descriptors after it. */
+export function inFlightCall(at: { domain: string; key: string; value: string }, id: string, giveBack = false, extra: DescriptorInput[] = []): DecisionInput {
+  const entries = [
+    { key: at.key, value: at.value },
+    { key: 'request_id', value: id },
+  ];
+  return { domain: at.domain, hits: 1, descriptors: [{ entries, ...(giveBack && { refund: true }) }, ...extra] };
 }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { type DecisionInput, Limiter } from '../../src/limiter/limiter.js';
+import { inFlightCall } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
@@ -24,19 +25,7 @@ const T0 = 1_800_000_000_000;
 const SECRET = 's3cr3t';
 const LONG = (n: number) => `${SECRET}-${n}-${'x'.repeat(300)}`;
 
-const slot = (id: string, giveBack = false): DecisionInput => ({
-  domain: 'k',
-  hits: 1,
-  descriptors: [
-    {
-      entries: [
-        { key: 'tenant', value: 'acme' },
-        { key: 'request_id', value: id },
-      ],
-      ...(giveBack && { refund: true }),
-    },
-  ],
-});
+const slot = (id: string, giveBack = false): DecisionInput => inFlightCall({ domain: 'k', key: 'tenant', value: 'acme' }, id, giveBack);
 const plan = (hits: number, refund = false): DecisionInput => ({
   domain: 'k',
   hits,

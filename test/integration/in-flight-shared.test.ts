@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { type DecisionInput, Limiter } from '../../src/limiter/limiter.js';
+import { inFlightCall } from '../helpers/checks.js';
 import { everyStore } from '../helpers/stores.js';
 
 // A per-tenant in-flight limit beside a limit every tenant shares (issue 61, item 2). On a Cluster the two sit
@@ -21,20 +22,10 @@ const T0 = 1_800_000_000_000;
 const TENANTS = 12;
 const EACH = 12;
 
-const request = (tenant: string, id: string, giveBack = false): DecisionInput => ({
-  domain: 'k',
-  hits: 1,
-  descriptors: [
-    {
-      entries: [
-        { key: 'tenant', value: tenant },
-        { key: 'request_id', value: id },
-      ],
-      ...(giveBack && { refund: true }),
-    },
+const request = (tenant: string, id: string, giveBack = false): DecisionInput =>
+  inFlightCall({ domain: 'k', key: 'tenant', value: tenant }, id, giveBack, [
     { entries: [{ key: 'shared', value: 'all' }], ...(giveBack && { refund: true }) },
-  ],
-});
+  ]);
 
 describe('an in-flight limit beside a shared limit', () => {
   const { stores } = everyStore({ cluster: true });

@@ -3,6 +3,7 @@ import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { type DecisionInput, Limiter } from '../../src/limiter/limiter.js';
+import { inFlightCall } from '../helpers/checks.js';
 import { runCli } from '../helpers/process.js';
 import { configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { everyStore } from '../helpers/stores.js';
@@ -23,18 +24,7 @@ descriptors:
       enterprise: {limit: 4}
 `;
 const T0 = 1_800_000_000_000;
-const take = (tenant: string, id: string): DecisionInput => ({
-  domain: 'k',
-  hits: 1,
-  descriptors: [
-    {
-      entries: [
-        { key: 'tenant', value: tenant },
-        { key: 'request_id', value: id },
-      ],
-    },
-  ],
-});
+const take = (tenant: string, id: string): DecisionInput => inFlightCall({ domain: 'k', key: 'tenant', value: tenant }, id);
 
 describe('an in_flight rule with tier_limits, on every store', () => {
   const { stores } = everyStore({ cluster: true });

@@ -3,6 +3,7 @@ import { fingerprint } from '../../src/fingerprint.js';
 import type { DecisionInput } from '../../src/limiter/plan.js';
 import { DecisionLog } from '../../src/observe/decision-log.js';
 import { summarize } from '../../src/response/summary.js';
+import { inFlightCall } from '../helpers/checks.js';
 import { harness } from '../helpers/decide.js';
 import { capturingLogger } from '../helpers/service.js';
 
@@ -123,19 +124,7 @@ descriptors:
   - key: streams
     in_flight: {limit: 2, lease: 1m, request_key: request_id}
 `;
-  const call = (id: string, refund?: boolean): DecisionInput => ({
-    domain: 'api',
-    hits: 1,
-    descriptors: [
-      {
-        entries: [
-          { key: 'streams', value: 'acme' },
-          { key: 'request_id', value: id },
-        ],
-        ...(refund && { refund }),
-      },
-    ],
-  });
+  const call = (id: string, refund?: boolean): DecisionInput => inFlightCall({ domain: 'api', key: 'streams', value: 'acme' }, id, refund);
 
   it('says what a call did with the slots, the leases it found ended, and a give-back that came late', async () => {
     const h = harness(SLOTS_YAML);
