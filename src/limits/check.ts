@@ -1,4 +1,6 @@
-import type { KindCode } from './kinds/index.js';
+/** A kind of limit's code: its place in the registry (kinds/index.ts). Defined here, where checks carry it, so the
+ * kinds (which read checks) and checks import one way. */
+export type KindCode = number;
 
 /** What a limit is asked and answers, whichever store keeps its counters: a request's checks (one per window of
  * each descriptor), the reservations and slots they carry, and the result. limiter/ builds them, store/ keeps

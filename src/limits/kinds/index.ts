@@ -1,3 +1,4 @@
+import type { KindCode } from '../check.js';
 import type { LimitAlgorithm } from './algorithm.js';
 import { fixedWindow } from './fixed-window.js';
 import { inFlight } from './in-flight.js';
@@ -13,8 +14,8 @@ export const ALGORITHMS: readonly LimitAlgorithm[] = REGISTERED;
 
 /** A kind's name, as a config gives it. */
 export type LimitKind = (typeof REGISTERED)[number]['kind'];
-/** A kind's code: its place in ALGORITHMS. */
-export type KindCode = number;
+/** A kind's code: its place in ALGORITHMS (defined with the checks that carry it). */
+export type { KindCode } from '../check.js';
 
 /** The code of each kind a config names: computed once per limit at load (config/compile.ts). */
 export const KIND_CODES = Object.fromEntries(ALGORITHMS.map((a, i) => [a.kind, i])) as Readonly<Record<LimitKind, KindCode>>;
