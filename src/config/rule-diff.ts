@@ -18,7 +18,8 @@ export type RuleDigest = Map<string, { text: string; buckets: Set<string>; units
 export const ruleKey = (r: Rule): string => `${r.domain}/${r.id}`;
 
 /** A limit as the digest compares it: what decides its counts (not how it is shown: cli.ts has that). */
-const limitDigest = (l: CompiledLimit): string => `${l.requestsPerUnit}/${l.unit}:${l.algorithm}:${l.burst}`;
+const limitDigest = (l: CompiledLimit): string =>
+  `${l.requestsPerUnit}/${l.unit}:${l.algorithm}:${l.burst}:${l.windowName}:${l.name}${l.replaces.length > 0 ? `>${l.replaces.join(',')}` : ''}`;
 
 export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: Set<string> } {
   const tiers = [...r.tierLimits].map(([t, ls]) => `${t}:${ls.map(limitDigest).join('+')}`);
@@ -33,6 +34,7 @@ export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: 
       r.variable.map((v) => (v ? 'v' : 'f')).join(''),
       r.metadata ? JSON.stringify(r.metadata) : '',
       r.refunds ? '' : 'no-refunds',
+      r.charge ? `charge:${r.reservationKey ?? ''}:${r.reservationTtlMs}:${r.settlementKey ?? ''}` : '',
       r.inFlight ? `in_flight:${r.inFlight.leaseMs}:${r.inFlight.requestKey ?? ''}` : '',
       ...tiers,
     ].join(' '),

@@ -259,6 +259,7 @@ function whyUnlimited(match: MatchStep[], shown: StepExplanation[], plan: Descri
     return `${why}: nothing limits this descriptor`;
   }
   if (!plan.rule) return 'the descriptor matches, but its last node sets no limits';
+  if (plan.refundIgnored) return 'a refund (is_negative_hits) on a rule with refunds: false: nothing is checked or given back';
   if (plan.rule.unlimited) return 'the rule is unlimited';
   if (configured.length === 0) return `the rule sets no limits for ${plan.tier !== undefined ? `tier ${plan.tier}` : 'clients without a tier'}`;
   return 'every limit of this descriptor is replaced by another matched limit (see replacedBy)';

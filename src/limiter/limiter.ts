@@ -215,8 +215,9 @@ function unlimitedDecision(domain: CompiledDomain | undefined, plans: Descriptor
     retryAfterMs: 0,
     source: 'none',
   };
-  // A stream's end whose refunds its rules do not take checked nothing, but is still a stream's end.
-  if (plans.some((p) => p.refundIgnored)) decision.streamEnd = true;
+  // A stream's end whose refunds its rules do not take checked nothing, but is still a stream's end (when every
+  // descriptor of the call is a refund).
+  if (plans.some((p) => p.refundIgnored) && plans.every((p) => p.refundIgnored || p.refund)) decision.streamEnd = true;
   return decision;
 }
 

@@ -117,6 +117,7 @@ export function planRequest(
   }
   const replacedBy = dropReplaced(plans);
   if (trace && replacedBy) trace.replacedBy = replacedBy;
+  for (const p of plans) if (p.refundIgnored) p.limits = [];
   for (const p of plans) p.quotaPasses = quotaPasses(p, ctx.globalQuota ?? false);
   return plans;
 }
@@ -219,10 +220,10 @@ function reservationPlan(
 function refundOf(p: DescriptorPlan): void {
   p.reservation = undefined;
   // A rule with `refunds: false` gives nothing back: nothing is checked either (a stream's end is never
-  // refused, nor a 429), and it is counted as ignored.
+  // refused, nor a 429; its limits are dropped after `replaces` is applied, which they still take part in),
+  // and it is counted as ignored.
   if (p.rule?.refunds === false) {
     p.hits = 0;
-    p.limits = [];
     p.refundIgnored = true;
   } else p.refund = true;
 }

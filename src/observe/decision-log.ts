@@ -69,6 +69,7 @@ export class DecisionLog {
           ...(d.debt !== undefined && { debt: d.debt }),
           ...(d.reservation && { reservation: d.reservation }),
           ...(d.refunded !== undefined && { refunded: d.refunded }),
+          ...(d.refundIgnored && { refund_ignored: true }),
           ...(d.slots && { slots: d.slots }),
         })),
       },

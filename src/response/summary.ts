@@ -43,6 +43,8 @@ export interface DescriptorSummary {
    * how many, the leases it found ended ("taken 1, 2 expired"), and a give-back that found its id holding
    * nothing ("returned 0, late": its lease had ended, or its take was refused or never came). */
   refunded?: number;
+  /** A refund its rule does not take (`refunds: false`): nothing checked, nothing given back. */
+  refundIgnored?: boolean;
   slots?: string;
 }
 
@@ -67,6 +69,7 @@ export function summarize(input: DecisionInput, d: Decision): DecisionSummary {
       ...(o.debt !== undefined && { debt: o.debt }),
       ...(o.reservation && { reservation: o.reservation.event }),
       ...(o.refunded !== undefined && { refunded: o.refunded }),
+      ...(o.refundIgnored && { refundIgnored: true }),
       ...(o.slots && { slots: slotsText(o.slots) }),
     });
     if (!w || o.shadow) continue;

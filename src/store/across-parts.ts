@@ -148,20 +148,30 @@ async function undoRace(x: Split, results: CheckResult[], merged: CheckResult): 
     const part = pick(x.checks, x.parts[i]!);
     const { groupOver } = settle(part, r.over);
     const back: CounterCheck[] = [];
+    const at: number[] = [];
     part.forEach((c, j) => {
       const took = r.counted ? r.counted[j]! : groupOver[c.group] ? 0 : c.hits;
       const slots = ALGORITHMS[c.kind]!.slots;
       // Kept: what gave back, a charge (a refused request pays it; a slot's take is no charge), a reservation.
       if (took <= 0 || givesBack(c) || (c.charge && !slots) || c.reservation) return;
       back.push({ ...c, op: slots ? 'giveBack' : 'refund', hits: took, quota: false, charge: true });
-      if (merged.counted) merged.counted[x.parts[i]![j]!] = 0;
+      at.push(x.parts[i]![j]!);
     });
     // A window's refund lands in the window counted (its count's time); a bucket's debt and slots are read now.
-    const windows = back.filter((c) => !ALGORITHMS[c.kind]!.refills && !ALGORITHMS[c.kind]!.slots);
-    const now = back.filter((c) => !windows.includes(c));
-    if (windows.length > 0) calls.push(x.enqueue('count', windows, x.queues[i]!, undefined, true, r.nowMs));
-    if (now.length > 0) calls.push(x.enqueue('count', now, x.queues[i]!, undefined, true));
-    for (const c of back) keys.push(c.key);
+    const isWindow = (c: CounterCheck): boolean => !ALGORITHMS[c.kind]!.refills && !ALGORITHMS[c.kind]!.slots;
+    for (const windows of [true, false]) {
+      const sent = back.flatMap((c, k) => (isWindow(c) === windows ? [k] : []));
+      if (sent.length === 0) continue;
+      const call = x.enqueue('count', pick(back, sent), x.queues[i]!, undefined, true, windows ? r.nowMs : undefined);
+      // Given back, so not counted in the answer; a give-back that failed leaves its count (and the slot
+      // held until its lease), as a failed give-back of a plain request does.
+      calls.push(
+        call.then(() => {
+          if (merged.counted) for (const k of sent) merged.counted[at[k]!] = 0;
+          for (const k of sent) keys.push(back[k]!.key);
+        }),
+      );
+    }
   });
   await Promise.allSettled(calls);
   return keys;

@@ -20,6 +20,11 @@ descriptors:
   - key: plan
     refunds: false
     rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: premium
+    refunds: false
+    rate_limit: {unit: hour, requests_per_unit: 100, name: premium-hourly, replaces: [{name: small-hourly}]}
+  - key: other
+    rate_limit: {unit: hour, requests_per_unit: 1, name: small-hourly}
 `;
 const T0 = 1_800_000_000_000;
 const SECRET = 's3cr3t';
@@ -68,6 +73,17 @@ describe('in-flight ids and refused refunds, on every store', () => {
     expect(refund.descriptors[0]).toMatchObject({ refundIgnored: true, op: undefined, windows: [] });
     expect(refund.descriptors[0]!.refunded).toBeUndefined();
     expect((await limiter.decide(plan(1))).overLimit).toBe(true);
+  });
+
+  it.each(stores)('%s: an ignored refund still replaces what its limits replace in the same call', async (_name, make) => {
+    const clock = new ManualClock(T0);
+    const limiter = new Limiter({ config: () => config, store: await make(clock), clock });
+    const other = { entries: [{ key: 'other', value: 'o' }] };
+    expect((await limiter.decide({ domain: 'k', hits: 1, descriptors: [other] })).overLimit).toBe(false);
+    // small-hourly (1 an hour) is full, but premium-hourly replaces it in this call: the call is not refused.
+    const mixed = await limiter.decide({ domain: 'k', hits: 1, descriptors: [{ entries: [{ key: 'premium', value: 'p' }], refund: true }, other] });
+    expect(mixed.overLimit).toBe(false);
+    expect(mixed.descriptors[1]!.windows).toEqual([]);
   });
 });
 

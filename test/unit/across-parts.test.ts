@@ -116,6 +116,16 @@ describe('a request with a slot over several masters, refused at its count after
     expect(r.counted).toEqual([0, 0]);
   });
 
+  it('a give-back that fails leaves its count: the slot is reported taken (held until its lease)', async () => {
+    const { enqueue: base } = racing({ a: true, b: false });
+    const enqueue: Enqueue = (mode, checks, to, trace, urgent, atMs) =>
+      checks.some((c) => c.op === 'giveBack') ? Promise.reject(new Error('frozen')) : base(mode, checks, to, trace, urgent, atMs);
+    const r = await acrossParts(enqueue, 'count', [slot, shared], [[0], [1]], ['a', 'b']);
+    expect(r.admitted).toBe(false);
+    expect(r.counted).toEqual([1, 0]);
+    expect(r.givenBack).toEqual([]);
+  });
+
   it('a quota-mode window a part counted (as shadow) is given back too; a charge stays', async () => {
     const { enqueue, sent } = racing({ a: true, b: false });
     const quota = check('quota', { group: 1, quota: true });
