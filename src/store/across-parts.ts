@@ -28,7 +28,7 @@ export type Enqueue = (
  *
  * Any other request is first asked without writing ('peek') on every part; only when it fits everywhere is each
  * part counted, atomically within the part. A request that loses a race between the two phases (refused by a part
- * at its count) has what the other parts took given back (undoRace): its slots, its windows (quota-mode ones
+ * at its count) has what the other parts took given back (giveBack): its slots, its windows (quota-mode ones
  * too) and buckets; it keeps only its charges and reservations, as a refused request does. The count does not wait for a batch window (the peek
  * did). */
 export function acrossParts(
@@ -82,12 +82,16 @@ async function countThenUndo(x: Split): Promise<CheckResult> {
   return out!;
 }
 
-/** What the admitted parts of a request that is refused (or failed) counted, given back; the keys it went to. A
- * window's give-back is decided at the time of its count (Pending.atMs), so it lands in the window counted, never
- * in the next; a bucket has no window to miss, and its debt is read now. Awaited, so that the answer comes after
- * it, and the over-limit cache can forget windows the count made look full (OverLimitCache.learn). A give-back that
- * fails (Redis gone) leaves the hits counted: a window that holds too much, never one that holds too little. */
-async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise<string[]> {
+/** What the admitted parts of a request that is refused (or failed) took, given back; the keys it went to. A
+ * plain request's windows and buckets; any other's slots (by their id), windows (quota-mode ones too, which the
+ * count counted as shadow) and buckets. A charge or a reservation stays: a refused request pays its charges, and
+ * a reservation is settled or expires as any other. A window's give-back is decided at the time of its count
+ * (Pending.atMs), so it lands in the window counted, never in the next; a bucket has no window to miss, and its
+ * debt is read now, as are slots. Awaited, so that the answer comes after it, and the over-limit cache can forget
+ * windows the count made look full (OverLimitCache.learn). A give-back that fails (Redis gone) leaves the hits
+ * counted: a window that holds too much, never one that holds too little; its count stays in `merged` (a slot
+ * held until its lease is reported taken), and its keys are not named as given back. */
+async function giveBack(x: Split, results: readonly (CheckResult | undefined)[], merged?: CheckResult): Promise<string[]> {
   const calls: Promise<unknown>[] = [];
   const keys: string[] = [];
   results.forEach((r, i) => {
@@ -96,12 +100,29 @@ async function giveBack(x: Split, results: (CheckResult | undefined)[]): Promise
     const part = pick(x.checks, x.parts[i]!);
     // What the part counted (limits/check.ts: an admitted part counts each window of a group with no window over).
     const { groupOver } = settle(part, r.over);
-    const back = part.filter((c) => c.hits > 0 && !groupOver[c.group]).map((c): CounterCheck => ({ ...c, op: 'refund', charge: true }));
-    const windows = back.filter((c) => !ALGORITHMS[c.kind]!.refills);
-    const buckets = back.filter((c) => ALGORITHMS[c.kind]!.refills);
-    if (windows.length > 0) calls.push(x.enqueue('count', windows, x.queues[i]!, undefined, true, r.nowMs));
-    if (buckets.length > 0) calls.push(x.enqueue('count', buckets, x.queues[i]!, undefined, true));
-    for (const c of back) keys.push(c.key);
+    const back: CounterCheck[] = [];
+    const at: number[] = [];
+    part.forEach((c, j) => {
+      const took = r.counted ? r.counted[j]! : groupOver[c.group] ? 0 : c.hits;
+      const slots = ALGORITHMS[c.kind]!.slots;
+      // Kept: what gave back, a charge (a refused request pays it; a slot's take is no charge), a reservation.
+      if (took <= 0 || givesBack(c) || (c.charge && !slots) || c.reservation) return;
+      back.push({ ...c, op: slots ? 'giveBack' : 'refund', hits: took, quota: false, charge: true });
+      at.push(x.parts[i]![j]!);
+    });
+    const isWindow = (c: CounterCheck): boolean => !ALGORITHMS[c.kind]!.refills && !ALGORITHMS[c.kind]!.slots;
+    for (const windows of [true, false]) {
+      const sent = back.flatMap((c, k) => (isWindow(c) === windows ? [k] : []));
+      if (sent.length === 0) continue;
+      const call = x.enqueue('count', pick(back, sent), x.queues[i]!, undefined, true, windows ? r.nowMs : undefined);
+      // Given back, so no longer counted in the answer, nor full for the over-limit cache.
+      calls.push(
+        call.then(() => {
+          if (merged?.counted) for (const k of sent) merged.counted[at[k]!] = 0;
+          for (const k of sent) keys.push(back[k]!.key);
+        }),
+      );
+    }
   });
   await Promise.allSettled(calls);
   return keys;
@@ -131,48 +152,6 @@ async function peekThenCount(x: Split, mode: Pending['mode']): Promise<CheckResu
   if (!peeked.admitted) result.admitted = false;
   // Lost a race between the phases (a part full by the count that had room at the peek): what the other parts
   // took for it, given back, so a refused request keeps nothing but its charges.
-  else if (!result.admitted) result.givenBack = await undoRace(x, results, result);
+  else if (!result.admitted) result.givenBack = await giveBack(x, results, result);
   return result;
-}
-
-/** What the admitted parts of a request refused at its count took: a slot given back by its id, a window's
- * or bucket's hits refunded (as giveBack above; a quota-mode one too, counted as shadow by the count). A charge
- * or a reservation stays: a refused request pays its charges, and a reservation is settled or expires as any
- * other. What is given back is no longer in the answer's counts (`merged.counted`): a slot given back was not
- * taken. */
-async function undoRace(x: Split, results: CheckResult[], merged: CheckResult): Promise<string[]> {
-  const calls: Promise<unknown>[] = [];
-  const keys: string[] = [];
-  results.forEach((r, i) => {
-    if (!r.admitted) return;
-    const part = pick(x.checks, x.parts[i]!);
-    const { groupOver } = settle(part, r.over);
-    const back: CounterCheck[] = [];
-    const at: number[] = [];
-    part.forEach((c, j) => {
-      const took = r.counted ? r.counted[j]! : groupOver[c.group] ? 0 : c.hits;
-      const slots = ALGORITHMS[c.kind]!.slots;
-      // Kept: what gave back, a charge (a refused request pays it; a slot's take is no charge), a reservation.
-      if (took <= 0 || givesBack(c) || (c.charge && !slots) || c.reservation) return;
-      back.push({ ...c, op: slots ? 'giveBack' : 'refund', hits: took, quota: false, charge: true });
-      at.push(x.parts[i]![j]!);
-    });
-    // A window's refund lands in the window counted (its count's time); a bucket's debt and slots are read now.
-    const isWindow = (c: CounterCheck): boolean => !ALGORITHMS[c.kind]!.refills && !ALGORITHMS[c.kind]!.slots;
-    for (const windows of [true, false]) {
-      const sent = back.flatMap((c, k) => (isWindow(c) === windows ? [k] : []));
-      if (sent.length === 0) continue;
-      const call = x.enqueue('count', pick(back, sent), x.queues[i]!, undefined, true, windows ? r.nowMs : undefined);
-      // Given back, so not counted in the answer; a give-back that failed leaves its count (and the slot
-      // held until its lease), as a failed give-back of a plain request does.
-      calls.push(
-        call.then(() => {
-          if (merged.counted) for (const k of sent) merged.counted[at[k]!] = 0;
-          for (const k of sent) keys.push(back[k]!.key);
-        }),
-      );
-    }
-  });
-  await Promise.allSettled(calls);
-  return keys;
 }
