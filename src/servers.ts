@@ -115,7 +115,8 @@ function portGuard(settings: Settings, handler: HandlerDeps, streaming: string[]
     settings.grpcServer === 'http2'
       ? { path: method.path, handle: shouldRateLimitOnH2(handler, method.responseSerialize as (m: WireResponse) => Buffer, limits) }
       : undefined;
-  return { gate, budget, screen, hot, onRefused: (why) => handler.metrics?.portRefusals.inc({ reason: why }) };
+  const peers = handler.peers;
+  return { gate, budget, screen, hot, onSession: peers && ((s) => peers.opened(s)), onRefused: (why) => handler.metrics?.portRefusals.inc({ reason: why }) };
 }
 
 /** A listener's address, and for its error the flags and variables that set it. */

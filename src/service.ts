@@ -10,6 +10,7 @@ import { type Clock, systemClock } from './counters/clock.js';
 import { type HeapTrim, startHeapTrim } from './heap-trim.js';
 import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
+import { SlotKeeper } from './limiter/slot-keeper.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
 import type { DecisionObserver } from './observe/observer.js';
@@ -17,6 +18,7 @@ import type { AssignmentSummary } from './response/assignment-summary.js';
 import { rlqsServer } from './rlqs/wiring.js';
 import type { HandlerDeps } from './rls/ratelimit-handler.js';
 import { HealthService } from './server/health.js';
+import { Peers } from './server/peers.js';
 import { RLQS_SERVICE, RLS_SERVICE } from './server/proto.js';
 import { streamsOpened } from './server/reset-guard.js';
 import { type Readiness, type Servers, startServers, stopAll } from './servers.js';
@@ -77,16 +79,20 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
+  const leases = stack.redis?.slotLeases ?? stack.local?.slotLeases;
+  const keeper = leases && new SlotKeeper(leases, () => config, metrics.budget.keeper());
+  if (keeper) metrics.gauge('tollgate_in_flight_peers', 'Envoys connected here whose slots are renewed (rules with max_hold)', () => keeper.peers);
   const limiter = new Limiter({
     config: () => config,
     store,
+    keeper,
     tiers,
     globalShadow: settings.shadowMode,
     globalQuota: settings.quotaMode,
     globalCharge: settings.countPastLimit,
     clock: opts.clock,
   });
-  const handler = handlerDeps(settings, { limiter, logger, metrics, observer });
+  const handler = { ...handlerDeps(settings, { limiter, logger, metrics, observer }), peers: keeper && new Peers(keeper) };
   const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
@@ -111,6 +117,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const stop = async (): Promise<void> => {
     // NOT_SERVING before anything else is closed: health checkers and Envoy see it at once, whatever the rest waits on.
     health.set(false);
+    // Before GOAWAY: the slots renewed for connections here become their Envoys', for the next replica.
+    await keeper?.stop();
     trim.stop();
     source.stop();
     rlqs.drain();

@@ -35,7 +35,7 @@ export function digestOf(r: Rule): { text: string; buckets: Set<string>; units: 
       r.metadata ? JSON.stringify(r.metadata) : '',
       r.refunds ? '' : 'no-refunds',
       r.charge ? `charge:${r.reservationKey ?? ''}:${r.reservationTtlMs}:${r.settlementKey ?? ''}` : '',
-      r.inFlight ? `in_flight:${r.inFlight.leaseMs}:${r.inFlight.requestKey ?? ''}` : '',
+      r.inFlight ? `in_flight:${r.inFlight.leaseMs}:${r.inFlight.maxHoldMs ?? ''}:${r.inFlight.requestKey ?? ''}` : '',
       ...tiers,
     ].join(' '),
     buckets: new Set(all.filter((l) => kindOf(l.kind).refills).map((l) => l.unit)),

@@ -15,6 +15,9 @@ export interface InFlightSpec {
   limit: number;
   leaseMs: number;
   requestKey: string | undefined;
+  /** `max_hold`: a request's slot is renewed, a lease at a time, while the Envoy that took it stays connected,
+   * up to this long after its take (limiter/slot-keeper.ts); undefined = the lease is the most it is held. */
+  maxHoldMs?: number;
   /** `tier_limits: {TIER: {limit: N}}`: the slots of a client in a tier, instead of `limit`. */
   tiers?: ReadonlyMap<string, number>;
 }

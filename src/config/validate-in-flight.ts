@@ -6,7 +6,7 @@ import type { Reader } from './yaml-reader.js';
 /** A descriptor's `in_flight: {limit, lease, request_key}`, and the `refunds` a rule may turn off: read apart
  * from the rest of a descriptor (validate.ts), as what only slots and refunds are about. */
 
-export const IN_FLIGHT_KEYS = ['limit', 'lease', 'request_key'];
+export const IN_FLIGHT_KEYS = ['limit', 'lease', 'max_hold', 'request_key'];
 /** A slot nobody gives back returns after 5 minutes unless `lease` says; at most a day. */
 export const DEFAULT_LEASE_MS = 300_000;
 /** Most slots of one in_flight rule's counter: each is a record in the store until given back. */
@@ -41,8 +41,33 @@ export function readInFlight(r: Reader, f: Map<string, Node>, path: string, rule
       `"${requestKey}" is a key of this rule's own descriptors: the request id must come from an entry of its own, after them`,
     );
   }
+  const maxHoldMs = readMaxHold(r, g.get('max_hold'), `${at}.max_hold`, leaseMs, requestKey);
   const byTier = readInFlightTiers(r, f.get('tier_limits'), `${path}.tier_limits`, tiers);
-  return { limit: n, leaseMs, requestKey, ...(byTier && { tiers: byTier }) };
+  return { limit: n, leaseMs, requestKey, ...(maxHoldMs && { maxHoldMs }), ...(byTier && { tiers: byTier }) };
+}
+
+/** The shortest lease a renewed slot may have: renewals come every third of it (limiter/slot-keeper.ts), so a
+ * slot outlives one missed renewal, a Redis stall or an Envoy's reconnect to another replica. */
+export const MIN_RENEWED_LEASE_MS = 3000;
+
+/** `max_hold`: how long a slot may be renewed, past its lease, while its Envoy stays connected. A duration
+ * longer than the lease, at most a day; renewal is by the request's id, so the rule needs request_key. */
+function readMaxHold(r: Reader, node: Node | undefined, at: string, leaseMs: number, requestKey: string | undefined): number | undefined {
+  if (node === undefined) return undefined;
+  const ms = durationMs(r.string(node, at));
+  if (ms === undefined || ms <= leaseMs || ms > 86_400_000) {
+    r.fail(node, at, 'must be a duration longer than the lease, at most 24h (15m, 1h): how long a slot may be renewed');
+    return undefined;
+  }
+  if (leaseMs < MIN_RENEWED_LEASE_MS) {
+    r.fail(node, at, `needs a lease of ${MIN_RENEWED_LEASE_MS / 1000}s or more: a renewed slot must outlive a missed renewal`);
+    return undefined;
+  }
+  if (requestKey === undefined) {
+    r.fail(node, at, "renews a request's slot by its id: the rule needs request_key");
+    return undefined;
+  }
+  return ms;
 }
 
 /** A number of slots: a whole number from 1 to MAX_IN_FLIGHT. */

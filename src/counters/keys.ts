@@ -155,6 +155,12 @@ export function sharesChannel(prefix: string): string {
   return `${prefix}rlqs`;
 }
 
+/** The list of slots an Envoy (a peer, by fingerprint) holds and its replicas renew (store.ts SlotLeases): a
+ * hash of its own, in the Cluster slot its fingerprint picks. */
+export function peerSlotsKey(prefix: string, peer: string): string {
+  return `${prefix}${LAYOUT}peer:{${peer}}`;
+}
+
 /** The Redis Cluster hash tag of a counter or window key: the text inside its first {…}. */
 export function hashTag(key: string): string {
   const open = key.indexOf('{');

@@ -3,8 +3,9 @@ import { type Clock, systemClock } from '../counters/clock.js';
 import { NoConfigError } from '../errors.js';
 import type { CheckOp, CheckResult, CounterCheck, ReservationOutcome } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
-import type { Maybe, Store, TraceLink } from '../store/store.js';
+import type { HeldSlot, Maybe, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
+import type { PeerConn, SlotKeeper } from './slot-keeper.js';
 
 export type { DecisionInput, DescriptorInput } from './plan.js';
 
@@ -78,6 +79,8 @@ export interface LimiterDeps {
   globalQuota?: boolean;
   /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every descriptor in charge mode. */
   globalCharge?: boolean;
+  /** Renews the slots of rules with max_hold while the connection that took them is open. */
+  keeper?: SlotKeeper;
   /** Only for decisions that reach no store (nothing limits them); otherwise the store's clock rules. */
   clock?: Clock;
 }
@@ -104,8 +107,26 @@ export class Limiter {
     const checks = toChecks(plans);
     if (checks.length === 0) return unlimitedDecision(domain, plans, (this.deps.clock ?? systemClock).now());
     const result = this.deps.store.check(checks, trace);
-    if (result instanceof Promise) return result.then((r) => assemble(domain, plans, checks, r));
-    return assemble(domain, plans, checks, result);
+    const peer = this.deps.keeper && input.peer;
+    if (!peer) return result instanceof Promise ? result.then((r) => assemble(domain, plans, checks, r)) : assemble(domain, plans, checks, result);
+    const kept = (r: CheckResult): Decision => {
+      this.keep(peer, plans, checks, r);
+      return assemble(domain, plans, checks, r);
+    };
+    return result instanceof Promise ? result.then(kept) : kept(result);
+  }
+
+  /** The slots this request took for rules with max_hold, for the keeper to renew while `peer` stays open. */
+  private keep(peer: PeerConn, plans: DescriptorPlan[], checks: CounterCheck[], r: CheckResult): void {
+    if (!r.admitted || !r.counted) return;
+    const held: HeldSlot[] = [];
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const maxHoldMs = plans[c.group]!.rule?.inFlight?.maxHoldMs;
+      if (!maxHoldMs || c.slots?.id === undefined || c.op !== 'take' || !(r.counted[i]! > 0)) continue;
+      held.push({ key: c.key, id: c.slots.id, leaseMs: c.windowMs, endMs: r.nowMs + maxHoldMs });
+    }
+    if (held.length > 0) this.deps.keeper!.held(peer, held);
   }
 }
 

@@ -7,6 +7,7 @@ import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '..
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
 import { type CounterCheck, opOf, type Reservation } from '../limits/check.js';
 import { ALGORITHMS, DEFAULT_KIND, KIND_CODES } from '../limits/kinds/index.js';
+import type { PeerConn } from './slot-keeper.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
  * all plan through here, so they cannot disagree on the rule, the tier, the limits or the counters. */
@@ -17,6 +18,8 @@ export interface DecisionInput {
   descriptors: DescriptorInput[];
   /** The request's hits (Envoy's 0 already turned into 1). */
   hits: number;
+  /** The connection the call came on, named only while a rule has max_hold (limiter/slot-keeper.ts). */
+  peer?: PeerConn;
 }
 
 export interface DescriptorInput {

@@ -3,6 +3,7 @@ import { status as GrpcStatus, Metadata, type ServerUnaryCall, type sendUnaryDat
 import type { Logger } from 'pino';
 import { InvalidRequestError, NoConfigError } from '../errors.js';
 import type { Decision, DecisionInput, Limiter } from '../limiter/limiter.js';
+import { PEER_HEADER, type PeerConn, type PeerSource } from '../limiter/slot-keeper.js';
 import type { Metrics, UncheckedReason } from '../metrics/metrics.js';
 import type { CallInfo, DecisionObserver, ObservedCall } from '../observe/observer.js';
 import { toStatus } from '../response/error-status.js';
@@ -25,16 +26,18 @@ export interface HandlerDeps {
   observer?: DecisionObserver;
   /** Which headers and 429 body answers carry; Tollgate's defaults when unset. */
   responses?: ResponseSettings;
+  /** Names a call's connection while a rule has max_hold (limiter/slot-keeper.ts). */
+  peers?: PeerSource;
 }
 
 /** The decision path shared by gRPC and the /json endpoint: validate, decide, observe, build the response.
  * At once when the store answers at once; throws (or rejects) with what toStatus() maps to a status. */
-export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest, call?: CallInfo): Maybe<WireResponse> {
-  if (!deps.observer || !call) return decide(deps, req, undefined);
+export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequest, call?: CallInfo, peer?: PeerConn): Maybe<WireResponse> {
+  if (!deps.observer || !call) return decide(deps, req, undefined, peer);
   const observed = deps.observer.begin(call);
   let response: Maybe<WireResponse>;
   try {
-    response = decide(deps, req, observed);
+    response = decide(deps, req, observed, peer);
   } catch (err) {
     observed.failed(err);
     throw err;
@@ -46,10 +49,11 @@ export function decideWire(deps: HandlerDeps, req: WireRequest | UndecodableRequ
   });
 }
 
-function decide(deps: HandlerDeps, req: WireRequest | UndecodableRequest, observed: ObservedCall | undefined): Maybe<WireResponse> {
+function decide(deps: HandlerDeps, req: WireRequest | UndecodableRequest, observed: ObservedCall | undefined, peer: PeerConn | undefined): Maybe<WireResponse> {
   const start = performance.now();
   if (req instanceof UndecodableRequest) throw new InvalidRequestError(req.overBound ? req.reason : `not a valid RateLimitRequest: ${req.reason}`);
   const input = toDecisionInput(req, deps.bounds);
+  if (peer) input.peer = peer;
   const decision = deps.limiter.decide(input, observed?.link);
   if (decision instanceof Promise) return decision.then((d) => answer(deps, input, d, start, req.hits_addend, observed));
   return answer(deps, input, decision, start, req.hits_addend, observed);
@@ -98,10 +102,10 @@ export interface CallSink {
 
 /** One gRPC call's decision, the shape both gRPC servers share (this file's grpc-js service, server/h2-rls.ts):
  * `done` with the response, at once when the store answers at once; or `failed` with the counted status. */
-export function decideCall(deps: HandlerDeps, request: WireRequest | UndecodableRequest, call: CallInfo | undefined, sink: CallSink): void {
+export function decideCall(deps: HandlerDeps, request: WireRequest | UndecodableRequest, call: CallInfo | undefined, sink: CallSink, peer?: PeerConn): void {
   let response: Maybe<WireResponse>;
   try {
-    response = decideWire(deps, request, call);
+    response = decideWire(deps, request, call, peer);
   } catch (err) {
     sink.failed(grpcFailure(deps, err));
     return;
@@ -129,6 +133,7 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
           },
           failed: (s) => callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() }),
         },
+        deps.peers?.ofGrpc(call.getPeer(), call.metadata.get(PEER_HEADER)[0]),
       ),
   };
 }

@@ -1,4 +1,5 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
+import { PEER_HEADER } from '../limiter/slot-keeper.js';
 import type { WireResponse } from '../response/wire.js';
 import { type CallSink, countLate, decideCall, type HandlerDeps } from '../rls/ratelimit-handler.js';
 import { decodeRateLimitRequest, encodable, encodeRateLimitResponse, withGrpcPrefix } from '../rls/rls-codec.js';
@@ -22,7 +23,8 @@ export function shouldRateLimitOnH2(deps: HandlerDeps, general: (m: WireResponse
     // The headers as node:http2 gave them: the propagators read the trace headers from them directly
     // (tracing/propagation.ts); no grpc-js Metadata of every header is built for a call.
     const info = deps.observer && { kind: 'grpc' as const, headers: call.headers };
-    decideCall(deps, request, info, new H2Sink(deps, general, call));
+    const peer = deps.peers?.active() ? deps.peers.of(call.session, call.headers[PEER_HEADER]) : undefined;
+    decideCall(deps, request, info, new H2Sink(deps, general, call), peer);
   };
   return (stream, headers) => serveUnary(stream, headers, limits, onMessage);
 }

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from 'node:http2';
+import type { Http2Session, IncomingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from 'node:http2';
 import { status } from '@grpc/grpc-js';
 import { BUSY, type ByteBudget, Hold } from './byte-budget.js';
 import { type InflateFailure, inflateFailure, inflateWithin } from './inflate.js';
@@ -64,6 +64,11 @@ export class UnaryCall {
     // From the headers on, as grpc-js: a body that never ends is answered at the deadline, and dropped after.
     if (timeoutMs >= MAX_TIMER_MS || !Number.isFinite(timeoutMs)) return;
     this.timer = setTimeout(() => this.fail(status.DEADLINE_EXCEEDED, 'Deadline exceeded'), timeoutMs);
+  }
+
+  /** The connection it came on. */
+  get session(): Http2Session | undefined {
+    return this.stream.session;
   }
 
   /** Whether an answer would still reach anyone. */

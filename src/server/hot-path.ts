@@ -19,6 +19,8 @@ export interface PortGuard {
   budget: ByteBudget;
   screen: ScreenLimits;
   hot?: { path: string; handle: StreamHandler };
+  /** An HTTP/2 session set up (server/peers.ts names the connections calls come on). */
+  onSession?: (session: Http2Session) => void;
   /** A connection closed as it opened, ended for its refusals, or ended by Node for a protocol error or flood. */
   onRefused?: (why: GateRefusal | 'refusals' | 'resets' | 'protocol') => void;
 }
@@ -79,6 +81,7 @@ function gateConnections(h2: Http2Server, guard: PortGuard): void {
   });
   h2.on('session', (session: Http2Session) => {
     budgetSession(session, guard.budget);
+    guard.onSession?.(session);
     const address = session.socket?.remoteAddress;
     session.on('error', () => {
       guard.gate.penalize(address);

@@ -97,6 +97,22 @@ export class MemorySlots {
     if (untilMs > p.untilMs) this.expireAt(c.key, p, untilMs);
   }
 
+  /** Renews the id's slots on `key` until `untilMs` (never shortened); false when it holds none now (given
+   * back, evicted, or its lease ended). A renewed holder moves last: the order of lease ends stays true while the
+   * rule's lease stays the same (a renewal to a max_hold end sooner than another's lease sorts the pool). */
+  renew(key: string, id: string, untilMs: number, nowMs: number): boolean {
+    const p = this.pools.get(key);
+    const h = p?.holders.get(id);
+    if (!p || !h || h.untilMs <= nowMs) return false;
+    if (untilMs <= h.untilMs) return true;
+    p.holders.delete(id);
+    p.holders.set(id, h);
+    if (untilMs < p.untilMs) p.ordered = false;
+    h.untilMs = untilMs;
+    if (untilMs > p.untilMs) this.expireAt(key, p, untilMs);
+    return true;
+  }
+
   /** Makes room for one holder: the one whose lease ends soonest, of a pool that holds the most. */
   private evict(): void {
     const key = this.bySize.largest();

@@ -42,6 +42,10 @@ function runEncoded<T>(node: Redis, script: LuaScript, numKeys: number, ...lists
   return withScript(script, (command, body) => node.sendCommand(new EncodedCommand(command, encodeCommand(command, [body, numKeys], ...lists))));
 }
 
+/** The scripts of renewed slots (redis-slot-leases.ts): a peer's list, and the renewal of one counter's holders. */
+export const SLOT_NOTE_SCRIPT = scriptOf(luaScript('slot-note.lua'));
+export const SLOT_RENEW_SCRIPT = scriptOf(luaScript('slot-renew.lua'));
+
 /** The script every decision batch runs (redis-batch.ts writes its arguments and reads its reply). */
 export const CHECK_SCRIPT = scriptOf(luaScript('check-and-incr.lua'));
 
