@@ -79,27 +79,16 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
-  const leases = stack.redis?.slotLeases ?? stack.local?.slotLeases;
-  const keeper = leases && new SlotKeeper(leases, () => config, metrics.budget.keeper());
-  if (keeper) metrics.gauge('tollgate_in_flight_peers', 'Envoys connected here whose slots are renewed (rules with max_hold)', () => keeper.peers);
-  const limiter = new Limiter({
-    config: () => config,
-    store,
-    keeper,
-    tiers,
-    globalShadow: settings.shadowMode,
-    globalQuota: settings.quotaMode,
-    globalCharge: settings.countPastLimit,
-    clock: opts.clock,
-  });
+  const keeper = slotKeeper(stack, () => config, metrics);
+  const modes = { globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit };
+  const limiter = new Limiter({ config: () => config, store, keeper, tiers, ...modes, clock: opts.clock });
   const handler = { ...handlerDeps(settings, { limiter, logger, metrics, observer }), peers: keeper && new Peers(keeper) };
   const ready = readiness(health, stack, settings, source);
   const admin = settings.adminToken
     ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
     : undefined;
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
-  const explainLive = (input: DecisionInput): Promise<Explanation> =>
-    explain(config, tiers, input, { store, globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit });
+  const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, ...modes });
   const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });
   const servers = await startServers(settings, { handler, rlqs: rlqs.implementation, health, ready, explain: explainLive, admin, logger }).catch(
     async (err: unknown) => {
@@ -127,6 +116,16 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));
   };
   return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
+}
+
+/** Renews the slots of rules with max_hold while their Envoy is connected, in the store itself (Redis, or this
+ * process's memory): limiter/slot-keeper.ts. */
+function slotKeeper(stack: StoreStack, config: () => CompiledConfig, metrics: Metrics): SlotKeeper | undefined {
+  const leases = stack.redis?.slotLeases ?? stack.local?.slotLeases;
+  if (!leases) return undefined;
+  const keeper = new SlotKeeper(leases, config, metrics.budget.keeper());
+  metrics.gauge('tollgate_in_flight_peers', 'Envoys connected here whose slots are renewed (rules with max_hold)', () => keeper.peers);
+  return keeper;
 }
 
 /** The one line that says the service is up: where it listens and what it serves with (names, never values). */

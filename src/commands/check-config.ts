@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import type { CompiledDomain, CompiledLimit } from '../config/compiled.js';
 import { ConfigError } from '../config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from '../config/load.js';
+import type { InFlightSpec } from '../config/spec.js';
 import { DEFAULT_HEADERS } from '../config/spec.js';
 import { CliError } from '../errors.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
@@ -54,7 +55,7 @@ function describeDomain(d: CompiledDomain): string {
   ];
   for (const r of d.rules) {
     const flags = [
-      r.inFlight ? `in_flight, lease ${r.inFlight.leaseMs / 1000}s${r.inFlight.requestKey ? `, request_key ${r.inFlight.requestKey}` : ''}` : r.algorithm,
+      r.inFlight ? inFlightSummary(r.inFlight) : r.algorithm,
       r.shadow ? 'shadow' : '',
       r.quota ? 'quota_mode' : '',
       r.unlimited ? 'unlimited' : '',
@@ -76,4 +77,10 @@ function limitText(l: CompiledLimit, ruleAlgorithm: string): string {
   const { burst } = kind.shown(l);
   const own = l.algorithm === ruleAlgorithm ? '' : ` (${l.algorithm}${burst === undefined ? '' : `, burst ${burst}`})`;
   return `${l.requestsPerUnit}/${l.unit}${own}`;
+}
+
+/** An in_flight rule in a line: its lease, how long it is renewed, the entry that names a request. */
+function inFlightSummary(f: InFlightSpec): string {
+  const hold = f.maxHoldMs ? `, max_hold ${f.maxHoldMs / 1000}s` : '';
+  return `in_flight, lease ${f.leaseMs / 1000}s${hold}${f.requestKey ? `, request_key ${f.requestKey}` : ''}`;
 }

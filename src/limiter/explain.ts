@@ -70,6 +70,8 @@ export interface DescriptorExplanation {
     /** in_flight: the entry key that names the request, and how long a slot nobody gives back is held. */
     requestKey?: string;
     leaseMs?: number;
+    /** in_flight with max_hold: how long a slot is renewed while its Envoy stays connected. */
+    maxHoldMs?: number;
   } | null;
   /** The request names a reservation on this descriptor's counter (by its id entry, shown by fingerprint). */
   reservation?: boolean;
@@ -190,7 +192,11 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
         unlimited: r.unlimited,
         ...(plan.charge && { charge: true }),
         ...(r.reservationKey !== undefined && { reservationKey: r.reservationKey }),
-        ...(r.inFlight && { leaseMs: r.inFlight.leaseMs, ...(r.inFlight.requestKey !== undefined && { requestKey: r.inFlight.requestKey }) }),
+        ...(r.inFlight && {
+          leaseMs: r.inFlight.leaseMs,
+          ...(r.inFlight.maxHoldMs !== undefined && { maxHoldMs: r.inFlight.maxHoldMs }),
+          ...(r.inFlight.requestKey !== undefined && { requestKey: r.inFlight.requestKey }),
+        }),
       }
     : null;
   const check = toChecks([plan])[0];

@@ -59,7 +59,8 @@ export class SlotKeeper {
   /** Those whose Envoy said GOAWAY. */
   private readonly draining = new Set<string>();
   private readonly bases = new Map<string, number>();
-  private readonly active = new WeakMap<CompiledConfig, number | undefined>();
+  /** The config the period was last worked out for: every call asks (server/peers.ts), configs change rarely. */
+  private periodOf: { config: CompiledConfig | undefined; period: number | undefined } = { config: undefined, period: undefined };
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private stopped = false;
@@ -74,11 +75,11 @@ export class SlotKeeper {
    * rule has max_hold: then no call names its connection, and nothing runs. */
   period(): number | undefined {
     const config = this.config();
-    if (this.active.has(config)) return this.active.get(config);
+    if (this.periodOf.config === config) return this.periodOf.period;
     let lease: number | undefined;
     for (const d of config.domains.values()) for (const r of d.rules) if (r.inFlight?.maxHoldMs) lease = Math.min(lease ?? Infinity, r.inFlight.leaseMs);
     const period = lease === undefined ? undefined : Math.max(250, Math.floor(lease / 3));
-    this.active.set(config, period);
+    this.periodOf = { config, period };
     return period;
   }
 

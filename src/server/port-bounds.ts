@@ -85,9 +85,18 @@ export const RESET_RATE = 33;
  * attacker (who is bounded by the streams it may hold and its rapid resets: reset-guard.ts). */
 export const MAX_REJECTED_STREAMS = 20_000;
 
+/** An HTTP/2 PING to every client after this long without one, and the connection closed when one goes
+ * unanswered for KEEPALIVE_TIMEOUT_MS (grpc-js's keepalive; its default is 2 hours). A client whose node was lost
+ * sends no FIN: its connection ends within 20 s, and with it the renewals of its in-flight slots
+ * (limiter/slot-keeper.ts). A ping costs a live client 17 bytes each way. */
+export const KEEPALIVE_MS = 15_000;
+export const KEEPALIVE_TIMEOUT_MS = 5_000;
+
 /** grpc-js's server options for the bounds it applies itself. */
 export function grpcServerOptions(): Record<string, number> {
   return {
+    'grpc.keepalive_time_ms': KEEPALIVE_MS,
+    'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
     'grpc.max_concurrent_streams': MAX_CONCURRENT_STREAMS,
     'grpc-node.max_session_memory': MAX_SESSION_MEMORY_MB,
     'grpc.max_receive_message_length': MAX_GRPC_JS_MESSAGE_BYTES,

@@ -137,6 +137,13 @@ const OP_TEXT: Record<string, string> = {
   giveBack: "gives its request's slot back, as Envoy's stream-done call asks; never refused",
 };
 
+/** What an in_flight rule does with a request's slot, in one line. */
+function inFlightLine(r: { requestKey?: string; leaseMs?: number; maxHoldMs?: number }): string {
+  const renewed = r.maxHoldMs === undefined ? '' : `, renewed while its Envoy is connected for up to ${r.maxHoldMs / 1000}s`;
+  const id = r.requestKey ? ` (its ${r.requestKey} entry)` : '';
+  return `  in_flight: a slot per request${id}, given back at its end, else returned after ${r.leaseMs! / 1000}s${renewed}`;
+}
+
 export function formatExplanation(e: Explanation): string {
   const lines = [e.known ? `domain ${e.domain} (${e.file})` : `domain ${e.domain}: not configured, so every request passes`];
   if (e.shadowMode) lines.push('shadow mode (--shadow-mode): every descriptor is reported, none rejected');
@@ -151,11 +158,7 @@ export function formatExplanation(e: Explanation): string {
         `  rule ${d.rule.id} (${d.rule.source}), ${d.rule.algorithm}${d.rule.unlimited ? ', unlimited' : ''}` +
           `${d.rule.shadow ? ', shadow mode: never rejects' : ''}${d.quota ? ', quota mode: rejects only when every quota-mode descriptor is full' : ''}`,
       );
-    if (d.rule?.leaseMs !== undefined)
-      lines.push(
-        `  in_flight: a slot per request${d.rule.requestKey ? ` (its ${d.rule.requestKey} entry)` : ''}, given back at its end, ` +
-          `else returned after ${d.rule.leaseMs / 1000}s`,
-      );
+    if (d.rule?.leaseMs !== undefined) lines.push(inFlightLine(d.rule));
     if (d.op) lines.push(`  op: ${d.op}${OP_TEXT[d.op] ? ` (${OP_TEXT[d.op]})` : ''}`);
     if (d.rule?.charge) lines.push('  charge mode: hits_addend 0 checks; any other hits are a charge, counted in full past the limit too');
     if (d.rule?.reservationKey !== undefined) {

@@ -27,7 +27,7 @@ async function explain(...extra: string[]): Promise<Shown> {
 describe('explain on an in_flight rule', () => {
   it('names its kind, the request id entry (by fingerprint) and the take', async () => {
     const [d] = (await explain()).descriptors;
-    expect(d!.rule).toMatchObject({ algorithm: 'in_flight', requestKey: 'request_id', leaseMs: 120_000 });
+    expect(d!.rule).toMatchObject({ algorithm: 'in_flight', requestKey: 'request_id', leaseMs: 30_000, maxHoldMs: 900_000 });
     expect(d!.steps.map((s) => [s.key, s.matched])).toEqual([
       ['tenant', 'default'],
       ['request_id', 'id'],
@@ -42,7 +42,8 @@ describe('explain on an in_flight rule', () => {
     expect([d!.op, d!.firstToReject]).toEqual(['giveBack', null]);
     const text = await runCli(['explain', '--config', EXAMPLE, 'inflight', 'tenant=acme', `request_id=${ID}`, '@hits=-1']);
     expect(text.stdout).toContain('op: giveBack');
-    expect(text.stdout).toContain('in_flight: a slot per request (its request_id entry)');
+    expect(text.stdout).toContain('in_flight: a slot per request (its request_id entry), given back at its end, else returned after 30s');
+    expect(text.stdout).toContain(', renewed while its Envoy is connected for up to 900s');
     expect(text.stdout).not.toContain('no match');
   });
 });

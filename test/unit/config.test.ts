@@ -73,6 +73,9 @@ describe('descriptor config errors name the file, the line and the key', () => {
     ['refunds-off-on-in-flight.yaml', 4, 'descriptors[0].refunds', /slots come back by give-backs/],
     ['in-flight-tier-limits-as-windows.yaml', 10, 'descriptors[0].tier_limits.pro', /an in_flight rule's tier is \{limit: N\}/],
     ['in-flight-lease-too-long.yaml', 6, 'descriptors[0].in_flight.lease', /from 1s to 24h/],
+    ['in-flight-max-hold-not-past-lease.yaml', 7, 'descriptors[0].in_flight.max_hold', /longer than the lease/],
+    ['in-flight-max-hold-without-request-key.yaml', 7, 'descriptors[0].in_flight.max_hold', /needs request_key/],
+    ['in-flight-max-hold-lease-too-short.yaml', 7, 'descriptors[0].in_flight.max_hold', /needs a lease of 3s or more/],
     ['in-flight-unknown-key.yaml', 6, 'descriptors[0].in_flight.leas', /unknown key/],
     ['unit-multiplier-zero.yaml', 4, 'descriptors[0].rate_limit.unit_multiplier', /must be at least 1/],
   ])('%s → line %i, key %s', (name, line, key, message) => {

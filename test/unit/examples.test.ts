@@ -46,12 +46,12 @@ describe('examples/', () => {
     expect([...rule.tierLimits.keys()]).toEqual(['pro', 'enterprise']);
   });
 
-  it('in-flight.yaml: 20 requests at once per tenant (200 in the enterprise tier), a 2-minute lease, slots held by request id', () => {
+  it('in-flight.yaml: 20 requests at once per tenant (200 in the enterprise tier), a 30 s lease renewed up to 15 minutes, held by request id', () => {
     const domain = config.domains.get('inflight')!;
     const rule = matchRule(domain, [{ key: 'tenant', value: 'acme' }])!;
-    expect(rule.inFlight).toEqual({ limit: 20, leaseMs: 120_000, requestKey: 'request_id', tiers: new Map([['enterprise', 200]]) });
-    expect(rule.limits.map((l) => [l.algorithm, l.requestsPerUnit, l.windowSeconds])).toEqual([['in_flight', 20, 120]]);
-    expect(rule.tierLimits.get('enterprise')!.map((l) => [l.algorithm, l.requestsPerUnit, l.windowSeconds])).toEqual([['in_flight', 200, 120]]);
+    expect(rule.inFlight).toEqual({ limit: 20, leaseMs: 30_000, maxHoldMs: 900_000, requestKey: 'request_id', tiers: new Map([['enterprise', 200]]) });
+    expect(rule.limits.map((l) => [l.algorithm, l.requestsPerUnit, l.windowSeconds])).toEqual([['in_flight', 20, 30]]);
+    expect(rule.tierLimits.get('enterprise')!.map((l) => [l.algorithm, l.requestsPerUnit, l.windowSeconds])).toEqual([['in_flight', 200, 30]]);
     expect([...domain.slotKeys]).toEqual(['request_id']);
   });
 

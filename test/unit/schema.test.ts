@@ -31,6 +31,8 @@ const BEYOND_A_SCHEMA: Record<string, string> = {
   'calendar-on-sliding-window.yaml': "a limit's algorithm inherited from its descriptor",
   'in-flight-request-key-is-rule-key.yaml': "a value equal to the descriptor's own key",
   'in-flight-request-key-is-parent-key.yaml': 'a value equal to the key of a descriptor above',
+  'in-flight-max-hold-not-past-lease.yaml': 'a duration compared with another (max_hold past the lease)',
+  'in-flight-max-hold-lease-too-short.yaml': "a duration's bound that depends on another key (a renewed lease of 3s or more)",
 };
 
 describe('schema/descriptor-config.schema.json (JSON Schema 2020-12)', () => {
