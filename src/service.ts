@@ -3,13 +3,14 @@ import type { CompiledConfig } from './config/compiled.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING, pendingConfig } from './config/load.js';
 import type { ReloadOutcome } from './config/watcher.js';
 import { type ConfigSource, configSource, logNotes } from './config-source.js';
-import { adminApi } from './control/admin-api.js';
+import { type AdminDeps, type AdminHandler, adminApi } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
 import { type Clock, systemClock } from './counters/clock.js';
 import { type HeapTrim, startHeapTrim } from './heap-trim.js';
 import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
+import { SlotCensusRunner } from './limiter/slot-census.js';
 import { SlotKeeper } from './limiter/slot-keeper.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
@@ -55,6 +56,8 @@ export interface RunningService {
   health: HealthService;
   metrics: Metrics;
   tiers: TierStore;
+  /** The census of in_flight rules (limiter/slot-census.ts): tests run it when they choose. */
+  census: SlotCensusRunner | undefined;
   /** Re-reads the config directory now (the watcher does this by itself); resolves once it is done. */
   reload: () => Promise<ReloadOutcome>;
   /** Reports NOT_SERVING, stops accepting, lets in-flight calls finish (up to the timeout), closes the store. */
@@ -80,13 +83,13 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const keeper = slotKeeper(stack, () => config, metrics);
+  const census = slotCensus(stack, () => config, metrics);
   const modes = { globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit };
-  const limiter = new Limiter({ config: () => config, store, keeper, tiers, ...modes, clock: opts.clock });
+  const limiter = new Limiter({ config: () => config, store, keeper, census, tiers, ...modes, clock: opts.clock });
   const handler = { ...handlerDeps(settings, { limiter, logger, metrics, observer }), peers: keeper && new Peers(keeper) };
   const ready = readiness(health, stack, settings, source);
-  const admin = settings.adminToken
-    ? adminApi({ adminToken: settings.adminToken, tiers, config: () => config, store, logger, onLocalReset: (keys) => stack.cache?.forget(keys) })
-    : undefined;
+  const onLocalReset = (keys: readonly string[]): void => stack.cache?.forget(keys);
+  const admin = adminFor(settings, { tiers, config: () => config, store, logger, onLocalReset, inFlight: () => census?.all() ?? [] });
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, ...modes });
   const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });
@@ -97,17 +100,18 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     },
   );
   rlqs.listening(servers.grpcPort);
+  census?.start();
   source.start();
   health.set(source.waiting() === undefined);
   if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   logServing(logger, settings, { servers, store, config, adminApi: Boolean(admin), sharedTiers: tiers.shared });
   const trim = heapTrim(settings, metrics, logger);
-  const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
   const stop = async (): Promise<void> => {
     // NOT_SERVING before anything else is closed: health checkers and Envoy see it at once, whatever the rest waits on.
     health.set(false);
     // Before GOAWAY: the slots renewed for connections here become their Envoys', for the next replica.
     await keeper?.stop();
+    census?.stop();
     trim.stop();
     source.stop();
     rlqs.drain();
@@ -115,7 +119,14 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));
   };
-  return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload: () => source.reload(), tiers, stop };
+  const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
+  const reload = () => source.reload();
+  return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload, tiers, census, stop };
+}
+
+/** The admin API, when TOLLGATE_ADMIN_TOKEN turns it on. */
+function adminFor(settings: Settings, deps: Omit<AdminDeps, 'adminToken'>): AdminHandler | undefined {
+  return settings.adminToken ? adminApi({ adminToken: settings.adminToken, ...deps }) : undefined;
 }
 
 /** Renews the slots of rules with max_hold while their Envoy is connected, in the store itself (Redis, or this
@@ -123,9 +134,22 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
 function slotKeeper(stack: StoreStack, config: () => CompiledConfig, metrics: Metrics): SlotKeeper | undefined {
   const leases = stack.redis?.slotLeases ?? stack.local?.slotLeases;
   if (!leases) return undefined;
-  const keeper = new SlotKeeper(leases, config, metrics.budget.keeper());
+  const keeper = new SlotKeeper(leases, config, metrics.budget.slots.keeper());
   metrics.gauge('tollgate_in_flight_peers', 'Envoys connected here whose slots are renewed (rules with max_hold)', () => keeper.peers);
   return keeper;
+}
+
+/** What is held, counted where it is (limiter/slot-census.ts), in the store itself. */
+function slotCensus(stack: StoreStack, config: () => CompiledConfig, metrics: Metrics): SlotCensusRunner | undefined {
+  const counts = stack.redis?.slotCensus ?? stack.local?.slotCensus;
+  if (!counts) return undefined;
+  let runner: SlotCensusRunner | undefined;
+  runner = new SlotCensusRunner(
+    counts,
+    config,
+    metrics.budget.slots.censusEvents(() => runner?.all() ?? []),
+  );
+  return runner;
 }
 
 /** The one line that says the service is up: where it listens and what it serves with (names, never values). */

@@ -5,8 +5,10 @@ import type { CompiledConfig } from '../config/compiled.js';
 import { InvalidRequestError } from '../errors.js';
 import { asFingerprint, FINGERPRINT_LENGTH, fingerprint } from '../fingerprint.js';
 import { readJsonBody, send } from '../http/http-util.js';
+import type { RuleCensus } from '../limiter/slot-census.js';
 import { httpStatusOf, toStatus } from '../response/error-status.js';
 import type { Store } from '../store/store.js';
+import { inFlightView } from './in-flight-view.js';
 import { inspectToken, tokenWindows } from './inspect.js';
 import type { TierStore } from './tier-store.js';
 
@@ -19,6 +21,8 @@ export interface AdminDeps {
   logger: Logger;
   /** Called after counters were reset here, so this replica's over-limit cache forgets them too. */
   onLocalReset: (keys: readonly string[]) => void;
+  /** The last census of every in_flight rule (limiter/slot-census.ts), when the store keeps one. */
+  inFlight?: () => RuleCensus[];
 }
 
 export type AdminHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
@@ -69,6 +73,7 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
       return send(res, removed ? 200 : 404, removed ? { fingerprint: fp, tier: null } : { error: `no tier assigned to ${fp}` });
     }
   }
+  if (resource === 'in-flight' && id === undefined && method === 'GET') return send(res, 200, inFlightView(deps, req.url ?? ''));
   if (resource === 'tokens' && id !== undefined) {
     const fp = normalizeFingerprint(id);
     if (sub === undefined && method === 'GET') {
@@ -97,6 +102,7 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
     error: 'unknown admin route',
     routes: [
       'GET /admin/tiers',
+      'GET /admin/in-flight?top=N',
       'PUT /admin/tiers/{fingerprint}',
       'DELETE /admin/tiers/{fingerprint}',
       'GET /admin/tokens/{fingerprint}',

@@ -161,6 +161,12 @@ export function peerSlotsKey(prefix: string, peer: string): string {
   return `${prefix}${LAYOUT}peer:{${peer}}`;
 }
 
+/** The counters of an in_flight rule that took slots, for its census (store.ts SlotCensus): a hash of its
+ * own, in the Cluster slot the rule's fingerprint picks. */
+export function censusKey(prefix: string, rule: string): string {
+  return `${prefix}${LAYOUT}census:{${rule}}`;
+}
+
 /** The Redis Cluster hash tag of a counter or window key: the text inside its first {…}. */
 export function hashTag(key: string): string {
   const open = key.indexOf('{');

@@ -5,6 +5,7 @@ import type { CheckOp, CheckResult, CounterCheck, ReservationOutcome } from '../
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import type { HeldSlot, Maybe, Store, TraceLink } from '../store/store.js';
 import { type DecisionInput, type DescriptorPlan, noTiers, type PlanContext, planRequest, type TierSource, toChecks } from './plan.js';
+import type { SlotCensusRunner } from './slot-census.js';
 import type { PeerConn, SlotKeeper } from './slot-keeper.js';
 
 export type { DecisionInput, DescriptorInput } from './plan.js';
@@ -81,6 +82,8 @@ export interface LimiterDeps {
   globalCharge?: boolean;
   /** Renews the slots of rules with max_hold while the connection that took them is open. */
   keeper?: SlotKeeper;
+  /** Lists the counters in_flight rules took slots on, for the census. */
+  census?: SlotCensusRunner;
   /** Only for decisions that reach no store (nothing limits them); otherwise the store's clock rules. */
   clock?: Clock;
 }
@@ -107,26 +110,31 @@ export class Limiter {
     const checks = toChecks(plans);
     if (checks.length === 0) return unlimitedDecision(domain, plans, (this.deps.clock ?? systemClock).now());
     const result = this.deps.store.check(checks, trace);
-    const peer = this.deps.keeper && input.peer;
-    if (!peer) return result instanceof Promise ? result.then((r) => assemble(domain, plans, checks, r)) : assemble(domain, plans, checks, result);
-    const kept = (r: CheckResult): Decision => {
-      this.keep(peer, plans, checks, r);
-      return assemble(domain, plans, checks, r);
-    };
-    return result instanceof Promise ? result.then(kept) : kept(result);
+    if (result instanceof Promise) return result.then((r) => this.assembled(domain, plans, checks, r, input.peer));
+    return this.assembled(domain, plans, checks, result, input.peer);
   }
 
-  /** The slots this request took for rules with max_hold, for the keeper to renew while `peer` stays open. */
-  private keep(peer: PeerConn, plans: DescriptorPlan[], checks: CounterCheck[], r: CheckResult): void {
-    if (!r.admitted || !r.counted) return;
-    const held: HeldSlot[] = [];
+  private assembled(domain: CompiledDomain | undefined, plans: DescriptorPlan[], checks: CounterCheck[], r: CheckResult, peer: PeerConn | undefined): Decision {
+    // Only charges and slots say what they counted: a plain decision pays one look.
+    if (r.counted && r.admitted && domain) this.taken(domain.name, plans, checks, r, peer);
+    return assemble(domain, plans, checks, r);
+  }
+
+  /** The slots this request took: listed for the census, and (rules with max_hold) given to the keeper to renew
+   * while `peer`, the connection it came on, stays open. */
+  private taken(domain: string, plans: DescriptorPlan[], checks: CounterCheck[], r: CheckResult, peer: PeerConn | undefined): void {
+    let held: HeldSlot[] | undefined;
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!;
-      const maxHoldMs = plans[c.group]!.rule?.inFlight?.maxHoldMs;
-      if (!maxHoldMs || c.slots?.id === undefined || c.op !== 'take' || !(r.counted[i]! > 0)) continue;
+      const rule = plans[c.group]!.rule;
+      if (c.op !== 'take' || !rule?.inFlight || !(r.counted![i]! > 0)) continue;
+      this.deps.census?.taken(domain, rule, c.key, c.limit);
+      const maxHoldMs = rule.inFlight.maxHoldMs;
+      if (!maxHoldMs || !peer || !this.deps.keeper || c.slots?.id === undefined) continue;
+      held ??= [];
       held.push({ key: c.key, id: c.slots.id, leaseMs: c.windowMs, endMs: r.nowMs + maxHoldMs });
     }
-    if (held.length > 0) this.deps.keeper!.held(peer, held);
+    if (held) this.deps.keeper!.held(peer!, held);
   }
 }
 

@@ -1,6 +1,6 @@
 import { Counter, type Registry } from 'prom-client';
 import type { DescriptorOutcome } from '../limiter/limiter.js';
-import type { KeeperEvents } from '../limiter/slot-keeper.js';
+import { InFlightMetrics } from './in-flight-metrics.js';
 import { type CounterSeries, cachedSeries, FastCounter } from './series.js';
 
 type Labels = { domain: string; rule: string; category: string };
@@ -14,7 +14,8 @@ export class BudgetMetrics {
   readonly refundsIgnored: FastCounter;
   readonly inFlight: FastCounter;
   readonly reservationsExpired: Counter;
-  readonly renewals: Counter<'outcome'>;
+  /** Renewals and the census (in-flight-metrics.ts). */
+  readonly slots: InFlightMetrics;
 
   constructor(registry: Registry) {
     this.charged = new FastCounter(
@@ -50,27 +51,7 @@ export class BudgetMetrics {
       help: 'Reservations forgotten unsettled after their reservation_ttl (they stay charged at their estimate), as the store found them',
       registers: [registry],
     });
-    this.renewals = new Counter({
-      name: 'tollgate_in_flight_renewals_total',
-      help:
-        'Slots of rules with max_hold, by outcome: renewed (a lease more: its Envoy is connected), dropped (from the lists renewed: ' +
-        'given back, lease ended, or at max_hold), unlisted (a list at its bound: the slot keeps one lease); ' +
-        'note_failed, renew_failed, move_failed: store calls of the keeper that failed',
-      labelNames: ['outcome'],
-      registers: [registry],
-    });
-  }
-
-  /** One pass of the slot keeper over a list (limiter/slot-keeper.ts). */
-  keeper(): KeeperEvents {
-    return {
-      renewed: (r) => {
-        if (r.renewed) this.renewals.inc({ outcome: 'renewed' }, r.renewed);
-        if (r.dropped) this.renewals.inc({ outcome: 'dropped' }, r.dropped);
-      },
-      unlisted: (n) => this.renewals.inc({ outcome: 'unlisted' }, n),
-      failed: (what) => this.renewals.inc({ outcome: `${what}_failed` }),
-    };
+    this.slots = new InFlightMetrics(registry, this.inFlight);
   }
 
   /** One descriptor's charge, reservation, refund or slots; `children` caches its series by event. */

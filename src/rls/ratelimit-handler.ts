@@ -133,7 +133,7 @@ export function rateLimitService(deps: HandlerDeps): UntypedServiceImplementatio
           },
           failed: (s) => callback({ code: s.code, details: s.details, message: s.details, metadata: new Metadata() }),
         },
-        deps.peers?.ofGrpc(call.getPeer(), call.metadata.get(PEER_HEADER)[0]),
+        deps.peers?.active() ? deps.peers.ofGrpc(call.getPeer(), call.metadata.get(PEER_HEADER)[0]) : undefined,
       ),
   };
 }

@@ -54,7 +54,7 @@ export class Peers implements PeerSource {
 
   /** The connection of a grpc-js call, by its `getPeer()`. */
   ofGrpc(peer: string, header: unknown): PeerConn | undefined {
-    return this.active() ? this.of(this.byAddress.get(peer), header) : undefined;
+    return this.of(this.byAddress.get(peer), header);
   }
 }
 

@@ -50,7 +50,7 @@ export class MemorySlots {
    * costs what ended, not what is held (a pool whose lease was shortened is sorted first).
    * At most SLOT_PURGE end per call, as in slots.lua (the rest count as held until a later call: a refusal too
    * many, never an admission too many); the request's own id's ended lease ends whatever the bound. */
-  held(c: CounterCheck, nowMs: number): [number, number] {
+  held(c: Pick<CounterCheck, 'key' | 'slots'>, nowMs: number): [number, number] {
     const p = this.pools.get(c.key);
     if (!p) return [0, 0];
     let expired = 0;

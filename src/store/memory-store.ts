@@ -6,6 +6,7 @@ import { type CheckResult, type CounterCheck, type CounterWindow, settle } from 
 import type { Series } from '../limits/kinds/algorithm.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import { MemoryReservations } from './memory-reservations.js';
+import { MemorySlotCensus } from './memory-slot-census.js';
 import { MemorySlotLeases } from './memory-slot-leases.js';
 import { MemorySlots } from './memory-slots.js';
 import type { Store, StoreHealth } from './store.js';
@@ -61,6 +62,7 @@ export class MemoryStore implements Store {
   readonly reservations: MemoryReservations;
   readonly slots: MemorySlots;
   readonly slotLeases: MemorySlotLeases;
+  readonly slotCensus: MemorySlotCensus;
   evictions = 0;
 
   constructor(private readonly opts: MemoryStoreOptions = {}) {
@@ -76,6 +78,7 @@ export class MemoryStore implements Store {
       this.evictionLog(holders, 'in-flight holders at their bound: the soonest-ending holder of a counter that holds most goes'),
     );
     this.slotLeases = new MemorySlotLeases(this.slots, this.clock);
+    this.slotCensus = new MemorySlotCensus(this.slots, this.clock);
   }
 
   get size(): number {

@@ -45,6 +45,8 @@ function runEncoded<T>(node: Redis, script: LuaScript, numKeys: number, ...lists
 /** The scripts of renewed slots (redis-slot-leases.ts): a peer's list, and the renewal of one counter's holders. */
 export const SLOT_NOTE_SCRIPT = scriptOf(luaScript('slot-note.lua'));
 export const SLOT_RENEW_SCRIPT = scriptOf(luaScript('slot-renew.lua'));
+/** One in_flight counter counted where it is (redis-slot-census.ts). */
+export const SLOT_CENSUS_SCRIPT = scriptOf(luaScript('slot-census.lua'));
 
 /** The script every decision batch runs (redis-batch.ts writes its arguments and reads its reply). */
 export const CHECK_SCRIPT = scriptOf(luaScript('check-and-incr.lua'));

@@ -13,6 +13,7 @@ import { answerBatch, batchSpan, byHashTag, encodeBatch, encodeOnePlain, isOnePl
 import { createClient, type RedisConnection, redisFailure } from './redis-connection.js';
 import { KeyRefusals } from './redis-refusals.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
+import { RedisSlotCensus } from './redis-slot-census.js';
 import { RedisSlotLeases } from './redis-slot-leases.js';
 import type { BatchTracer, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
@@ -64,12 +65,14 @@ export class RedisStore implements Store {
   private readonly refusals: KeyRefusals;
   private readonly routes: ClusterRoutes | undefined;
   readonly slotLeases: RedisSlotLeases;
+  readonly slotCensus: RedisSlotCensus;
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
     this.client = createClient(opts.connection, { commandTimeoutMs: opts.timeoutMs, sentinelPassword: opts.sentinelPassword });
     this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
     this.slotLeases = new RedisSlotLeases(this.client, opts.keyPrefix, opts.clock);
+    this.slotCensus = new RedisSlotCensus(this.client, opts.keyPrefix, opts.clock);
     // A Cluster master's share of a busy turn gathers for a few turns while small (batch-queues.ts, GATHER_BELOW).
     const gathers = this.routes ? (to: string): boolean => to.startsWith(NODE) : undefined;
     this.queues = new BatchQueues((batch, to, heldMs) => this.send(batch, to, heldMs), opts.batch, undefined, gathers);

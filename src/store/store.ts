@@ -55,10 +55,42 @@ export interface SlotLeases {
 /** Holders one peer's list keeps, at most: what a renewal reads. Past it, a slot keeps its one lease. */
 export const MAX_PEER_SLOTS = 10_000;
 
+/** One counter of an in_flight rule as a census found it: its slots key, the slots held, and its limit (a
+ * tier's for a client in one, as its last take saw it). */
+export interface CensusCounter {
+  key: string;
+  held: number;
+  limit: number;
+}
+
+/** What a census of one rule found: slots held over its counters, leases it ended, the counters it read (at
+ * most MAX_CENSUS: `partial` when the rule had more), and the `top` nearest their limit, fullest first. */
+export interface Census {
+  held: number;
+  expired: number;
+  counters: number;
+  partial: boolean;
+  top: CensusCounter[];
+}
+
+/** Counters of an in_flight rule read in one census, at most. */
+export const MAX_CENSUS = 10_000;
+
+/** In-flight slots counted where they are (limiter/slot-census.ts): each rule lists the counters that took
+ * slots; a census ends their ran-out leases (as a take would) and reads what each holds. */
+export interface SlotCensus {
+  /** A counter of `rule` that took slots, and its limit then. */
+  note(rule: string, key: string, limit: number, keepMs: number): Promise<void>;
+  /** Every listed counter: leases ended, held read; counters that hold none leave the list. */
+  count(rule: string, top: number): Promise<Census>;
+}
+
 /** Checks and counts all windows of a request atomically: a rejected request consumes nothing. */
 export interface Store {
   /** Renewal of slots whose rule has max_hold (limiter/slot-keeper.ts). */
   readonly slotLeases?: SlotLeases;
+  /** The census of in_flight rules (limiter/slot-census.ts). */
+  readonly slotCensus?: SlotCensus;
   readonly kind: string;
   /** `trace`: the sampled decision this call serves, passed on to the store's BatchTracer (tracing/). */
   check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult>;

@@ -92,6 +92,9 @@ describe('deploy/grafana/dashboards/tollgate.json', () => {
       'Refunded hits/s, by rule',
       'In-flight slots back by lease, share of taken, by rule',
       'In-flight takes refused/s, by rule',
+      'In-flight slots held, by rule (census)',
+      'In-flight: fullest counter, share of its limit, by rule',
+      'In-flight renewals/s, by outcome (max_hold)',
     ]);
     const ids = dashboard.panels.map((p: Obj) => p.id);
     expect(new Set(ids).size).toBe(ids.length);

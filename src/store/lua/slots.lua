@@ -1,5 +1,6 @@
 --[[
-  Part of check-and-incr.lua, included in charges.lua's scope (where it says --#include slots.lua): the slots
+  Part of check-and-incr.lua, included in charges.lua's scope (where it says --#include slots.lua), and of
+  slot-census.lua (which uses slot_leases only): the slots
   of an in_flight rule, decided as src/limits/charge-rules.ts decideCharges (kinds take, again, return) and
   kept as src/store/memory-slots.ts keeps them. It uses the script's locals: call, max, now, tonumber.
 
