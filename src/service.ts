@@ -10,7 +10,7 @@ import { type Clock, systemClock } from './counters/clock.js';
 import { type HeapTrim, startHeapTrim } from './heap-trim.js';
 import { type Explanation, explain } from './limiter/explain.js';
 import { type DecisionInput, Limiter } from './limiter/limiter.js';
-import { SlotCensusRunner } from './limiter/slot-census.js';
+import { type CensusEvents, SlotCensusRunner } from './limiter/slot-census.js';
 import { SlotKeeper } from './limiter/slot-keeper.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
@@ -83,7 +83,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
   const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const keeper = slotKeeper(stack, () => config, metrics);
-  const census = slotCensus(stack, () => config, metrics);
+  const census = slotCensus(stack, () => config, metrics, logger);
   const modes = { globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit };
   const limiter = new Limiter({ config: () => config, store, keeper, census, tiers, ...modes, clock: opts.clock });
   const handler = { ...handlerDeps(settings, { limiter, logger, metrics, observer }), peers: keeper && new Peers(keeper) };
@@ -140,15 +140,20 @@ function slotKeeper(stack: StoreStack, config: () => CompiledConfig, metrics: Me
 }
 
 /** What is held, counted where it is (limiter/slot-census.ts), in the store itself. */
-function slotCensus(stack: StoreStack, config: () => CompiledConfig, metrics: Metrics): SlotCensusRunner | undefined {
+function slotCensus(stack: StoreStack, config: () => CompiledConfig, metrics: Metrics, logger: Logger): SlotCensusRunner | undefined {
   const counts = stack.redis?.slotCensus ?? stack.local?.slotCensus;
   if (!counts) return undefined;
-  let runner: SlotCensusRunner | undefined;
-  runner = new SlotCensusRunner(
-    counts,
-    config,
-    metrics.budget.slots.censusEvents(() => runner?.all() ?? []),
-  );
+  const counted = metrics.budget.slots.censusEvents(() => runner.all());
+  // Ended leases are give-backs that never came: one line per rule and census that found some (rule names only).
+  const events: CensusEvents = {
+    counted: (c) => {
+      counted.counted(c);
+      const { expired, held } = c.census;
+      if (expired > 0) logger.info({ domain: c.domain, rule: c.rule.id, expired, held }, 'in-flight leases ended unreturned');
+    },
+    failed: (err) => counted.failed(err),
+  };
+  const runner: SlotCensusRunner = new SlotCensusRunner(counts, config, events);
   return runner;
 }
 

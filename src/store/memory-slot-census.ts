@@ -3,6 +3,10 @@ import { nearestLimit } from './census-top.js';
 import type { MemorySlots } from './memory-slots.js';
 import { type Census, type CensusCounter, MAX_CENSUS, type SlotCensus } from './store.js';
 
+/** Counters a rule lists, at most: a flood of takes on invented tenants lists each until the next census drops
+ * those that hold nothing; past this, a take is not listed (its counter is counted again by its next take). */
+const MAX_LISTED = 100_000;
+
 /** The memory store's census (store.ts SlotCensus): per rule, its counters that took slots and their limits.
  * Bounded by the slots' own bound: a counter is listed only while it holds slots (a census drops the rest),
  * and listed again by its next take. */
@@ -17,7 +21,7 @@ export class MemorySlotCensus implements SlotCensus {
   note(rule: string, key: string, limit: number): Promise<void> {
     const list = this.rules.get(rule) ?? new Map<string, number>();
     this.rules.set(rule, list);
-    list.set(key, limit);
+    if (list.size < MAX_LISTED || list.has(key)) list.set(key, limit);
     return Promise.resolve();
   }
 

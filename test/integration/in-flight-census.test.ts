@@ -6,7 +6,7 @@ import { type DecisionInput, Limiter } from '../../src/limiter/limiter.js';
 import { type RuleCensus, SlotCensusRunner } from '../../src/limiter/slot-census.js';
 import { inFlightCall } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
-import { configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { capturingLogger, configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { everyStore } from '../helpers/stores.js';
 
 // What is held, seen (issue 61, item 4): a census reads each in_flight rule's counters where they are. Leases
@@ -81,8 +81,9 @@ describe('the in-flight census, on every store', () => {
 describe('the census through the service: a gauge and the admin API', () => {
   const ADMIN = 'admin-credential-for-tests';
   let s: TestService;
+  const log = capturingLogger();
   beforeAll(async () => {
-    s = await startTestService({ configDir: configDir({ 'k.yaml': CONFIG }), env: { TOLLGATE_ADMIN_TOKEN: ADMIN } });
+    s = await startTestService({ configDir: configDir({ 'k.yaml': CONFIG }), env: { TOLLGATE_ADMIN_TOKEN: ADMIN }, logger: log.logger });
   });
   afterAll(() => s?.close());
   const rls = (tenant: string, id: string): RlsRequest => ({
@@ -118,5 +119,9 @@ describe('the census through the service: a gauge and the admin API', () => {
     const after = (await scrape(s.service.httpPort)).series;
     expect(metric(after, 'tollgate_in_flight_held', { rule: 'tenant' })).toBe(0);
     expect(metric(after, 'tollgate_in_flight_slots_total', { rule: 'tenant', event: 'expired' })).toBe(4);
+    // The log says so, by rule: no tenant's value.
+    const ended = log.lines().filter((l) => l.msg === 'in-flight leases ended unreturned');
+    expect(ended.map((l) => [l.rule, l.expired, l.held])).toEqual([['tenant', 4, 0]]);
+    expect(JSON.stringify(log.lines())).not.toContain('acme');
   });
 });
