@@ -12,6 +12,9 @@ export const CENSUS_MS = 10_000;
 export const CENSUS_TOP = 100;
 /** How long a rule's list of counters outlives its last take past the rule's longest hold. */
 const KEEP_MARGIN_MS = 60_000;
+/** Counters this replica remembers having listed since its last census, at most: a counter is listed once
+ * per census here, not at every take (a flood of takes on one counter writes one list entry). */
+const NOTED_MAX = 50_000;
 
 /** One rule's last census, and when it ran. */
 export interface RuleCensus {
@@ -31,6 +34,8 @@ export class SlotCensusRunner {
   private latest = new Map<Rule, RuleCensus>();
   private timer: NodeJS.Timeout | undefined;
   private running = false;
+  /** Counters listed since this replica's last census (cleared by each census, which may drop them). */
+  private noted = new Set<string>();
 
   constructor(
     private readonly census: SlotCensus,
@@ -41,9 +46,14 @@ export class SlotCensusRunner {
 
   /** A take of `rule`'s slots on counter `key` (its limit then): listed for the census. */
   taken(domain: string, rule: Rule, key: string, limit: number): void {
+    const list = listOf(domain, rule);
+    const seen = `${list}\n${key}\n${limit}`;
+    if (this.noted.has(seen)) return;
+    if (this.noted.size >= NOTED_MAX) this.noted.clear();
+    this.noted.add(seen);
     const f = rule.inFlight!;
     const keepMs = Math.max(f.leaseMs, f.maxHoldMs ?? 0) + KEEP_MARGIN_MS;
-    this.census.note(listOf(domain, rule), key, limit, keepMs).catch((err: unknown) => this.events.failed(err));
+    this.census.note(list, key, limit, keepMs).catch((err: unknown) => this.events.failed(err));
   }
 
   start(): void {
@@ -59,6 +69,7 @@ export class SlotCensusRunner {
   async run(): Promise<void> {
     if (this.running) return;
     this.running = true;
+    this.noted = new Set();
     try {
       const next = new Map<Rule, RuleCensus>();
       for (const [name, d] of this.config().domains) {
@@ -76,6 +87,7 @@ export class SlotCensusRunner {
         }
       }
       this.latest = next;
+      this.census.retain?.([...next.values()].map((c) => listOf(c.domain, c.rule)));
     } finally {
       this.running = false;
     }
@@ -87,7 +99,14 @@ export class SlotCensusRunner {
   }
 }
 
-/** A rule's list in the store: by fingerprint, so no config text reaches a key. */
+const lists = new WeakMap<Rule, string>();
+
+/** A rule's list in the store: by fingerprint, so no config text reaches a key (worked out once a rule). */
 function listOf(domain: string, rule: Rule): string {
-  return fingerprint(`census ${domain} ${rule.id}`);
+  let list = lists.get(rule);
+  if (list === undefined) {
+    list = fingerprint(`census ${domain} ${rule.id}`);
+    lists.set(rule, list);
+  }
+  return list;
 }

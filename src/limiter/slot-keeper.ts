@@ -28,6 +28,9 @@ export interface PeerConn {
   readonly id: string;
   /** Its Envoy's list: the fingerprint of what names the Envoy. */
   readonly base: string;
+  /** Set by the keeper when it closed: a decision that lands after that (its call was on the wire) names a
+   * connection that is gone, which must not be renewed again. */
+  ended?: 'drained' | 'closed';
 }
 
 /** Where the handler asks which connection a call came on (server/peers.ts): undefined while no rule has
@@ -86,7 +89,7 @@ export class SlotKeeper {
   /** A connection's first call while a rule has max_hold (server/peers.ts): its Envoy is alive, so the list
    * of that Envoy (slots another replica moved onto it as it stopped) is renewed here from now on. */
   opened(conn: PeerConn): void {
-    if (this.stopped || this.conns.has(conn.id)) return;
+    if (this.stopped || conn.ended || this.conns.has(conn.id)) return;
     this.conns.set(conn.id, conn);
     this.bases.set(conn.base, (this.bases.get(conn.base) ?? 0) + 1);
     this.schedule();
@@ -94,7 +97,10 @@ export class SlotKeeper {
 
   /** Slots the limiter took on `conn` for rules with max_hold. */
   held(conn: PeerConn, slots: readonly HeldSlot[]): void {
-    if (this.stopped) {
+    // A connection closed while its call was decided: a drained one's Envoy lives on and renews them; a
+    // closed one's slots keep the lease they were taken with.
+    if (conn.ended === 'closed') return;
+    if (this.stopped || conn.ended === 'drained') {
       this.note(listOfBase(conn.base), slots);
       return;
     }
@@ -114,7 +120,8 @@ export class SlotKeeper {
    * Envoy drained it: then they are its Envoy's, renewed while it has a connection to any replica. */
   closed(conn: PeerConn): void {
     if (this.stopped || !this.conns.delete(conn.id)) return;
-    if (this.draining.delete(conn.id) && this.noted.has(conn.id)) this.move(conn);
+    conn.ended = this.draining.delete(conn.id) ? 'drained' : 'closed';
+    if (conn.ended === 'drained' && this.noted.has(conn.id)) this.move(conn);
     this.noted.delete(conn.id);
     const n = (this.bases.get(conn.base) ?? 1) - 1;
     if (n > 0) this.bases.set(conn.base, n);
@@ -146,14 +153,23 @@ export class SlotKeeper {
     try {
       const lists = [...[...this.noted].map(listOfConn), ...[...this.bases.keys()].map(listOfBase)];
       for (let i = 0; i < lists.length; i += PASS_WIDTH) {
-        await Promise.all(
+        const failed = await Promise.all(
           lists.slice(i, i + PASS_WIDTH).map((l) =>
             this.leases.renew(l).then(
-              (r) => this.events.renewed(r),
-              (err: unknown) => this.events.failed('renew', err),
+              (r) => {
+                this.events.renewed(r);
+                return false;
+              },
+              (err: unknown) => {
+                this.events.failed('renew', err);
+                return true;
+              },
             ),
           ),
         );
+        // A store that fails (frozen, unreachable) is not sent the rest of the pass: its commands would only
+        // queue up behind the first ones, and a lease covers the next pass.
+        if (failed.includes(true)) break;
       }
     } finally {
       this.running = false;

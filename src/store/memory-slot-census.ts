@@ -1,11 +1,7 @@
 import type { Clock } from '../counters/clock.js';
 import { nearestLimit } from './census-top.js';
 import type { MemorySlots } from './memory-slots.js';
-import { type Census, type CensusCounter, MAX_CENSUS, type SlotCensus } from './store.js';
-
-/** Counters a rule lists, at most: a flood of takes on invented tenants lists each until the next census drops
- * those that hold nothing; past this, a take is not listed (its counter is counted again by its next take). */
-const MAX_LISTED = 100_000;
+import { type Census, type CensusCounter, MAX_CENSUS, MAX_LISTED, type SlotCensus } from './store.js';
 
 /** The memory store's census (store.ts SlotCensus): per rule, its counters that took slots and their limits.
  * Bounded by the slots' own bound: a counter is listed only while it holds slots (a census drops the rest),
@@ -23,6 +19,11 @@ export class MemorySlotCensus implements SlotCensus {
     this.rules.set(rule, list);
     if (list.size < MAX_LISTED || list.has(key)) list.set(key, limit);
     return Promise.resolve();
+  }
+
+  retain(rules: readonly string[]): void {
+    const keep = new Set(rules);
+    for (const rule of this.rules.keys()) if (!keep.has(rule)) this.rules.delete(rule);
   }
 
   count(rule: string, top: number): Promise<Census> {

@@ -42,11 +42,14 @@ function runEncoded<T>(node: Redis, script: LuaScript, numKeys: number, ...lists
   return withScript(script, (command, body) => node.sendCommand(new EncodedCommand(command, encodeCommand(command, [body, numKeys], ...lists))));
 }
 
-/** The scripts of renewed slots (redis-slot-leases.ts): a peer's list, and the renewal of one counter's holders. */
+/** The scripts of renewed slots (redis-slot-leases.ts): a peer's list, and the renewal of one counter's holders.
+ * slot-note.lua lists the census's counters too (redis-slot-census.ts): a bounded hash either way. */
 export const SLOT_NOTE_SCRIPT = scriptOf(luaScript('slot-note.lua'));
 export const SLOT_RENEW_SCRIPT = scriptOf(luaScript('slot-renew.lua'));
 /** One in_flight counter counted where it is (redis-slot-census.ts). */
 export const SLOT_CENSUS_SCRIPT = scriptOf(luaScript('slot-census.lua'));
+/** Entries of a list dropped only if unchanged since read (a census's empty counters, a renewal's gone slots). */
+export const CENSUS_DROP_SCRIPT = scriptOf(luaScript('census-drop.lua'));
 
 /** The script every decision batch runs (redis-batch.ts writes its arguments and reads its reply). */
 export const CHECK_SCRIPT = scriptOf(luaScript('check-and-incr.lua'));

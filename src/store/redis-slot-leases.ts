@@ -1,12 +1,14 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Clock } from '../counters/clock.js';
 import { peerSlotsKey, slotHolders, storeKey } from '../counters/keys.js';
-import { runScript, SLOT_NOTE_SCRIPT, SLOT_RENEW_SCRIPT } from './redis-script.js';
+import { CENSUS_DROP_SCRIPT, runScript, SLOT_NOTE_SCRIPT, SLOT_RENEW_SCRIPT } from './redis-script.js';
 import { type HeldSlot, MAX_PEER_SLOTS, type Renewal, type SlotLeases } from './store.js';
 import { withTimeout } from './timeout.js';
 
 /** Holders one renewal script call renews, at most: a few ms of Redis's time, whatever a list holds. */
 const RENEW_CHUNK = 200;
+/** Script calls one renewal runs at once, at most. */
+const RENEW_WIDTH = 100;
 /** A renewal is work in the background: it may wait this long for Redis, not the decisions' timeout. */
 const RENEW_TIMEOUT_MS = 2000;
 
@@ -42,25 +44,25 @@ export class RedisSlotLeases implements SlotLeases {
       if (group) group.push(h);
       else byKey.set(h.key, [h]);
     }
+    const parts: Listed[][] = [];
+    for (const group of byKey.values()) for (let i = 0; i < group.length; i += RENEW_CHUNK) parts.push(group.slice(i, i + RENEW_CHUNK));
     const gone: string[] = [];
     let renewed = 0;
-    const calls: Promise<void>[] = [];
-    for (const [key, group] of byKey) {
-      for (let i = 0; i < group.length; i += RENEW_CHUNK) {
-        const part = group.slice(i, i + RENEW_CHUNK);
-        calls.push(
-          this.renewPart(key, part).then((kept) => {
-            for (let j = 0; j < part.length; j++) {
-              if (kept[j] === 1) renewed++;
-              else gone.push(part[j]!.field);
-            }
-          }),
-        );
-      }
+    // RENEW_WIDTH script calls at a time: a list of 10,000 counters is 100 waves, not 10,000 commands at once.
+    for (let w = 0; w < parts.length; w += RENEW_WIDTH) {
+      await Promise.all(
+        parts.slice(w, w + RENEW_WIDTH).map(async (part) => {
+          const kept = await this.renewPart(part[0]!.key, part);
+          for (let j = 0; j < part.length; j++) {
+            if (kept[j] === 1) renewed++;
+            else gone.push(part[j]!.field, `${part[j]!.leaseMs}:${part[j]!.endMs}`);
+          }
+        }),
+      );
     }
-    await Promise.all(calls);
-    if (gone.length > 0) await withTimeout(this.client.hdel(list, ...gone), RENEW_TIMEOUT_MS);
-    return { renewed, dropped: gone.length };
+    // Dropped only as read: a slot the same id took again meanwhile (listed anew, with its own end) stays.
+    if (gone.length > 0) await withTimeout(runScript(this.client, CENSUS_DROP_SCRIPT, 1, [list, ...gone]), RENEW_TIMEOUT_MS);
+    return { renewed, dropped: gone.length / 2 };
   }
 
   async move(from: string, to: string): Promise<number> {

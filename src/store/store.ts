@@ -75,6 +75,9 @@ export interface Census {
 
 /** Counters of an in_flight rule read in one census, at most. */
 export const MAX_CENSUS = 10_000;
+/** Counters an in_flight rule lists for its census, at most: a flood of takes on invented tenants lists each
+ * until a census drops those that hold nothing; past this, a take is not listed (its next one may be). */
+export const MAX_LISTED = 100_000;
 
 /** In-flight slots counted where they are (limiter/slot-census.ts): each rule lists the counters that took
  * slots; a census ends their ran-out leases (as a take would) and reads what each holds. */
@@ -83,6 +86,9 @@ export interface SlotCensus {
   note(rule: string, key: string, limit: number, keepMs: number): Promise<void>;
   /** Every listed counter: leases ended, held read; counters that hold none leave the list. */
   count(rule: string, top: number): Promise<Census>;
+  /** The rules of the config in force: lists of others (a reload removed their rule) may go now. A store whose
+   * lists expire by themselves (Redis) has none. */
+  retain?(rules: readonly string[]): void;
 }
 
 /** Checks and counts all windows of a request atomically: a rejected request consumes nothing. */

@@ -34,6 +34,8 @@ descriptors:
     in_flight: {limit: 10, request_key: request_id}
   - key: lost
     in_flight: {limit: 1, lease: 1s, request_key: request_id}
+  - key: stream
+    in_flight: {limit: 5, lease: 3s, max_hold: 5m, request_key: request_id}
 `;
 
 describe('Grafana dashboard against a real Prometheus', () => {
@@ -52,6 +54,14 @@ describe('Grafana dashboard against a real Prometheus', () => {
     prometheus = await startPrometheus([`127.0.0.1:${t.service.httpPort}`], TARGET);
     // An Envoy on the RLQS stream too, reporting every second, for the RLQS panels.
     envoy = new SimEnvoy({ ports: [t.service.grpcPort], localAddress: '127.0.0.90', domain: 'property-api', reportIntervalMs: 1000 });
+    // Long streams, never given back while the test runs: renewed every second on the client's connection.
+    for (const id of ['s-1', 's-2']) {
+      const stream = [
+        { key: 'stream', value: 's' },
+        { key: 'request_id', value: id },
+      ];
+      await t.rls.call({ domain: 'trial', descriptors: [{ entries: stream }] });
+    }
     // Bounded traffic until the test ends: over-limit reads (cache hits), near-limit writes, shadow rejections.
     traffic = (async () => {
       for (let i = 0; running && i < 20_000; i++) {
@@ -90,7 +100,11 @@ describe('Grafana dashboard against a real Prometheus', () => {
         ((await prometheus.query(`count_over_time(${expr}[1m])`)).data.result as { value: [number, string] }[]).map((x) => Number(x.value[1]));
       const requests = await samples('tollgate_requests_total');
       const expired = await samples('tollgate_in_flight_slots_total{event="expired"}');
-      return requests.length > 0 && Math.min(...requests) >= 3 && expired.length > 0 && Math.min(...expired) >= 2;
+      // The census runs every 10 s: its gauges, and the renewals' counter, need two samples too.
+      const held = await samples('tollgate_in_flight_held');
+      const renewed = await samples('tollgate_in_flight_renewals_total');
+      const twice = (xs: number[]) => xs.length > 0 && Math.min(...xs) >= 2;
+      return twice(requests) && Math.min(...requests) >= 3 && twice(expired) && twice(held) && twice(renewed);
     });
   }, 60_000);
 

@@ -4,6 +4,7 @@ import { ManualClock } from '../../src/counters/clock.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { type DecisionInput, Limiter } from '../../src/limiter/limiter.js';
 import { type RuleCensus, SlotCensusRunner } from '../../src/limiter/slot-census.js';
+import { MAX_CENSUS, MAX_LISTED } from '../../src/store/store.js';
 import { inFlightCall } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { capturingLogger, configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
@@ -124,4 +125,28 @@ describe('the census through the service: a gauge and the admin API', () => {
     expect(ended.map((l) => [l.rule, l.expired, l.held])).toEqual([['tenant', 4, 0]]);
     expect(JSON.stringify(log.lines())).not.toContain('acme');
   });
+});
+
+describe('the census lists are bounded', () => {
+  const { stores } = everyStore();
+  it.each(stores)(
+    `%s: a rule lists at most ${MAX_LISTED} counters, however many take`,
+    async (_name, make) => {
+      const store = await make(new ManualClock(T0));
+      const census = store.slotCensus!;
+      const keys = Array.from({ length: MAX_LISTED + 50 }, (_, i) => `{c${i}}:slots`);
+      for (let i = 0; i < keys.length; i += 5000) await Promise.all(keys.slice(i, i + 5000).map((k) => census.note('flooded', k, 4, 60_000)));
+      // The census reads its MAX_CENSUS and says there were more; none holds a slot, so those read leave.
+      const first = await census.count('flooded', 10);
+      expect([first.counters, first.partial, first.held]).toEqual([MAX_CENSUS, true, 0]);
+      let left = MAX_LISTED - MAX_CENSUS;
+      while (left > 0) {
+        const c = await census.count('flooded', 10);
+        expect(c.counters).toBe(Math.min(left, MAX_CENSUS));
+        left -= c.counters;
+      }
+      expect((await census.count('flooded', 10)).counters).toBe(0);
+    },
+    60_000,
+  );
 });

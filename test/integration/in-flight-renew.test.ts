@@ -75,6 +75,19 @@ describe('slots renewed while their Envoy is connected, on every store', () => {
     expect(await fits(a, 'probe-3')).toBe(false);
   });
 
+  it.each(stores)('%s: a take decided after its connection closed (its call was on the wire) is not renewed', async (_name, make) => {
+    const clock = new ManualClock(T0);
+    const a = replica(await make(clock), clock);
+    const gone: PeerConn = { id: 'conn-1', base: 'envoy-1' };
+    a.keeper.opened(gone);
+    a.keeper.closed(gone);
+    expect((await a.limiter.decide(on(take('r1'), gone))).overLimit).toBe(false);
+    expect((await a.limiter.decide(on(take('r2'), gone))).overLimit).toBe(false);
+    expect(a.keeper.peers).toBe(0);
+    await runFor(clock, 4, [a.keeper]);
+    expect(await fits(a, 'probe-1')).toBe(true);
+  });
+
   it.each(stores)('%s: a replica that stops hands its slots to their Envoy, which the next replica renews', async (name, make) => {
     if (name === 'memory') return; // one replica's own: its slots go with the process
     const clock = new ManualClock(T0);

@@ -1,7 +1,9 @@
 --[[
-  slot-note: adds slots to a peer's list of renewed slots (src/store/redis-slot-leases.ts, store.ts SlotLeases).
-  KEYS[1]  the peer's list, a hash: '<slots key>\n<holder>' -> '<lease ms>:<end ms>' (the slots key without
-           the store's prefix: slots.lua's <key>; the holder: a request id's fingerprint)
+  slot-note: adds entries to a bounded list (a hash): a peer's list of renewed slots (src/store/redis-slot-leases.ts,
+  store.ts SlotLeases), or a rule's list of counters for its census (src/store/redis-slot-census.ts).
+  KEYS[1]  the list: a peer's, '<slots key>\n<holder>' -> '<lease ms>:<end ms>' (the slots key without the
+           store's prefix: slots.lua's <key>; the holder: a request id's fingerprint); a rule's,
+           '<slots key>' -> '<limit>:<when listed, ms>'
   ARGV[1]  entries it may hold, at most; ARGV[2] how long it lives, in ms, at least; then field, value pairs
   Returns how many did not fit: their slots keep the one lease they were taken with.
 ]]
