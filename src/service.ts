@@ -75,6 +75,10 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   logNotes(logger, config);
   const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
   metrics.configLoaded(config.hash, clock.now());
+  metrics.watchBudgets(
+    () => config,
+    () => clock.now(),
+  );
   metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version }, 'max');
   const { tracing, observer, onAssigned } = await observability(settings, metrics, logger);
   const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers, tracer: tracing });

@@ -1,5 +1,6 @@
 import { Counter, type Registry } from 'prom-client';
 import type { DescriptorOutcome } from '../limiter/limiter.js';
+import type { BudgetShare } from './budget-share.js';
 import { InFlightMetrics } from './in-flight-metrics.js';
 import { type CounterSeries, cachedSeries, FastCounter } from './series.js';
 
@@ -16,6 +17,9 @@ export class BudgetMetrics {
   readonly reservationsExpired: Counter;
   /** Renewals and the census (in-flight-metrics.ts). */
   readonly slots: InFlightMetrics;
+  readonly reserved: FastCounter;
+  /** How full each budget rule's fullest counter is (budget-share.ts), once the config is known. */
+  share: BudgetShare | undefined;
 
   constructor(registry: Registry) {
     this.charged = new FastCounter(
@@ -52,6 +56,11 @@ export class BudgetMetrics {
       registers: [registry],
     });
     this.slots = new InFlightMetrics(registry, this.inFlight);
+    this.reserved = new FastCounter(
+      'tollgate_reserved_hits_total',
+      'Hits reserved by rule: the estimates of the reservations made (a settlement then counts what the work cost; tollgate_charged_hits_total)',
+      registry,
+    );
   }
 
   /** One descriptor's charge, reservation, refund or slots; `children` caches its series by event. */
@@ -62,6 +71,8 @@ export class BudgetMetrics {
     if (o.refundIgnored) child('refundIgnored', () => this.refundsIgnored.labels(labels)).inc();
     const event = o.reservation?.event;
     if (event) child(event, () => this.reservations.labels({ ...labels, event })).inc();
+    if (event === 'made' && o.reservation!.estimate > 0) child('reserved', () => this.reserved.labels(labels)).inc(o.reservation!.estimate);
+    if (o.charged !== undefined || event) this.share?.charged(labels, o);
     const slots = o.slots;
     if (!slots) return;
     if (slots.count > 0) child(`slots.${slots.event}`, () => this.inFlight.labels({ ...labels, event: slots.event })).inc(slots.count);

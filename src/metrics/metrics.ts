@@ -1,9 +1,10 @@
 import { type Aggregator, Counter, collectDefaultMetrics, Gauge, type LabelValues, Registry } from 'prom-client';
-import type { Rule } from '../config/compiled.js';
+import type { CompiledConfig, Rule } from '../config/compiled.js';
 import type { Decision } from '../limiter/limiter.js';
 import type { RedisMemory } from '../store/redis-info.js';
 import { CONNECT_FAILURE_REASONS } from '../xds/connect-failure.js';
 import { BudgetMetrics } from './budget-metrics.js';
+import { BudgetShare } from './budget-share.js';
 import { type CounterSeries, cachedSeries, FastCounter, FastHistogram, ScrapedSeries } from './series.js';
 
 /** Every metric Tollgate exports (docs/operations.md has the table). Labels name configured things only (domain, rule
@@ -147,6 +148,11 @@ export class Metrics {
     registers: [this.registry],
     aggregator: 'min',
   });
+
+  /** The budget rules' limits and fullest shares (budget-share.ts), read from the config in force. */
+  watchBudgets(config: () => CompiledConfig, now: () => number): void {
+    this.budget.share ??= new BudgetShare(this.registry, config, now);
+  }
 
   constructor(opts: MetricsOptions) {
     this.nearRatio = opts.nearLimitRatio;
