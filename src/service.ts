@@ -73,13 +73,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   // From xDS, the first config arrives once the stream is up: until then, none (decisions answer UNAVAILABLE).
   let config = settings.xds ? pendingConfig() : loadConfigDir(settings.configDir, limits);
   logNotes(logger, config);
-  const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
-  metrics.configLoaded(config.hash, clock.now());
-  metrics.watchBudgets(
-    () => config,
-    () => clock.now(),
-  );
-  metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version }, 'max');
+  const metrics = serviceMetrics(settings, () => config, clock);
   const { tracing, observer, onAssigned } = await observability(settings, metrics, logger);
   const { stack, tiers } = await openStores(settings, { logger, clock: opts.clock, metrics, tiers: opts.tiers, tracer: tracing });
   const { store } = stack;
@@ -126,6 +120,15 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
   const reload = () => source.reload();
   return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload, tiers, census, stop };
+}
+
+/** The service's metrics, from the first config on: its budget rules' utilization is read from the one in force. */
+function serviceMetrics(settings: Settings, config: () => CompiledConfig, clock: Clock): Metrics {
+  const metrics = new Metrics({ nearLimitRatio: settings.nearLimitRatio });
+  metrics.configLoaded(config().hash, clock.now());
+  metrics.watchBudgets(config, () => clock.now());
+  metrics.gauge('tollgate_build_info', 'Always 1, labelled with the running version', () => 1, { version: VERSION, node: process.version }, 'max');
+  return metrics;
 }
 
 /** The admin API, when TOLLGATE_ADMIN_TOKEN turns it on. */

@@ -39,7 +39,10 @@ describe('budget utilization metrics', () => {
 
   it('the fullest share by own limit equals a ledger; limits and reserved tokens; a new window starts afresh', async () => {
     let seed = 7;
-    const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
+    const random = () => {
+      seed = (seed * 48271) % 2147483647;
+      return seed / 2147483647;
+    };
     const spent = new Map<string, number>();
     const tenants = [...Array.from({ length: 40 }, (_, i) => `t${i}`), 'big'];
     for (let i = 0; i < 400; i++) {
