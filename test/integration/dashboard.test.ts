@@ -36,6 +36,11 @@ descriptors:
     in_flight: {limit: 1, lease: 1s, request_key: request_id}
   - key: stream
     in_flight: {limit: 5, lease: 3s, max_hold: 5m, request_key: request_id}
+  - key: spend
+    charge_mode: true
+    reservation_key: request_id
+    settlement_key: settle_id
+    rate_limit: {unit: hour, requests_per_unit: 100000000}
 `;
 
 describe('Grafana dashboard against a real Prometheus', () => {
@@ -87,6 +92,21 @@ describe('Grafana dashboard against a real Prometheus', () => {
           ];
           await t.rls.call({ domain: 'trial', descriptors: [{ entries: lost }] });
         }
+        // A budget: a reservation of 10 at the request phase, settled at 8 when the stream is done.
+        const spend = (key: string, hits: number) => ({
+          domain: 'trial',
+          descriptors: [
+            {
+              entries: [
+                { key: 'spend', value: 's' },
+                { key, value: `q-${i}` },
+              ],
+              hits_addend: { value: hits },
+            },
+          ],
+        });
+        await t.rls.call(spend('request_id', 10));
+        await t.rls.call(spend('settle_id', 8));
         envoy.request({ category: 'reports', token: 'Bearer rlqs' });
         // Pacing, not a wait for a condition: a modest rate that lasts the whole test, rather than its
         // 20,000 rounds at full speed on the CPU Prometheus and the service share.

@@ -19,6 +19,10 @@ const DOMAIN_LABELLED = [
   'tollgate_rlqs_assignments_total',
   'tollgate_rlqs_reported_requests_total',
   'tollgate_in_flight_slots_total',
+  'tollgate_charged_hits_total',
+  'tollgate_reserved_hits_total',
+  'tollgate_reservations_total',
+  'tollgate_budget_fullest_share',
   'tollgate_refunded_hits_total',
 ];
 
@@ -95,6 +99,11 @@ describe('deploy/grafana/dashboards/tollgate.json', () => {
       'In-flight slots held, by rule (census)',
       'In-flight: fullest counter, share of its limit, by rule',
       'In-flight renewals/s, by outcome (max_hold)',
+      'Budget: tokens charged/s, by rule',
+      'Budget: tokens reserved/s, by rule',
+      'Budget: reservations/s, by event',
+      'Budget: settlements waiting, and dropped in 15m',
+      'Budget: fullest counter, share of its limit, by rule',
     ]);
     const ids = dashboard.panels.map((p: Obj) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
