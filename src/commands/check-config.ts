@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import type { CompiledDomain, CompiledLimit } from '../config/compiled.js';
+import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { ConfigError } from '../config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from '../config/load.js';
 import type { InFlightSpec } from '../config/spec.js';
@@ -56,6 +56,7 @@ function describeDomain(d: CompiledDomain): string {
   for (const r of d.rules) {
     const flags = [
       r.inFlight ? inFlightSummary(r.inFlight) : r.algorithm,
+      r.charge ? chargeSummary(r) : '',
       r.shadow ? 'shadow' : '',
       r.quota ? 'quota_mode' : '',
       r.unlimited ? 'unlimited' : '',
@@ -76,7 +77,16 @@ function limitText(l: CompiledLimit, ruleAlgorithm: string): string {
   if (kind.slots) return `${l.requestsPerUnit} ${kind.per(l)}`;
   const { burst } = kind.shown(l);
   const own = l.algorithm === ruleAlgorithm ? '' : ` (${l.algorithm}${burst === undefined ? '' : `, burst ${burst}`})`;
-  return `${l.requestsPerUnit}/${l.unit}${own}`;
+  // windowName says what the unit alone does not: a multiplier (.x5) and a calendar window (.cal).
+  const calendar = l.windowName.endsWith('.cal') ? 'calendar ' : '';
+  const times = /\.x(\d+)/.exec(l.windowName)?.[1];
+  return `${l.requestsPerUnit}/${times ? `${times} ` : ''}${calendar}${l.unit}${times ? 's' : ''}${own}`;
+}
+
+/** A charge_mode rule in a line: its reservations and settlements, when it takes them. */
+function chargeSummary(r: Rule): string {
+  const reservations = r.reservationKey ? `, reservation_key ${r.reservationKey}, reservation_ttl ${r.reservationTtlMs / 1000}s` : '';
+  return `charge_mode${reservations}${r.settlementKey ? `, settlement_key ${r.settlementKey}` : ''}`;
 }
 
 /** An in_flight rule in a line: its lease, how long it is renewed, the entry that names a request. */

@@ -176,7 +176,7 @@ export function formatExplanation(e: Explanation): string {
       const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
       const kind = ALGORITHMS[KIND_CODES[l.algorithm as LimitKind]]!;
       const bucket = l.burst !== undefined ? ` (${l.algorithm}, burst ${l.burst})` : '';
-      const per = kind.slots ? `${kind.per(l)} (${l.algorithm})` : kind.per(l);
+      const per = kind.slots ? `${kind.per(l)} (${l.algorithm})` : l.calendar ? `per calendar ${l.unit}` : kind.per(l);
       lines.push(`  limit ${l.name}: ${l.requestsPerUnit} ${per}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
     }
     if (d.firstToReject)

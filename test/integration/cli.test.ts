@@ -74,6 +74,20 @@ describe('tollgate CLI', () => {
     expect(run.stdout).toContain('mixed  10/second (token_bucket, burst 20) + 1000/hour  [fixed_window]');
   });
 
+  it('check-config: names calendar windows, charge mode, reservations, settlements and in-flight rules (issue 62, item 5)', async () => {
+    const run = await runCli(['check-config', 'examples']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain(
+      'tenant  50000000/calendar month  [fixed_window, charge_mode, reservation_key request_id, reservation_ttl 600s, settlement_key settle_id]',
+    );
+    expect(run.stdout).toContain('tier enterprise: 10000000000/calendar month');
+    expect(run.stdout).toContain('tenant  20 at once  [in_flight, lease 30s, max_hold 900s, request_key request_id]');
+    const explained = await runCli(['explain', '--config', 'examples', 'llm', 'tenant=acme', 'request_id=r1']);
+    expect(explained.stdout).toContain('charge mode: hits_addend 0 checks');
+    expect(explained.stdout).toContain('the last entry (request_id) names a reservation');
+    expect(explained.stdout).toContain('limit tokens-per-month: 50000000 per calendar month');
+  });
+
   it('check-config: exits 1 with precise errors', async () => {
     const run = await runCli(['check-config', 'test/fixtures/config']);
     expect(run.code).toBe(1);
