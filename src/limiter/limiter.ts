@@ -19,6 +19,9 @@ export interface WindowState {
   over: boolean;
   /** When over: milliseconds until the request would fit. */
   retryAfterMs: number;
+  /** The counter's key (fingerprints of its values): for this process's metrics (metrics/budget-share.ts),
+   * never shown anywhere. */
+  counter: string;
 }
 
 export interface DescriptorOutcome {
@@ -175,6 +178,7 @@ function assemble(domain: CompiledDomain | undefined, plans: DescriptorPlan[], c
       resetAtMs: a.resetAtMs(c, curr, counted, r.nowMs),
       over,
       retryAfterMs: wait,
+      counter: c.key,
     };
     pushWindow(o, state);
   }

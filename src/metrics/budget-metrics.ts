@@ -72,7 +72,7 @@ export class BudgetMetrics {
     const event = o.reservation?.event;
     if (event) child(event, () => this.reservations.labels({ ...labels, event })).inc();
     if (event === 'made' && o.reservation!.estimate > 0) child('reserved', () => this.reserved.labels(labels)).inc(o.reservation!.estimate);
-    if (o.charged !== undefined || event) this.share?.charged(labels, o);
+    if (o.charged !== undefined || o.refunded !== undefined || event) this.share?.charged(labels, o);
     const slots = o.slots;
     if (!slots) return;
     if (slots.count > 0) child(`slots.${slots.event}`, () => this.inFlight.labels({ ...labels, event: slots.event })).inc(slots.count);

@@ -22,6 +22,13 @@ descriptors:
     tier_limits:
       enterprise:
         - {unit: hour, requests_per_unit: 4000, name: enterprise-tokens-per-hour}
+  - key: bucket
+    charge_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: token_bucket, burst: 100}
+  - key: trial
+    charge_mode: true
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
 `;
 const charge = (tenant: string, hits: number, id?: string): RlsRequest => ({
   domain: 'llm',
@@ -64,8 +71,21 @@ describe('budget utilization metrics', () => {
     expect(metric(m, 'tollgate_budget_limit', { rule: 'tenant', window: 'hour', tier: '' })).toBe(1000);
     expect(metric(m, 'tollgate_budget_limit', { rule: 'tenant', window: 'hour', tier: 'enterprise' })).toBe(4000);
     expect(metric(m, 'tollgate_reserved_hits_total', { rule: 'tenant' })).toBe(42);
+    // A refund lowers a counter's share (its latest charge counts): big gives back 2,000 of its 4,000.
+    await s.rls.call({ domain: 'llm', descriptors: [{ entries: [{ key: 'tenant', value: 'big' }], hits_addend: { value: 2000 }, is_negative_hits: true }] });
+    spent.set('big', spent.get('big')! - 2000);
+    const after = Math.max(...[...spent].map(([t, n]) => Math.min(1, n / limitOf(t))));
+    expect(after).toBeLessThan(ledger);
+    expect(metric((await scrape(s.service.httpPort)).series, 'tollgate_budget_fullest_share', { rule: 'tenant' })).toBeCloseTo(after, 9);
     // No tenant's value in any series.
     expect((await scrape(s.service.httpPort)).text).not.toMatch(/\bt\d+\b|big|req-1/);
+    // A token bucket is as full as its burst is spent: 1 of 100 is 1 %, not 1,000 - 99 of 1,000.
+    await s.rls.call({ domain: 'llm', descriptors: [{ entries: [{ key: 'bucket', value: 'b' }], hits_addend: { value: 1 } }] });
+    // A shadow rule refuses nobody: however spent, it is not followed.
+    await s.rls.call({ domain: 'llm', descriptors: [{ entries: [{ key: 'trial', value: 't' }], hits_addend: { value: 50 } }] });
+    const more = (await scrape(s.service.httpPort)).series;
+    expect(metric(more, 'tollgate_budget_fullest_share', { rule: 'bucket' })).toBeCloseTo(0.01, 9);
+    expect(metric(more, 'tollgate_budget_fullest_share', { rule: 'trial' })).toBeUndefined();
     // The next hour: the old window's share goes; the first charge of the new one is the fullest.
     s.clock.advance(3_600_000);
     expect(metric((await scrape(s.service.httpPort)).series, 'tollgate_budget_fullest_share', { rule: 'tenant' })).toBeUndefined();
