@@ -5,6 +5,7 @@ import { ConfigError } from '../config/errors.js';
 import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from '../config/load.js';
 import type { InFlightSpec } from '../config/spec.js';
 import { DEFAULT_HEADERS } from '../config/spec.js';
+import { windowText } from '../config/units.js';
 import { CliError } from '../errors.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
 import { parseBool } from '../settings/compat.js';
@@ -77,10 +78,7 @@ function limitText(l: CompiledLimit, ruleAlgorithm: string): string {
   if (kind.slots) return `${l.requestsPerUnit} ${kind.per(l)}`;
   const { burst } = kind.shown(l);
   const own = l.algorithm === ruleAlgorithm ? '' : ` (${l.algorithm}${burst === undefined ? '' : `, burst ${burst}`})`;
-  // windowName says what the unit alone does not: a multiplier (.x5) and a calendar window (.cal).
-  const calendar = l.windowName.endsWith('.cal') ? 'calendar ' : '';
-  const times = /\.x(\d+)/.exec(l.windowName)?.[1];
-  return `${l.requestsPerUnit}/${times ? `${times} ` : ''}${calendar}${l.unit}${times ? 's' : ''}${own}`;
+  return `${l.requestsPerUnit}/${windowText(l)}${own}`;
 }
 
 /** A charge_mode rule in a line: its reservations and settlements, when it takes them. */

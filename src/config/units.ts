@@ -52,3 +52,11 @@ export const CALENDAR_UNITS: readonly Unit[] = ['day', 'week', 'month', 'year'];
 /** A window of unit × unit_multiplier is at most this long (ten years of seconds): far past any budget's
  * period, and short enough that every window index and expiry stays a small exact number. */
 export const MAX_WINDOW_SECONDS = 10 * 365 * 86_400;
+
+/** A window in words, from its unit and the name its key goes by (counters/keys.ts windowName: `.xN` a
+ * multiplier, `.cal` a calendar window): "hour", "calendar month", "5 minutes", "2 calendar weeks". */
+export function windowText(l: { unit: string; windowName: string }): string {
+  const calendar = l.windowName.endsWith('.cal') ? 'calendar ' : '';
+  const times = /\.x(\d+)/.exec(l.windowName)?.[1];
+  return times ? `${times} ${calendar}${l.unit}s` : `${calendar}${l.unit}`;
+}

@@ -47,8 +47,8 @@ export interface LimitExplanation {
   algorithm: string;
   /** token_bucket only: the bucket's capacity. */
   burst?: number;
-  /** A calendar window (`calendar: true`): the month, week or day as the calendar has it. */
-  calendar?: true;
+  /** The window as its key names it (counters/keys.ts windowName): a multiplier, a calendar window. */
+  window: string;
   /** Set when another matched limit's `replaces` drops this one. */
   replacedBy?: string;
   /** Live counters (POST /explain on a running service), for the limits that apply. */
@@ -212,7 +212,7 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
       unit: l.unit,
       algorithm: l.algorithm,
       ...ALGORITHMS[l.kind]!.shown(l),
-      ...(l.windowName.endsWith('.cal') && { calendar: true as const }),
+      window: l.windowName,
       ...(by && { replacedBy: by }),
     };
   });

@@ -1,3 +1,4 @@
+import { windowText } from '../config/units.js';
 import type { Explanation, StepExplanation } from '../limiter/explain.js';
 import { ALGORITHMS, KIND_CODES, type LimitKind } from '../limits/kinds/index.js';
 import type { RuleStats, SimulationReport } from './simulate.js';
@@ -176,7 +177,7 @@ export function formatExplanation(e: Explanation): string {
       const live = l.used !== undefined ? `: ${l.used} used, ${l.remaining} left${l.wouldReject ? ', WOULD REJECT the next request' : ''}` : '';
       const kind = ALGORITHMS[KIND_CODES[l.algorithm as LimitKind]]!;
       const bucket = l.burst !== undefined ? ` (${l.algorithm}, burst ${l.burst})` : '';
-      const per = kind.slots ? `${kind.per(l)} (${l.algorithm})` : l.calendar ? `per calendar ${l.unit}` : kind.per(l);
+      const per = kind.slots ? `${kind.per(l)} (${l.algorithm})` : `per ${windowText({ unit: l.unit, windowName: l.window })}`;
       lines.push(`  limit ${l.name}: ${l.requestsPerUnit} ${per}${bucket}${l.replacedBy ? ` (replaced by ${l.replacedBy}: does not apply)` : ''}${live}`);
     }
     if (d.firstToReject)

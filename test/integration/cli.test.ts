@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, statSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -86,6 +86,14 @@ describe('tollgate CLI', () => {
     expect(explained.stdout).toContain('charge mode: hits_addend 0 checks');
     expect(explained.stdout).toContain('the last entry (request_id) names a reservation');
     expect(explained.stdout).toContain('limit tokens-per-month: 50000000 per calendar month');
+    // A multiplier is said too (explain said "per minute" of a 5-minute window).
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-multiplier-'));
+    writeFileSync(
+      join(dir, 'm.yaml'),
+      'domain: m\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, unit_multiplier: 5, requests_per_unit: 10, name: five}\n',
+    );
+    expect((await runCli(['check-config', dir])).stdout).toContain('k  10/5 minutes  [fixed_window]');
+    expect((await runCli(['explain', '--config', dir, 'm', 'k=v'])).stdout).toContain('limit five: 10 per 5 minutes');
   });
 
   it('check-config: exits 1 with precise errors', async () => {

@@ -217,8 +217,26 @@ descriptors:
       const body = await jsonOf(res);
       expect(body.descriptors[0].rule.id).toBe('category_reports.token');
       expect(body.descriptors[0].limits).toEqual([
-        { name: 'reports-per-second', requestsPerUnit: 2, unit: 'second', algorithm: 'fixed_window', used: 2, remaining: 0, wouldReject: true },
-        { name: 'reports-per-hour', requestsPerUnit: 200, unit: 'hour', algorithm: 'fixed_window', used: 2, remaining: 198, wouldReject: false },
+        {
+          name: 'reports-per-second',
+          requestsPerUnit: 2,
+          unit: 'second',
+          window: 'second',
+          algorithm: 'fixed_window',
+          used: 2,
+          remaining: 0,
+          wouldReject: true,
+        },
+        {
+          name: 'reports-per-hour',
+          requestsPerUnit: 200,
+          unit: 'hour',
+          window: 'hour',
+          algorithm: 'fixed_window',
+          used: 2,
+          remaining: 198,
+          wouldReject: false,
+        },
       ]);
       expect(JSON.stringify(body)).not.toContain('Bearer live');
     } finally {
