@@ -42,3 +42,8 @@ export function inFlightCall(at: { domain: string; key: string; value: string },
   ];
   return { domain: at.domain, hits: 1, descriptors: [{ entries, ...(giveBack && { refund: true }) }, ...extra] };
 }
+
+/** A take of an in_flight rule on `tenant` in `domain`, by request id: `takeOf('k')('acme', 'r1')`. */
+export function takeOf(domain: string): (tenant: string, id: string) => DecisionInput {
+  return (tenant, id) => inFlightCall({ domain, key: 'tenant', value: tenant }, id);
+}

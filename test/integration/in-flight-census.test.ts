@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { fingerprint } from '../../src/fingerprint.js';
-import { type DecisionInput, Limiter } from '../../src/limiter/limiter.js';
+import { Limiter } from '../../src/limiter/limiter.js';
 import { type RuleCensus, SlotCensusRunner } from '../../src/limiter/slot-census.js';
 import { MAX_CENSUS, MAX_LISTED } from '../../src/store/store.js';
-import { inFlightCall } from '../helpers/checks.js';
+import { takeOf } from '../helpers/checks.js';
 import { metric, scrape } from '../helpers/metrics.js';
 import { capturingLogger, configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { everyStore } from '../helpers/stores.js';
@@ -26,7 +26,7 @@ descriptors:
       enterprise: {limit: 8}
 `;
 const T0 = 1_800_000_000_000;
-const take = (tenant: string, id: string): DecisionInput => inFlightCall({ domain: 'k', key: 'tenant', value: tenant }, id);
+const take = takeOf('k');
 
 describe('the in-flight census, on every store', () => {
   const { stores } = everyStore({ cluster: true });

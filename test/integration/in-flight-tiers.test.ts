@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileSources } from '../../src/config/load.js';
 import { ManualClock } from '../../src/counters/clock.js';
 import { fingerprint } from '../../src/fingerprint.js';
-import { type DecisionInput, Limiter } from '../../src/limiter/limiter.js';
-import { inFlightCall } from '../helpers/checks.js';
+import { Limiter } from '../../src/limiter/limiter.js';
+import { takeOf } from '../helpers/checks.js';
 import { runCli } from '../helpers/process.js';
 import { configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { everyStore } from '../helpers/stores.js';
@@ -24,7 +24,7 @@ descriptors:
       enterprise: {limit: 4}
 `;
 const T0 = 1_800_000_000_000;
-const take = (tenant: string, id: string): DecisionInput => inFlightCall({ domain: 'k', key: 'tenant', value: tenant }, id);
+const take = takeOf('k');
 
 describe('an in_flight rule with tier_limits, on every store', () => {
   const { stores } = everyStore({ cluster: true });
