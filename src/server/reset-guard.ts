@@ -15,7 +15,8 @@ import { RESET_BURST, RESET_RATE } from './port-bounds.js';
  * read it began (a heartbeat every BEAT_MS tells): a stream Envoy sent while this process stalled is as old as
  * the stall, though it is read after. The stall is taken once a turn, at its first stream, and counted from the
  * end of the turn before that read streams: a client's own burst, however long it takes to read, never makes its
- * streams seem old. */
+ * streams seem old. The turns that follow a stall's first with no idle moment between them (its backlog) carry
+ * its stall: only a stall of this process is ever excused, for as long as its backlog is being read. */
 const BEAT_MS = 5;
 /** However short its deadline, a stream reset younger than this is rapid: a client naming a deadline of 1 ms
  * is not excused for resetting at once, nor by a pause of this process shorter than this. A stall that short
@@ -30,10 +31,14 @@ let beat: NodeJS.Timeout | undefined;
 let turnStallMs: number | undefined;
 /** Streams opened since start, on either server: whether any came is how heap-trim.ts tells a quiet process. */
 let opened = 0;
+/** The stall the last turn that read streams took its streams' age from, and when that turn ended. */
+let carriedStallMs = 0;
+let lastTurnEndMs = Number.NEGATIVE_INFINITY;
 const endTurn = (): void => {
   turnStallMs = undefined;
   // The turn's own work is not a stall: the next turn's is counted from here.
   lastBeatMs = performance.now();
+  lastTurnEndMs = lastBeatMs;
 };
 
 /** Starts the heartbeat the ages are read from (once a process; it never keeps the process alive). */
@@ -56,7 +61,12 @@ export function noteOpened(stream: ServerHttp2Stream, headers: IncomingHttpHeade
   const s = stream as Marked;
   const now = performance.now();
   if (turnStallMs === undefined) {
-    turnStallMs = Math.max(0, now - lastBeatMs - BEAT_MS);
+    // A backlog after a stall is read over several turns, the loop never idle between them: the streams of the
+    // turns straight after the first were sent during the same stall, and are as old as it (a 2 s stall's
+    // later turns read their streams as new, and Envoy's late resets as rapid: 1 run of 4 lost its connection).
+    const backlog = now - lastTurnEndMs <= BEAT_MS ? carriedStallMs : 0;
+    turnStallMs = Math.max(backlog, now - lastBeatMs - BEAT_MS, 0);
+    carriedStallMs = turnStallMs;
     setImmediate(endTurn);
   }
   s[OPENED] = now - turnStallMs;

@@ -55,10 +55,12 @@ async function refusedFor(http: number): Promise<string> {
 const node20 = Number(process.versions.node.split('.')[0]) < 22;
 
 describe.each(['http2', 'grpc-js'])('GRPC_SERVER=%s', (server) => {
+  // 2,000 ms: a backlog read over several turns, whose later turns once read Envoy's late resets as rapid (1 run of
+  // 4 on Node 22 with grpc-js; reset-guard.ts now carries the stall through the backlog).
   // 1,000 ms: the margin a busy machine needs, where the 500 ms stall's calls arrive as from a longer one. Node
   // refuses the streams read before it lets go of the stall's closed ones, and ended the connection past 2,000
   // refused in a row (port-bounds.ts MAX_REJECTED_STREAMS): 3 of 3 runs lost it at a 1,100 ms stall.
-  it.skipIf(node20).each([500, 1000])(
+  it.skipIf(node20).each([500, 1000, 2000])(
     'a %i ms stall at 4,000 calls a second: Envoy keeps its connection',
     async (stallMs) => {
       const port = await serve(server);
