@@ -139,7 +139,7 @@ function adminFor(settings: Settings, deps: Omit<AdminDeps, 'adminToken'>): Admi
 /** Renews the slots of rules with max_hold while their Envoy is connected, in the store itself (Redis, or this
  * process's memory): limiter/slot-keeper.ts. */
 function slotKeeper(stack: StoreStack, config: () => CompiledConfig, metrics: Metrics): SlotKeeper | undefined {
-  const leases = stack.redis?.slotLeases ?? stack.local?.slotLeases;
+  const leases = (stack.redis ?? stack.local)?.slotLeases;
   if (!leases) return undefined;
   const keeper = new SlotKeeper(leases, config, metrics.budget.slots.keeper());
   metrics.gauge('tollgate_in_flight_peers', 'Envoys connected here whose slots are renewed (rules with max_hold)', () => keeper.peers);
@@ -148,7 +148,7 @@ function slotKeeper(stack: StoreStack, config: () => CompiledConfig, metrics: Me
 
 /** What is held, counted where it is (limiter/slot-census.ts), in the store itself. */
 function slotCensus(stack: StoreStack, config: () => CompiledConfig, metrics: Metrics, logger: Logger): SlotCensusRunner | undefined {
-  const counts = stack.redis?.slotCensus ?? stack.local?.slotCensus;
+  const counts = (stack.redis ?? stack.local)?.slotCensus;
   if (!counts) return undefined;
   const counted = metrics.budget.slots.censusEvents(() => runner.all());
   // Ended leases are give-backs that never came: one line per rule and census that found some (rule names only).

@@ -1,6 +1,7 @@
 import type { Http2Session } from 'node:http2';
 import type { CompiledConfig } from '../config/compiled.js';
 import type { HeldSlot, Renewal, SlotLeases } from '../store/store.js';
+import { inWaves } from '../store/waves.js';
 
 /** Slots that live as long as their request, and die soon after their Envoy (docs/in-flight.md, "Long streams").
  *
@@ -152,25 +153,17 @@ export class SlotKeeper {
     this.running = true;
     try {
       const lists = [...[...this.noted].map(listOfConn), ...[...this.bases.keys()].map(listOfBase)];
-      for (let i = 0; i < lists.length; i += PASS_WIDTH) {
-        const failed = await Promise.all(
-          lists.slice(i, i + PASS_WIDTH).map((l) =>
-            this.leases.renew(l).then(
-              (r) => {
-                this.events.renewed(r);
-                return false;
-              },
-              (err: unknown) => {
-                this.events.failed('renew', err);
-                return true;
-              },
-            ),
-          ),
+      // A store that fails (frozen, unreachable) is not sent the rest of the pass: its commands would only queue
+      // up behind the first ones, and a lease covers the next pass.
+      const renew = (l: string): Promise<void> =>
+        this.leases.renew(l).then(
+          (r) => this.events.renewed(r),
+          (err: unknown) => {
+            this.events.failed('renew', err);
+            throw err;
+          },
         );
-        // A store that fails (frozen, unreachable) is not sent the rest of the pass: its commands would only
-        // queue up behind the first ones, and a lease covers the next pass.
-        if (failed.includes(true)) break;
-      }
+      await inWaves(lists, PASS_WIDTH, renew).catch(() => undefined);
     } finally {
       this.running = false;
     }

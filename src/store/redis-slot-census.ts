@@ -5,6 +5,7 @@ import { nearestLimit } from './census-top.js';
 import { CENSUS_DROP_SCRIPT, runScript, SLOT_CENSUS_SCRIPT, SLOT_NOTE_SCRIPT } from './redis-script.js';
 import { type Census, type CensusCounter, MAX_CENSUS, MAX_LISTED, type SlotCensus } from './store.js';
 import { withTimeout } from './timeout.js';
+import { inWaves } from './waves.js';
 
 /** Counters a census reads at once: each is a script call on its own counter's master. */
 const CENSUS_WIDTH = 100;
@@ -35,17 +36,13 @@ export class RedisSlotCensus implements SlotCensus {
     const out: Census = { held: 0, expired: 0, counters: Math.min(listed.length, MAX_CENSUS), partial: listed.length > MAX_CENSUS, top: [] };
     const found: CensusCounter[] = [];
     const gone: string[] = [];
-    for (let i = 0; i < out.counters; i += CENSUS_WIDTH) {
-      await Promise.all(
-        listed.slice(i, i + CENSUS_WIDTH).map(async ([key, value]) => {
-          const [held, expired] = await this.countOne(key);
-          out.expired += expired;
-          out.held += held;
-          if (held > 0) found.push({ key, held, limit: Number(value.split(':')[0]) });
-          else gone.push(key, value);
-        }),
-      );
-    }
+    await inWaves(listed.slice(0, out.counters), CENSUS_WIDTH, async ([key, value]) => {
+      const [held, expired] = await this.countOne(key);
+      out.expired += expired;
+      out.held += held;
+      if (held > 0) found.push({ key, held, limit: Number(value.split(':')[0]) });
+      else gone.push(key, value);
+    });
     if (gone.length > 0) await withTimeout(runScript(this.client, CENSUS_DROP_SCRIPT, 1, [list, ...gone]), CENSUS_TIMEOUT_MS);
     out.top = nearestLimit(found, top);
     return out;

@@ -4,6 +4,7 @@ import { peerSlotsKey, slotHolders, storeKey } from '../counters/keys.js';
 import { CENSUS_DROP_SCRIPT, runScript, SLOT_NOTE_SCRIPT, SLOT_RENEW_SCRIPT } from './redis-script.js';
 import { type HeldSlot, MAX_PEER_SLOTS, type Renewal, type SlotLeases } from './store.js';
 import { withTimeout } from './timeout.js';
+import { inWaves } from './waves.js';
 
 /** Holders one renewal script call renews, at most: a few ms of Redis's time, whatever a list holds. */
 const RENEW_CHUNK = 200;
@@ -48,18 +49,13 @@ export class RedisSlotLeases implements SlotLeases {
     for (const group of byKey.values()) for (let i = 0; i < group.length; i += RENEW_CHUNK) parts.push(group.slice(i, i + RENEW_CHUNK));
     const gone: string[] = [];
     let renewed = 0;
-    // RENEW_WIDTH script calls at a time: a list of 10,000 counters is 100 waves, not 10,000 commands at once.
-    for (let w = 0; w < parts.length; w += RENEW_WIDTH) {
-      await Promise.all(
-        parts.slice(w, w + RENEW_WIDTH).map(async (part) => {
-          const kept = await this.renewPart(part[0]!.key, part);
-          for (let j = 0; j < part.length; j++) {
-            if (kept[j] === 1) renewed++;
-            else gone.push(part[j]!.field, `${part[j]!.leaseMs}:${part[j]!.endMs}`);
-          }
-        }),
-      );
-    }
+    await inWaves(parts, RENEW_WIDTH, async (part) => {
+      const kept = await this.renewPart(part[0]!.key, part);
+      for (let j = 0; j < part.length; j++) {
+        if (kept[j] === 1) renewed++;
+        else gone.push(part[j]!.field, `${part[j]!.leaseMs}:${part[j]!.endMs}`);
+      }
+    });
     // Dropped only as read: a slot the same id took again meanwhile (listed anew, with its own end) stays.
     if (gone.length > 0) await withTimeout(runScript(this.client, CENSUS_DROP_SCRIPT, 1, [list, ...gone]), RENEW_TIMEOUT_MS);
     return { renewed, dropped: gone.length / 2 };
