@@ -21,6 +21,9 @@ Commands:
                       change tier assignments of a running service (admin API)
   inspect TOKEN_OR_FINGERPRINT [--reset]
                       a client's tier and current counters per category and window (--reset: zero them)
+  spend top --rule NAME [--top N] [--names FILE]
+                      the tenants nearest their budget on a charge_mode rule, fingerprints mapped to your
+                      own tenant ids on this machine (admin API)
   simulate --traffic FILE [--compare DIR2] [--report FILE.html] | simulate --generate N
                       replay a traffic log through a config offline; compare two configs; make a sample log
   explain DOMAIN key=value … | explain --url http://HOST:8080 DOMAIN key=value …

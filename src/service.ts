@@ -87,7 +87,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const handler = { ...handlerDeps(settings, { limiter, logger, metrics, observer }), peers: keeper && new Peers(keeper) };
   const ready = readiness(health, stack, settings, source);
   const onLocalReset = (keys: readonly string[]): void => stack.cache?.forget(keys);
-  const admin = adminFor(settings, { tiers, config: () => config, store, logger, onLocalReset, inFlight: () => census?.all() ?? [] });
+  const spend = (stack.redis ?? stack.local)?.spendTop;
+  const admin = adminFor(settings, { tiers, config: () => config, store, logger, onLocalReset, inFlight: () => census?.all() ?? [], spend });
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, ...modes });
   const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });

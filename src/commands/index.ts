@@ -11,6 +11,7 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   fingerprint: async () => (await import('./fingerprint.js')).fingerprintCommand,
   tiers: async () => (await import('./admin.js')).tiersCommand,
   inspect: async () => (await import('./admin.js')).inspectCommand,
+  spend: async () => (await import('./spend.js')).spendCommand,
   simulate: async () => (await import('./tuning.js')).simulateCommand,
   explain: async () => (await import('./tuning.js')).explainCommand,
 };

@@ -7,9 +7,11 @@ import { asFingerprint, FINGERPRINT_LENGTH, fingerprint } from '../fingerprint.j
 import { readJsonBody, send } from '../http/http-util.js';
 import type { RuleCensus } from '../limiter/slot-census.js';
 import { httpStatusOf, toStatus } from '../response/error-status.js';
+import type { SpendTop } from '../store/spend-top.js';
 import type { Store } from '../store/store.js';
 import { inFlightView } from './in-flight-view.js';
 import { inspectToken, tokenWindows } from './inspect.js';
+import { spendView } from './spend-view.js';
 import type { TierStore } from './tier-store.js';
 
 export interface AdminDeps {
@@ -23,6 +25,8 @@ export interface AdminDeps {
   onLocalReset: (keys: readonly string[]) => void;
   /** The last census of every in_flight rule (limiter/slot-census.ts), when the store keeps one. */
   inFlight?: () => RuleCensus[];
+  /** The store's spend lists (store/spend-top.ts), when it keeps them. */
+  spend?: SpendTop;
 }
 
 export type AdminHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
@@ -61,6 +65,7 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
   const parts = path.split('/').filter(Boolean); // ['admin', 'tiers', fp] …
   const [, resource, id, sub] = parts;
   const method = req.method ?? 'GET';
+  if (path === '/v1/spend' && method === 'GET') return send(res, ...(await spendView(deps, req.url ?? '')));
   if (resource === 'tiers' && id === undefined && method === 'GET') {
     return send(res, 200, { assignments: await deps.tiers.list() });
   }
@@ -103,6 +108,7 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
     routes: [
       'GET /admin/tiers',
       'GET /admin/in-flight?top=N',
+      'GET /v1/spend?rule=NAME&top=N&offset=K',
       'PUT /admin/tiers/{fingerprint}',
       'DELETE /admin/tiers/{fingerprint}',
       'GET /admin/tokens/{fingerprint}',

@@ -3,6 +3,19 @@ import { asFingerprint, fingerprint } from '../fingerprint.js';
 import type { CounterView } from './inspect.js';
 import type { TierAssignment } from './tier-store.js';
 
+/** One window of GET /v1/spend's answer. */
+export interface SpendWindowView {
+  domain: string;
+  rule: string;
+  window: string;
+  names: string[];
+  limit: number;
+  listed: number;
+  offset: number;
+  counters: { counter: string; share: number }[];
+  next: number | null;
+}
+
 /** The CLI's side of the admin API: same routes, same credential (TOLLGATE_ADMIN_TOKEN). */
 export class AdminClient {
   constructor(
@@ -29,6 +42,15 @@ export class AdminClient {
 
   resetCounters(fp: string): Promise<{ reset: number; existed: number }> {
     return this.call('DELETE', `/admin/tokens/${fp}/counters`);
+  }
+
+  /** GET /v1/spend: the counters nearest their limit of a charge_mode rule's windows (control/spend-view.ts). */
+  spend(q: { rule: string; domain?: string; top?: string; offset?: string }): Promise<{ windows: SpendWindowView[]; more: boolean }> {
+    const params = new URLSearchParams({ rule: q.rule });
+    if (q.domain !== undefined) params.set('domain', q.domain);
+    if (q.top !== undefined) params.set('top', q.top);
+    if (q.offset !== undefined) params.set('offset', q.offset);
+    return this.call('GET', `/v1/spend?${params}`);
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {

@@ -33,6 +33,12 @@ import { cachedFingerprint } from '../fingerprint.js';
  *   demand key    <counter key>:rlqs               an RLQS bucket's demand table (a Redis hash: instance
  *                                                  fingerprint → demand and expiry; quota-share.lua). No
  *                                                  unit is named rlqs, so it never meets a window key
+ *   spend list    <prefix>v<N>:top:[{<tag>}:]<counter id>:<window>:<i>
+ *                                                  a charge_mode rule's counters nearest their own limit in window
+ *                                                  i (a bucket's: no :<i>), a sorted set of counter tags by share,
+ *                                                  written with each charge (lua/spend-top.lua). On a Cluster the
+ *                                                  tag puts it on the master of the counters it lists: one list
+ *                                                  per run of slots a master serves (cluster-routes.ts)
  *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
  *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets
  *   shares        <prefix>rlqs                     the pub/sub channel of RLQS share changes (a demand key)
@@ -165,6 +171,21 @@ export function peerSlotsKey(prefix: string, peer: string): string {
  * own, in the Cluster slot the rule's fingerprint picks. */
 export function censusKey(prefix: string, rule: string): string {
   return `${prefix}${LAYOUT}census:{${rule}}`;
+}
+
+/** Where a charge_mode rule's window lists its counters nearest their limit (store/spend-top.ts), but for the
+ * window's index (`:<i>`, added by whoever knows the time: check-and-incr.lua, the reader). `tag`: the Cluster
+ * hash tag that puts the list on the master of the counters it lists. */
+export function spendTopKey(prefix: string, counterId: string, windowName: string, tag = ''): string {
+  return `${prefix}${LAYOUT}top:${tag === '' ? '' : `{${tag}}:`}${counterId}:${windowName}`;
+}
+
+/** The rule's counter id and the window's name of a window key (`<counter key>:<window>`). */
+export function windowKeyParts(windowKey: string): { counterId: string; windowName: string } {
+  const end = windowKey.lastIndexOf(':');
+  const counter = windowKey.slice(0, end);
+  const counterId = counter.startsWith('{') ? counter.slice(1, -1) : counter.slice(0, counter.indexOf(':{'));
+  return { counterId, windowName: windowKey.slice(end + 1) };
 }
 
 /** The Redis Cluster hash tag of a counter or window key: the text inside its first {…}. */

@@ -28,15 +28,15 @@ export function createHttpServer(deps: HttpDeps): Server {
   return serve(deps.handler, (req, res, path) => route(deps, req, res, path));
 }
 
-/** The admin API (/admin/*) on a listener of its own, bound to loopback by default: the HTTP port can then
+/** The admin API (/admin/*, /v1/spend) on a listener of its own, bound to loopback by default: the HTTP port can then
  * be opened to Prometheus without opening the admin API. Its error answers count under endpoint "/admin". */
 export function createAdminServer(admin: Route, deps: Pick<HandlerDeps, 'logger' | 'metrics'>): Server {
   return serve(deps, async (req, res, path) => {
     res.once('finish', () => {
       if (res.statusCode >= 400) deps.metrics?.httpErrors.inc({ endpoint: '/admin', code: String(res.statusCode) });
     });
-    if (path.startsWith('/admin/') || path === '/admin') return admin(req, res, path);
-    send(res, 404, { error: 'not found', endpoints: ['/admin/tiers', '/admin/tokens'] });
+    if (path.startsWith('/admin/') || path === '/admin' || path === '/v1/spend') return admin(req, res, path);
+    send(res, 404, { error: 'not found', endpoints: ['/admin/tiers', '/admin/tokens', '/admin/in-flight', '/v1/spend'] });
   });
 }
 
@@ -71,7 +71,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
     return;
   }
   if (path === '/metrics' && req.method === 'GET' && deps.handler.metrics) return metrics(deps, res);
-  if (path.startsWith('/admin/') || path === '/admin') {
+  if (path.startsWith('/admin/') || path === '/admin' || path === '/v1/spend') {
     return send(res, 404, { error: 'the admin API is on its own port (--admin-port), when TOLLGATE_ADMIN_TOKEN is set' });
   }
   if (path === '/explain' && deps.explain) {

@@ -16,6 +16,8 @@ export class ClusterRoutes {
   /** A master could not run the Cluster variant (Redis 6): every request goes slot by slot. */
   private off = false;
   private refreshedAt = 0;
+  /** Per slot, the first slot of the run its master serves, as last found (spendTag). */
+  private readonly runStarts = new Map<number, number>();
 
   constructor(
     private readonly cluster: Cluster,
@@ -45,6 +47,35 @@ export class ClusterRoutes {
     return { queues: [...at.keys()].map((n) => NODE + n), groups: [...at.values()] };
   }
 
+  /** The hash tag of the spend list a check's counter is listed in on its master (spend-top.ts): the tag of the
+   * first slot of the run of slots that master serves around the counter's, so a master keeps one list per rule
+   * window and run (one, unless slots were moved), read by spendTags. Undefined while the slot's master is not
+   * known. */
+  spendTag(c: CounterCheck): string | undefined {
+    const slot = calculateSlot(storeKey(this.keyPrefix, c.key));
+    const master = this.cluster.slots[slot]?.[0];
+    if (master === undefined) return undefined;
+    const slots = this.cluster.slots;
+    // The run's start as last found, if the map still says so (it changes in place when the client reads it).
+    let start = this.runStarts.get(slot);
+    if (start === undefined || slots[start]?.[0] !== master || (start > 0 && slots[start - 1]?.[0] === master)) {
+      start = slot;
+      while (start > 0 && slots[start - 1]?.[0] === master) start--;
+      this.runStarts.set(slot, start);
+    }
+    return tagOfSlot(start);
+  }
+
+  /** The tags of every spend list the map of slots places: one per run of slots a master serves. */
+  spendTags(): string[] {
+    const tags: string[] = [];
+    for (let s = 0; s < SLOTS; s++) {
+      const master = this.cluster.slots[s]?.[0];
+      if (master !== undefined && (s === 0 || this.cluster.slots[s - 1]?.[0] !== master)) tags.push(tagOfSlot(s));
+    }
+    return tags;
+  }
+
   /** The connection to the master a NODE queue names; undefined if the client has none (it left the map). */
   connection(queue: string): Redis | undefined {
     const key = queue.slice(NODE.length);
@@ -66,4 +97,20 @@ export class ClusterRoutes {
     this.refreshedAt = now;
     this.cluster.refreshSlotsCache();
   }
+}
+
+const SLOTS = 16384;
+const slotTags = new Map<number, string>();
+
+/** A short hash tag whose slot is `slot`: the first base-36 number that hashes there (a few thousand tries,
+ * once per slot this process needs). */
+function tagOfSlot(slot: number): string {
+  let tag = slotTags.get(slot);
+  if (tag !== undefined) return tag;
+  for (let n = 0; ; n++) {
+    tag = n.toString(36);
+    if (calculateSlot(tag) === slot) break;
+  }
+  slotTags.set(slot, tag);
+  return tag;
 }

@@ -9,6 +9,8 @@ import { MemoryReservations } from './memory-reservations.js';
 import { MemorySlotCensus } from './memory-slot-census.js';
 import { MemorySlotLeases } from './memory-slot-leases.js';
 import { MemorySlots } from './memory-slots.js';
+import { MemorySpendTop } from './memory-spend-top.js';
+import { spendListed } from './spend-top.js';
 import type { Store, StoreHealth } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -63,6 +65,7 @@ export class MemoryStore implements Store {
   readonly slots: MemorySlots;
   readonly slotLeases: MemorySlotLeases;
   readonly slotCensus: MemorySlotCensus;
+  readonly spendTop: MemorySpendTop;
   evictions = 0;
 
   constructor(private readonly opts: MemoryStoreOptions = {}) {
@@ -79,6 +82,7 @@ export class MemoryStore implements Store {
     );
     this.slotLeases = new MemorySlotLeases(this.slots, this.clock);
     this.slotCensus = new MemorySlotCensus(this.slots, this.clock);
+    this.spendTop = new MemorySpendTop(this.clock);
   }
 
   get size(): number {
@@ -154,7 +158,10 @@ export class MemoryStore implements Store {
       if (ALGORITHMS[c.kind]!.slots) {
         if (n > 0) this.slots.take(c, n, nowMs);
         else if (n < 0) this.slots.give(c, -n);
-      } else if (n !== 0) this.add(c, curr[i]!, nowMs, n);
+      } else if (n !== 0) {
+        this.add(c, curr[i]!, nowMs, n);
+        if (spendListed(c)) this.spendTop.note(c, this.usedNow(c, nowMs), nowMs);
+      }
       const o = d.reservations[c.group];
       // Once per group: its first window carries the record.
       if (o && checks.findIndex((x) => x.group === c.group) === i) this.reservations.record(c, o, nowMs);
@@ -211,6 +218,15 @@ export class MemoryStore implements Store {
 
   private seconds(ms: number): number {
     return (ms - this.baseMs) / 1000;
+  }
+
+  /** What the check's counter holds now, as its kind weighs it (after a charge: what the spend list orders by). */
+  private usedNow(c: CounterCheck, nowMs: number): number {
+    const curr = [0];
+    const prev = [0];
+    const a = ALGORITHMS[c.kind]!;
+    a.series!.read(this.series.get(c.key), c, nowMs, this.baseMs, 0, curr, prev);
+    return a.used(c, curr[0]!, prev[0]!, nowMs);
   }
 
   /** Counts `hits` (a settlement's or a refund's may be negative: a value stays at 0 or more) as the check's

@@ -2,6 +2,7 @@ import { hashTag, reservationTable, slotHolders, storeKey } from '../counters/ke
 import { type StoreKeyError, StoreMovingError } from '../errors.js';
 import { type CheckResult, type CounterCheck, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
+import { spendListed } from './spend-top.js';
 import type { BatchSpan, BatchTracer, TraceLink } from './store.js';
 
 /** The wire format of a batch for check-and-incr.lua (its header is the contract): the script's KEYS and ARGV
@@ -36,9 +37,13 @@ function reservationsOf(checks: readonly CounterCheck[]): CounterCheck[] {
   return out;
 }
 
+/** Where a charged window's counter is listed (its spend list's key: spend-top.ts), or undefined where this call
+ * cannot write it (a Cluster's call through redirects, whose keys must share one slot). */
+export type SpendKeyOf = (c: CounterCheck) => string | undefined;
+
 /** KEYS (every window's store key, in order) and ARGV (the clock, the shapes, then per request its mode, its
  * window count and per window its shape and, unless plain, its group) of one script call. */
-export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs: number): { keys: string[]; args: (string | number)[] } {
+export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs: number, spendKey?: SpendKeyOf): { keys: string[]; args: (string | number)[] } {
   const keys: string[] = [];
   const shapes: CounterCheck[] = [];
   const tail: (string | number)[] = [];
@@ -60,6 +65,7 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
       tail.push(c.group, r.id, r.ttlMs, r.settles ? 1 : 0);
     }
     pushSlots(p.checks, tail, keys, keyPrefix);
+    pushSpend(p.checks, tail, keys, spendKey);
   }
   const args: (string | number)[] = [nowMs, shapes.length];
   for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.kind, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar, c.op);
@@ -76,6 +82,21 @@ function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[], k
     if (!ALGORITHMS[c.kind]!.slots) return;
     tail.push(i + 1, c.slots?.id ?? '');
     keys.push(storeKey(keyPrefix, slotHolders(c.key)));
+    (tail[at] as number)++;
+  });
+}
+
+/** The spend lists of a request (check-and-incr.lua's `t`): their count, then each one's window's place in the
+ * request (1-based) and its counter's tag; each list's key after the holders' hashes. */
+function pushSpend(checks: readonly CounterCheck[], tail: (string | number)[], keys: string[], spendKey: SpendKeyOf | undefined): void {
+  const at = tail.length;
+  tail.push(0);
+  if (!spendKey) return;
+  checks.forEach((c, i) => {
+    const list = spendListed(c) ? spendKey(c) : undefined;
+    if (list === undefined) return;
+    tail.push(i + 1, hashTag(c.key));
+    keys.push(list);
     (tail[at] as number)++;
   });
 }

@@ -15,6 +15,7 @@ import { KeyRefusals } from './redis-refusals.js';
 import { CHECK_SCRIPT, CLUSTER_CHECK_SCRIPT, evalCheckScript, evalOnePlain, evalOnNode, noScriptFlags, notLocal, ONE_PLAIN_SCRIPT } from './redis-script.js';
 import { RedisSlotCensus } from './redis-slot-census.js';
 import { RedisSlotLeases } from './redis-slot-leases.js';
+import { RedisSpendTop } from './redis-spend-top.js';
 import type { BatchTracer, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 import { whileMoving } from './while-moving.js';
@@ -66,6 +67,7 @@ export class RedisStore implements Store {
   private readonly routes: ClusterRoutes | undefined;
   readonly slotLeases: RedisSlotLeases;
   readonly slotCensus: RedisSlotCensus;
+  readonly spendTop: RedisSpendTop;
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.refusals = new KeyRefusals(opts.logger);
@@ -73,6 +75,7 @@ export class RedisStore implements Store {
     this.routes = this.client instanceof Cluster ? new ClusterRoutes(this.client, opts.keyPrefix) : undefined;
     this.slotLeases = new RedisSlotLeases(this.client, opts.keyPrefix, opts.clock);
     this.slotCensus = new RedisSlotCensus(this.client, opts.keyPrefix, opts.clock);
+    this.spendTop = new RedisSpendTop(this.client, opts.keyPrefix, this.routes, opts.clock);
     // A Cluster master's share of a busy turn gathers for a few turns while small (batch-queues.ts, GATHER_BELOW).
     const gathers = this.routes ? (to: string): boolean => to.startsWith(NODE) : undefined;
     this.queues = new BatchQueues((batch, to, heldMs) => this.send(batch, to, heldMs), opts.batch, undefined, gathers);
@@ -180,7 +183,7 @@ export class RedisStore implements Store {
       return undefined;
     }
     const nowMs = batch[0]!.atMs ?? this.opts.clock?.now() ?? 0; // a request with its own time goes alone
-    const full = () => encodeBatch(batch, this.opts.keyPrefix, nowMs);
+    const full = () => encodeBatch(batch, this.opts.keyPrefix, nowMs, this.spendTop.keyOf(to));
     // A quiet replica's usual call, one plain request, runs the lean script on one Redis (not a Cluster's).
     const lean = !node && batch.length === 1 && !(this.client instanceof Cluster) && isOnePlain(batch[0]!);
     const { keys, args } = lean ? encodeOnePlain(batch[0]!, this.opts.keyPrefix, nowMs) : full();

@@ -1,4 +1,5 @@
 import type { CheckResult, CounterCheck, CounterWindow } from '../limits/check.js';
+import type { SpendTop } from './spend-top.js';
 
 export interface StoreHealth {
   degraded: boolean;
@@ -97,6 +98,8 @@ export interface Store {
   readonly slotLeases?: SlotLeases;
   /** The census of in_flight rules (limiter/slot-census.ts). */
   readonly slotCensus?: SlotCensus;
+  /** The counters of charge_mode rules nearest their limit, kept with each charge (spend-top.ts). */
+  readonly spendTop?: SpendTop;
   readonly kind: string;
   /** `trace`: the sampled decision this call serves, passed on to the store's BatchTracer (tracing/). */
   check(checks: readonly CounterCheck[], trace?: TraceLink): Maybe<CheckResult>;

@@ -83,6 +83,9 @@ export interface LimitAlgorithm {
   storeKey(counterKey: string, windowName: string): string;
   /** What a decision weighs: a count, a sliding estimate, a bucket's debt (in ticks), the slots held. */
   used(c: CounterCheck, curr: number, prev: number, nowMs: number): number;
+  /** The share of what it holds that `used` fills (1: full; more past it): what a charge_mode rule's spend list
+   * orders its counters by (store/spend-top.ts); lua/spend-top.lua divides by the shape's cap the same way. */
+  share(c: CounterCheck, used: number): number;
   /** Whether n more take it past what it holds. */
   exceeds(c: CounterCheck, used: number, n: number): boolean;
   /** What a refund can give back, in requests: what the current value holds (never below empty). */

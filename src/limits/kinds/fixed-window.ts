@@ -41,6 +41,7 @@ export const windowTraits = {
   burstOf: () => 0,
   exact: () => true,
   capacity: (l: LimitShape) => l.requestsPerUnit,
+  share: (c: CounterCheck, used: number) => used / c.limit,
   per: (l: { unit: string }) => `per ${l.unit}`,
   shown: () => ({}),
   spanStartMs: windowStart,

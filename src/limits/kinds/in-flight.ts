@@ -35,6 +35,7 @@ export const inFlight = {
   storeKey: (counterKey) => slotsKey(counterKey),
   used: (_c, held) => held,
   exceeds: (c, held, n) => held + n > c.limit,
+  share: (c, held) => held / c.limit,
   refundable: (_c, held) => held,
   holdsSince: () => true,
   remaining: (c, held, _prev, counted) => Math.max(0, c.limit - held - counted),

@@ -33,6 +33,7 @@ export const tokenBucket = {
   storeKey: bucketKey,
   used: (_c, curr) => curr,
   exceeds: (c, used, n) => used + n * c.windowMs > c.burst * c.windowMs,
+  share: (c, used) => used / (c.burst * c.windowMs),
   refundable: (c, curr) => Math.ceil(curr / c.windowMs),
   // A bucket has no windows: a settlement gives back whenever it comes (never fuller than its burst).
   holdsSince: () => true,

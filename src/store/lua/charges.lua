@@ -2,7 +2,8 @@
   Part of check-and-incr.lua, included where it says --#include charges.lua (src/store/redis-store.ts
   assembles the script): a request with a charge window (charge_mode), decided as src/limits/charge-rules.ts
   decideCharges. It uses the script's locals: call, max, now, cur, values, shape_of, group_of, slots_of, the
-  kinds' read and add, answer_windows, bounds, out, o, group_over and quota_group.
+  kinds' read and add, answer_windows, bounds, out, o, group_over and quota_group; a request's spend lists
+  come as `spend` (check-and-incr.lua's r_spend).
 ]]
 
 -- A reservation's records: what src/store/memory-reservations.ts keeps, with the same bounds per counter. The
@@ -90,6 +91,9 @@ end
 
 -- In-flight slots: slot_window, slot_write.
 --#include slots.lua
+
+-- Spend lists: note_spend.
+--#include spend-top.lua
 
 -- Window j of a request with a charge: its kind (normal, charge, or its reservation's), its count before (a
 -- bucket: its debt), the previous window's, what it asks and whether that takes it past what it holds.
@@ -181,7 +185,7 @@ end
 
 -- A charge or settlement is counted whatever the answer; anything else as decide counts it (admitted, with
 -- room); the admission rule is decide's.
-local function decide_charges(count_it, n, k0, rsv)
+local function decide_charges(count_it, n, k0, rsv, spend)
   rsv.count_it, rsv.pending = count_it, {}
   local expired = 0
   for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it) end
@@ -222,5 +226,10 @@ local function decide_charges(count_it, n, k0, rsv)
     end
   end
   record_reservations(rsv, admitted, count_it)
+  if count_it then
+    for _, t in ipairs(spend) do
+      if counted[t.i] ~= 0 then note_spend(k0 + t.i, t.list, t.member) end
+    end
+  end
   answer_charges(admitted, n, k0, curr, prev, over, counted, rsv, expired)
 end

@@ -47,6 +47,12 @@
                   then per one its window's place in the request (1-based) and its id's fingerprint ('' none);
                   their holders' hashes (<set>:h, src/counters/keys.ts slotHolders) follow the reservation keys in
                   KEYS, one each, in the same order
+           t      (not plain) number of spend lists (src/store/spend-top.ts: windows of a charge_mode rule,
+                  not shadow, not slots), then per one its window's place in the request (1-based) and the
+                  counter's tag (what the list names it by); each list's key (src/counters/keys.ts
+                  spendTopKey, without the window's index, which the script adds) follows the holders' hashes
+                  in KEYS, one each, in the same order. A counter is listed after a charge that counted
+                  something (spend-top.lua)
 
   Returns  { now_ms, then per request: admitted (0|1), then per window its count before this request (a
            bucket: its debt now), written -(count + 1) when the window has no room, and for a sliding window
@@ -140,8 +146,11 @@ end
 -- windows, r_count[r] says whether to count it, r_plain[r] whether every window is plain, r_short[r]
 -- whether it came without groups.
 local names, cur, old, shape_of, group_of, slots_of = {}, {}, {}, {}, {}, {}
-local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv = {}, {}, {}, {}, {}, {}, {}
+local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv, r_spend = {}, {}, {}, {}, {}, {}, {}, {}
 local m, reqs = 0, 0
+
+-- A request's reservations, in-flight checks and spend lists: read_tail.
+--#include request-tail.lua
 do
   local k, a, last = 0, 3 + s * 10, last_arg
   while a <= last do
@@ -179,34 +188,9 @@ do
     r_charge[reqs] = has_charge
     k = k + n
     a = a + 2 + n * stride
-    -- The reservations of a request that is not plain: in order, and by group, with their two keys. (A plain
-    -- one has none, and no tables made for it.)
-    if not short then
-      local rsv = { list = {}, by_group = {} }
-      r_rsv[reqs] = rsv
-      local r = tonumber(ARGV[a])
-      for x = 1, r do
-        local b = a + (x - 1) * 4
-        local one = {
-          group = ARGV[b + 1], id = ARGV[b + 2], ttl = tonumber(ARGV[b + 3]), settles = ARGV[b + 4] == '1',
-          hash = K[k_at + k + 1], exp = K[k_at + k + 2], done = K[k_at + k + 3],
-        }
-        rsv.list[x] = one
-        rsv.by_group[one.group] = one
-        k = k + 3
-      end
-      a = a + 1 + r * 4
-      local f = tonumber(ARGV[a])
-      for x = 1, f do
-        local j = r_k[reqs] + tonumber(ARGV[a + (x - 1) * 2 + 1])
-        local id = ARGV[a + (x - 1) * 2 + 2]
-        if id == '' then id = nil end
-        slots_of[j] = { id = id, set = K[k_at + j], hash = K[k_at + k + x] }
-      end
-      k = k + f
-      if f > 0 then r_charge[reqs] = true end
-      a = a + 1 + f * 2
-    end
+    -- What a request that is not plain carries after its windows (request-tail.lua). (A plain one has none, and
+    -- no tables made for it.)
+    if not short then a, k = read_tail(a, k, reqs) end
   end
 end
 local values = {}
@@ -327,7 +311,7 @@ for r = 1, reqs do
     ok, err = false, { err = 'ERR a short request must hold only plain windows' }
   elseif r_charge[r] then
     decide_charges = decide_charges or charge_rules()
-    ok, err = pcall(decide_charges, r_count[r], r_n[r], r_k[r], r_rsv[r])
+    ok, err = pcall(decide_charges, r_count[r], r_n[r], r_k[r], r_rsv[r], r_spend[r])
   else
     ok, err = pcall(decide, r_count[r], r_n[r], r_k[r])
   end
