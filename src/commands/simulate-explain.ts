@@ -8,7 +8,7 @@ import type { CompiledConfig } from '../config/compiled.js';
 import { loadConfigDir } from '../config/load.js';
 import { MAX_UINT32, parseUnit, UNIT_NAMES } from '../config/units.js';
 import type { TierAssignment } from '../control/tier-store.js';
-import { loadEnvoyConfig } from '../envoy/routes.js';
+import { loadEnvoyCallSetup } from '../envoy/routes.js';
 import { CliError, systemCause } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import { type Explanation, explain } from '../limiter/explain.js';
@@ -19,9 +19,10 @@ import { bucketExplanation, formatBucket } from '../tuning/bucket-report.js';
 import { findDecisions, formatDecision } from '../tuning/decision-lines.js';
 import { generateDefaults, generateTraffic } from '../tuning/generate.js';
 import { htmlReport, type ReportRun } from '../tuning/html-report.js';
+import { replay } from '../tuning/replay.js';
 import { compare, formatComparison, formatExplanation, formatSimulation } from '../tuning/report.js';
-import { inFlightRules, Simulation } from '../tuning/simulate.js';
-import { BadLines, readTraffic, TRAFFIC_FORMATS, TrafficError } from '../tuning/traffic.js';
+import { Simulation } from '../tuning/simulate.js';
+import { TRAFFIC_FORMATS } from '../tuning/traffic.js';
 import { explainViaService, xdsHint } from './explain-remote.js';
 
 export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config DIR] [--envoy FILE] [--compare DIR2] [--tiers FILE] [--top N]
@@ -29,9 +30,14 @@ export const SIMULATE_HELP = `Usage: tollgate simulate --traffic FILE [--config 
        tollgate simulate --generate N [--out FILE] [--seed S] [--rate R]
 
 Replays a traffic log through Tollgate's own matching and limiter code on a virtual clock, and reports per
-rule: requests, admitted, rejected, peak per-second use, and the most limited tokens (by fingerprint).
+rule: requests, admitted, rejected, peak per-second use, and the most limited tokens (by fingerprint); with
+costs, the tokens charged per client; with in_flight rules, the slots taken, refused and held at most.
+Each request makes Envoy's calls: the request phase at its time, the stream-done call (apply_on_stream_done)
+at its time + its duration.
   --traffic FILE   JSON lines or CSV with a header: timestamp (ISO or Unix s/ms), method, path, and
-                   authorization or fingerprint; Envoy JSON access-log names (start_time, method, path) too
+                   authorization or fingerprint; Envoy JSON access-log names (start_time, method, path) too;
+                   optional: cost (or tokens, hits, hits_addend), duration_ms (or duration, latency_ms; needed
+                   by in_flight rules), x-… request headers (x-tenant-id, x-request-id) or a headers object
   --format F       auto (default: .jsonl/.ndjson/.json or .csv by extension, else by the first line), jsonl, csv
   --skip-bad-lines replay the lines that are requests and warn about the rest (default: a line that is not
                    a request fails the run, naming every bad line by number)
@@ -41,7 +47,7 @@ rule: requests, admitted, rejected, peak per-second use, and the most limited to
   --envoy FILE     routes → descriptors, as Envoy builds them (default envoy/envoy.yaml, else the bundled one)
   --compare DIR2   replay the same traffic under a second config and show the difference rule by rule
   --tiers FILE     tier assignments, as 'tollgate tiers list --json' prints them
-  --top N          how many of the most limited tokens to list (default 10)
+  --top N          how many of the most limited tokens, and of the clients charged most, to list (default 10)
   --json           print the report as JSON
   --generate N     write N lines of realistic property-API traffic (stdout, or --out FILE)
   --seed S         the generator's seed: the same seed writes the same log (default ${generateDefaults.seed})
@@ -131,21 +137,16 @@ export async function simulateCommand(args: string[]): Promise<number> {
   const format = values.format as (typeof TRAFFIC_FORMATS)[number];
   if (!TRAFFIC_FORMATS.includes(format)) throw new CliError(`--format must be ${TRAFFIC_FORMATS.join(', ')} (got "${values.format}")`, 2);
   const traffic = readableFile(values.traffic, 'the traffic log');
-  const envoy = loadEnvoyConfig(readableFile(values.envoy ?? defaultEnvoyFile(), 'the Envoy config (--envoy)'));
+  const envoy = loadEnvoyCallSetup(readableFile(values.envoy ?? defaultEnvoyFile(), 'the Envoy config (--envoy)'));
   const assignments = readAssignments(values.tiers);
   const dirs = [values.config, ...(values.compare ? [values.compare] : [])];
   const configs = dirs.map((dir) => loadConfigDir(dir));
-  configs.forEach((config, i) => {
-    const rules = inFlightRules(config);
-    // A slot is held as long as its request runs, which a traffic log does not say: replayed, it is held a lease.
-    if (rules !== '') throw new CliError(`${dirs[i]}: simulate cannot replay in_flight rules (${rules}): a traffic log gives no durations`, 2);
-  });
   const sims = configs.map((config) => new Simulation(config, envoy, assignments));
   await replay(traffic, sims, { format, skipBadLines: values['skip-bad-lines'] });
   const top = Number(values.top);
   const [a, b] = sims.map((s) => s.report(top));
   if (values.report) {
-    const runs: ReportRun[] = sims.map((sim, i) => ({ name: dirs[i]!, report: [a!, b!][i]!, series: sim.series() }));
+    const runs: ReportRun[] = sims.map((sim, i) => ({ name: dirs[i]!, report: [a!, b!][i]!, series: sim.series(), held: sim.heldSeries() }));
     writeReport(values.report, htmlReport(values.traffic, runs));
   }
   if (b) {
@@ -155,21 +156,6 @@ export async function simulateCommand(args: string[]): Promise<number> {
     process.stdout.write(values.json ? `${JSON.stringify(a, null, 2)}\n` : formatSimulation(a!));
   }
   return 0;
-}
-
-/** Feeds every request of the log to each simulation. Lines that are not requests are collected; unless
- * skipped on purpose they fail the run, since a report missing part of the log would mislead. */
-async function replay(file: string, sims: Simulation[], opts: { format: (typeof TRAFFIC_FORMATS)[number]; skipBadLines: boolean }): Promise<void> {
-  const total = statSync(file).size;
-  const onProgress = process.stderr.isTTY ? (bytes: number) => process.stderr.write(`\rreplaying ${file}: ${Math.round((100 * bytes) / total)}%`) : undefined;
-  const bad = new BadLines();
-  for await (const line of readTraffic(file, { format: opts.format, onProgress, onBadLine: (n, reason) => bad.add(n, reason) })) {
-    for (const sim of sims) await sim.feed(line);
-  }
-  if (onProgress) process.stderr.write('\r\x1b[K');
-  if (bad.count === 0) return;
-  if (!opts.skipBadLines) throw new TrafficError(`${bad.summary(file)} (nothing reported; --skip-bad-lines replays the other lines)`);
-  process.stderr.write(`tollgate: warning: ${bad.summary(file)} (skipped)\n`);
 }
 
 function writeReport(file: string, html: string): void {

@@ -69,6 +69,8 @@ export interface DescriptorExplanation {
     /** charge_mode, and the entry key that names a reservation (the request's id entry is no part of the counter). */
     charge?: boolean;
     reservationKey?: string;
+    /** The entry key that names the reservation at the stream's end (a settlement, never a reservation). */
+    settlementKey?: string;
     /** in_flight: the entry key that names the request, and how long a slot nobody gives back is held. */
     requestKey?: string;
     leaseMs?: number;
@@ -77,6 +79,8 @@ export interface DescriptorExplanation {
   } | null;
   /** The request names a reservation on this descriptor's counter (by its id entry, shown by fingerprint). */
   reservation?: boolean;
+  /** That entry is the settlement_key: the stream's end settling it. */
+  settlement?: boolean;
   /** Why nothing limits this descriptor, when nothing does. */
   reason?: string;
   tier: string | null;
@@ -194,6 +198,7 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
         unlimited: r.unlimited,
         ...(plan.charge && { charge: true }),
         ...(r.reservationKey !== undefined && { reservationKey: r.reservationKey }),
+        ...(r.settlementKey !== undefined && { settlementKey: r.settlementKey }),
         ...(r.inFlight && {
           leaseMs: r.inFlight.leaseMs,
           ...(r.inFlight.maxHoldMs !== undefined && { maxHoldMs: r.inFlight.maxHoldMs }),
@@ -204,6 +209,7 @@ function describe(domain: CompiledDomain, entries: EntryLike[], plan: Descriptor
   const check = toChecks([plan])[0];
   if (check) out.op = check.op;
   if (plan.reservation) out.reservation = true;
+  if (plan.reservation?.settles) out.settlement = true;
   out.limits = trace.configured[i]!.map((l) => {
     const by = trace.replacedBy.get(l.name);
     return {

@@ -1,4 +1,5 @@
-import type { RuleSeries, SimulationReport, TokenStats } from './simulate.js';
+import type { RuleSeries, SimulationReport, SpendStats, TokenStats } from './simulate.js';
+import type { HeldSeries } from './slot-ledger.js';
 
 /** simulate --report: one self-contained HTML file (inline CSS and SVG, no script, nothing fetched) with,
  * per rule, requests and admitted requests per second over the log's time, and the most limited clients
@@ -9,6 +10,8 @@ export interface ReportRun {
   name: string;
   report: SimulationReport;
   series: RuleSeries[];
+  /** Slots held over time, per in_flight rule. */
+  held?: HeldSeries[];
 }
 
 /** Charts drawn at most: a config of thousands of rules would otherwise make a page nobody can read. */
@@ -34,6 +37,7 @@ ${legend(compare)}
 ${charts.join('\n')}${more}
 <h2>Most limited clients</h2>
 <div class="tops">${runs.map((r, i) => topTable(r.report.topLimited, runs.length > 1 ? `${i === 0 ? 'A' : 'B'}: ${r.name}` : r.name)).join('')}</div>
+${spendSections(runs)}
 <p class="note">Clients are named by fingerprint (tollgate fingerprint TOKEN); no token appears in this report.</p>
 </body></html>
 `;
@@ -93,17 +97,48 @@ function ruleSection(key: string, runs: readonly ReportRun[]): string {
 
 interface Line {
   values: number[];
-  s: RuleSeries;
+  s: { originSecond: number; bucketSeconds: number };
   color: string;
   cls: string;
   dash?: boolean;
+  /** A level (slots held), drawn as is; else a count per bucket, drawn per second. */
+  level?: boolean;
+}
+
+/** Per in_flight rule, the slots held over time (the most in each bucket), both configs on the same axes; then
+ * the clients charged most. Nothing when the replay had neither. */
+function spendSections(runs: readonly ReportRun[]): string {
+  const out: string[] = [];
+  const keys = [...new Set(runs.flatMap((r) => (r.held ?? []).map((h) => `${h.domain}/${h.rule}`)))].sort().slice(0, MAX_CHARTS);
+  for (const key of keys) {
+    const found = runs.map((r) => r.held?.find((h) => `${h.domain}/${h.rule}` === key));
+    const lines: Line[] = [];
+    found.forEach((h, i) => {
+      if (h) lines.push({ values: h.peak, s: h, color: i === 0 ? COLORS.a : COLORS.b, cls: `held-${i === 0 ? 'a' : 'b'}`, dash: i === 1, level: true });
+    });
+    out.push(`<h2>${esc(key)}: in-flight slots held</h2>\n${chart(lines)}`);
+  }
+  if (runs.some((r) => r.report.topSpend.length > 0)) {
+    const tables = runs.map((r, i) => spendTable(r.report.topSpend, runs.length > 1 ? `${i === 0 ? 'A' : 'B'}: ${r.name}` : r.name));
+    out.push(`<h2>Most charged clients</h2>\n<div class="tops">${tables.join('')}</div>`);
+  }
+  return out.join('\n');
+}
+
+function spendTable(tops: readonly SpendStats[], title: string): string {
+  if (tops.length === 0) return `<div><h3>${esc(title)}</h3><p class="note">nothing charged</p></div>`;
+  const rows = tops.map(
+    (t) => `<tr><td><code>${esc(t.fingerprint)}</code></td><td>${n(t.requests)}</td><td>${n(t.rejected)}</td><td>${n(t.charged)}</td></tr>`,
+  );
+  const head = '<tr><th>fingerprint</th><th>requests</th><th>rejected</th><th>charged</th></tr>';
+  return `<div><h3>${esc(title)}</h3><table class="spend">${head}${rows.join('')}</table></div>`;
 }
 
 /** One chart: per-second rates of each line over time, with labelled axes. */
 function chart(lines: readonly Line[]): string {
   const t0 = Math.min(...lines.map((l) => l.s.originSecond));
   const t1 = Math.max(...lines.map((l) => l.s.originSecond + Math.max(1, l.values.length) * l.s.bucketSeconds), t0 + 1);
-  const rate = (l: Line, i: number): number => l.values[i]! / l.s.bucketSeconds;
+  const rate = (l: Line, i: number): number => (l.level ? l.values[i]! : l.values[i]! / l.s.bucketSeconds);
   const yMax = niceMax(Math.max(1, ...lines.flatMap((l) => l.values.map((_, i) => rate(l, i)))));
   const x = (t: number): number => M.left + ((t - t0) / (t1 - t0)) * (W - M.left - M.right);
   const y = (v: number): number => H - M.bottom - (v / yMax) * (H - M.top - M.bottom);
@@ -116,7 +151,8 @@ function chart(lines: readonly Line[]): string {
     return `<path class="series ${l.cls}" d="${d.join('')}" fill="none" stroke="${l.color}" stroke-width="1.6"${l.dash ? ' stroke-dasharray="5 3"' : ''}/>`;
   });
   const bucket = Math.max(...lines.map((l) => l.s.bucketSeconds));
-  const yTitle = bucket > 1 ? `requests per second (average over ${bucket} s)` : 'requests per second';
+  const perSecond = bucket > 1 ? `requests per second (average over ${bucket} s)` : 'requests per second';
+  const yTitle = lines.some((l) => l.level) ? `slots held (the most in each ${bucket} s)` : perSecond;
   return `<svg role="img" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg">
 ${axes(t0, t1, yMax, x, y)}
 <text class="axis-title" x="${M.left}" y="${M.top - 4}">${yTitle}</text>

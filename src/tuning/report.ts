@@ -27,7 +27,33 @@ export function formatSimulation(r: SimulationReport): string {
       table([['fingerprint', 'requests', 'rejected'], ...r.topLimited.map((t) => [t.fingerprint, n(t.requests), n(t.rejected)])]),
     );
   }
-  return `${lines.join('\n')}\n`;
+  return `${[...lines, ...spendLines(r)].join('\n')}\n`;
+}
+
+/** Costs and in-flight slots, when the replay had any: the clients charged most, and per in_flight rule its
+ * slots taken, refused, given back and held at most at once. */
+function spendLines(r: SimulationReport): string[] {
+  const lines: string[] = [];
+  if (r.charged > 0) lines.push('', `${n(r.charged)} charged (tokens, hits); ${n(r.streamEnds)} stream-done calls`);
+  else if (r.streamEnds > 0) lines.push('', `${n(r.streamEnds)} stream-done calls`);
+  if (r.topSpend.length > 0) {
+    lines.push(
+      '',
+      'most charged clients',
+      table([['fingerprint', 'requests', 'rejected', 'charged'], ...r.topSpend.map((t) => [t.fingerprint, n(t.requests), n(t.rejected), n(t.charged)])]),
+    );
+  }
+  if (r.inFlight.length > 0) {
+    lines.push(
+      '',
+      'in-flight slots',
+      table([
+        ['rule', 'limit', 'taken', 'refused', 'given back', 'peak held'],
+        ...r.inFlight.map((x) => [`${x.domain}/${x.rule}`, n(x.limit), n(x.taken), n(x.refused), n(x.returned), n(x.peakHeld)]),
+      ]),
+    );
+  }
+  return lines;
 }
 
 export interface Comparison {
@@ -164,9 +190,11 @@ export function formatExplanation(e: Explanation): string {
     if (d.rule?.charge) lines.push('  charge mode: hits_addend 0 checks; any other hits are a charge, counted in full past the limit too');
     if (d.rule?.reservationKey !== undefined) {
       lines.push(
-        d.reservation
-          ? `  the last entry (${d.rule.reservationKey}) names a reservation: reserved if it fits the first time, settled to its hits the next`
-          : `  takes reservations by a last entry ${d.rule.reservationKey} (this request names none: a plain charge)`,
+        d.settlement
+          ? `  the last entry (${d.rule.settlementKey}) settles a reservation (the stream's end): to its hits; with none to settle, charged in full once`
+          : d.reservation
+            ? `  the last entry (${d.rule.reservationKey}) names a reservation: reserved if it fits the first time, settled to its hits the next`
+            : `  takes reservations by a last entry ${d.rule.reservationKey} (this request names none: a plain charge)`,
       );
     }
     if (d.override) lines.push("  Envoy's per-descriptor limit replaces the config's");

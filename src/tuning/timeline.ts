@@ -48,3 +48,43 @@ export class Timeline {
     this.width *= 2;
   }
 }
+
+/** A level over a log's time (slots held), in the same bounded buckets as Timeline: each bucket holds the
+ * highest level reached in it, and a bucket no event touched holds the level carried into it. */
+export interface LevelSeries {
+  originSecond: number;
+  bucketSeconds: number;
+  /** The highest level in each bucket. */
+  peak: number[];
+}
+
+export class LevelTimeline {
+  private width = 1;
+  private readonly peak: number[] = [];
+  private level = 0;
+
+  constructor(private readonly originSecond: number) {}
+
+  /** The level from `second` on. Seconds only move forward (the replay's clock never steps back). */
+  set(second: number, level: number): void {
+    let i = Math.floor((second - this.originSecond) / this.width);
+    while (i >= MAX_BUCKETS) {
+      this.coarsen();
+      i = Math.floor((second - this.originSecond) / this.width);
+    }
+    // The level held since the last event fills the buckets up to this one.
+    while (this.peak.length <= i) this.peak.push(this.level);
+    this.peak[i] = Math.max(this.peak[i]!, level);
+    this.level = level;
+  }
+
+  series(): LevelSeries {
+    return { originSecond: this.originSecond, bucketSeconds: this.width, peak: [...this.peak] };
+  }
+
+  private coarsen(): void {
+    for (let j = 0; j < this.peak.length; j += 2) this.peak[j / 2] = Math.max(this.peak[j]!, this.peak[j + 1] ?? 0);
+    this.peak.length = Math.ceil(this.peak.length / 2);
+    this.width *= 2;
+  }
+}

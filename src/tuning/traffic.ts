@@ -15,8 +15,16 @@ export interface TrafficLine {
   authorization?: string;
   /** The token's fingerprint, when the log has only that (as Tollgate's own tools print it). */
   fingerprint?: string;
-  /** What the request cost (hits_addend: tokens, rows), when the log says; else 1. */
+  /** What the request cost (hits_addend: tokens, rows), when the log says; else 1. With an Envoy route whose
+   * hits_addend reads the response (an AI gateway's token count), what the response cost, charged at its end. */
   cost?: number;
+  /** How long the stream ran (whole milliseconds), when the log says: its stream-done call is replayed then. */
+  durationMs?: number;
+  /** Other request headers the log has (`x-…` fields, or a JSON `headers` object), lower-case names: what
+   * Envoy's request_headers actions read (x-tenant-id, x-request-id, a model header). */
+  headers?: Record<string, string>;
+  /** The line's number in the file, for messages. */
+  n?: number;
 }
 
 export class TrafficError extends UserError {
@@ -41,14 +49,21 @@ export const MAX_LINE_CHARS = 1024 * 1024;
 
 /** Field names accepted for each column, in JSON lines or a CSV header: ours, and those of Envoy's JSON access
  * logs (`start_time`, `method`, `path`, `x-envoy-original-path`, `authorization`). */
-const ALIASES: Record<keyof TrafficLine, string[]> = {
+const ALIASES: Record<Exclude<keyof TrafficLine, 'headers' | 'n'>, string[]> = {
   timeMs: ['timestamp', 'time', 'start_time', '@timestamp', 'ts'],
   method: ['method', ':method', 'request_method'],
   path: ['path', 'x-envoy-original-path', ':path', 'request_path', 'url'],
   authorization: ['authorization', 'token', 'req_authorization'],
   fingerprint: ['fingerprint', 'token_fingerprint'],
   cost: ['cost', 'hits', 'hits_addend', 'tokens'],
+  // Envoy's %DURATION% (and %RESPONSE_DURATION%-style fields named so): milliseconds.
+  durationMs: ['duration_ms', 'duration', 'latency_ms'],
 };
+
+/** Longest duration read: a day. A stream's end is replayed that long after its start. */
+export const MAX_DURATION_MS = 86_400_000;
+/** Most header fields a line may carry. */
+export const MAX_HEADERS = 32;
 
 /** Reads a traffic log, one request per line. The format is decided once for the whole file, so one odd
  * line (a comment, a truncated last line) is one bad line, never a switch of parser. Blank lines are skipped. */
@@ -64,7 +79,7 @@ export async function* readTraffic(file: string, opts: ReadOptions = {}): AsyncG
   let count = 0;
   for await (const { n, record } of records) {
     if (opts.onProgress && ++count % 50_000 === 0) opts.onProgress(input.bytesRead);
-    const line = toLine(record);
+    const line = toLine(record, n);
     if (typeof line === 'string') bad(n, line);
     else yield line;
   }
@@ -172,7 +187,7 @@ function checkHeader(file: string, header: readonly string[]): void {
   }
 }
 
-function pick(record: Record<string, unknown>, field: keyof TrafficLine): unknown {
+function pick(record: Record<string, unknown>, field: keyof typeof ALIASES): unknown {
   for (const name of ALIASES[field]) {
     const v = record[name];
     if (v !== undefined && v !== null && v !== '' && v !== '-') return v;
@@ -181,7 +196,7 @@ function pick(record: Record<string, unknown>, field: keyof TrafficLine): unknow
 }
 
 /** The request of a record, or why it is none. */
-function toLine(record: Record<string, unknown>): TrafficLine | string {
+function toLine(record: Record<string, unknown>, n: number): TrafficLine | string {
   const time = pick(record, 'timeMs');
   const method = pick(record, 'method');
   const path = pick(record, 'path');
@@ -190,14 +205,28 @@ function toLine(record: Record<string, unknown>): TrafficLine | string {
   }
   const timeMs = parseTime(time);
   if (timeMs === undefined) return `cannot read the time (${String(time).length} characters; ISO 8601 or Unix seconds or milliseconds)`;
-  const out: TrafficLine = { timeMs, method: String(method).toUpperCase(), path: String(path) };
+  const out: TrafficLine = { timeMs, method: String(method).toUpperCase(), path: String(path), n };
   const cost = pick(record, 'cost');
   if (cost !== undefined) {
-    const n = Number(cost);
-    if (!Number.isInteger(n) || n < 0 || n > MAX_UINT32) return `the cost is not a whole number from 0 to ${MAX_UINT32}`;
-    out.cost = n;
+    const c = Number(cost);
+    if (!Number.isInteger(c) || c < 0 || c > MAX_UINT32) return `the cost is not a whole number from 0 to ${MAX_UINT32}`;
+    out.cost = c;
   }
-  const auth = pick(record, 'authorization');
+  const duration = pick(record, 'durationMs');
+  if (duration !== undefined) {
+    const n = Number(duration);
+    if (!Number.isInteger(n) || n < 0 || n > MAX_DURATION_MS)
+      return `the duration is not a whole number of milliseconds from 0 to ${MAX_DURATION_MS} (24 hours)`;
+    out.durationMs = n;
+  }
+  const headers = headersOf(record);
+  if (typeof headers === 'string') return headers;
+  const auth = pick(record, 'authorization') ?? headers?.authorization;
+  if (headers) {
+    // The Authorization value is the client's token, replayed and reported as the other columns say.
+    delete headers.authorization;
+    if (Object.keys(headers).length > 0) out.headers = headers;
+  }
   const fp = pick(record, 'fingerprint');
   if (auth !== undefined) out.authorization = String(auth);
   else if (fp !== undefined) {
@@ -206,6 +235,34 @@ function toLine(record: Record<string, unknown>): TrafficLine | string {
     if (checked === undefined)
       return `the fingerprint field is not one (${String(fp).length} characters; expected ${FINGERPRINT_LENGTH} hex, as tollgate fingerprint prints)`;
     out.fingerprint = checked;
+  }
+  return out;
+}
+
+/** The `x-…` fields and a JSON `headers` object's fields, by lower-case name; or why they are not headers. */
+function headersOf(record: Record<string, unknown>): Record<string, string> | string | undefined {
+  let out: Record<string, string> | undefined;
+  let count = 0;
+  const add = (name: string, v: unknown): string | undefined => {
+    if (v === undefined || v === null || v === '' || v === '-') return undefined;
+    if (typeof v !== 'string' && typeof v !== 'number') return 'a header field is not text';
+    if (!/^[a-z0-9-]{1,256}$/.test(name)) return `a header field name is not one (${name.length} characters; letters, digits and -)`;
+    if (++count > MAX_HEADERS) return `more than ${MAX_HEADERS} header fields`;
+    out ??= {};
+    out[name] = String(v);
+    return undefined;
+  };
+  for (const k in record) {
+    // x- or X-, told apart without lower-casing every field name of every line.
+    if ((k.charCodeAt(0) | 0x20) !== 0x78 || k.charCodeAt(1) !== 0x2d) continue;
+    const bad = add(k.toLowerCase(), record[k]);
+    if (bad) return bad;
+  }
+  const nested = record.headers;
+  if (nested !== undefined && (nested === null || typeof nested !== 'object' || Array.isArray(nested))) return 'the headers field is not an object';
+  for (const [k, v] of Object.entries((nested ?? {}) as Record<string, unknown>)) {
+    const bad = add(k.toLowerCase(), v);
+    if (bad) return bad;
   }
   return out;
 }
