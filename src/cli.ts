@@ -24,6 +24,8 @@ Commands:
   spend top --rule NAME [--top N] [--names FILE]
                       the tenants nearest their budget on a charge_mode rule, fingerprints mapped to your
                       own tenant ids on this machine (admin API)
+  usage export --group NAME --out DIR [--format ndjson|csv] [--follow]
+                      export the usage ledger (rules with usage) to files, each event once
   simulate --traffic FILE [--compare DIR2] [--report FILE.html] | simulate --generate N
                       replay a traffic log through a config offline; compare two configs; make a sample log
   explain DOMAIN key=value … | explain --url http://HOST:8080 DOMAIN key=value …

@@ -14,6 +14,7 @@ import { type CensusEvents, SlotCensusRunner } from './limiter/slot-census.js';
 import { SlotKeeper } from './limiter/slot-keeper.js';
 import { InstrumentedStore } from './metrics/instrumented-store.js';
 import { Metrics } from './metrics/metrics.js';
+import { watchUsage } from './metrics/usage-metrics.js';
 import type { DecisionObserver } from './observe/observer.js';
 import type { AssignmentSummary } from './response/assignment-summary.js';
 import { rlqsServer } from './rlqs/wiring.js';
@@ -88,7 +89,9 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const ready = readiness(health, stack, settings, source);
   const onLocalReset = (keys: readonly string[]): void => stack.cache?.forget(keys);
   const spend = (stack.redis ?? stack.local)?.spendTop;
-  const admin = adminFor(settings, { tiers, config: () => config, store, logger, onLocalReset, inFlight: () => census?.all() ?? [], spend });
+  const usage = stack.redis ? undefined : stack.local?.usage;
+  watchUsage(metrics.registry, stack, settings.redisKeyPrefix);
+  const admin = adminFor(settings, { tiers, config: () => config, store, logger, onLocalReset, inFlight: () => census?.all() ?? [], spend, usage });
   // The same plan a decision would make, Envoy's limits and --shadow-mode included, with live counters.
   const explainLive = (input: DecisionInput): Promise<Explanation> => explain(config, tiers, input, { store, ...modes });
   const rlqs = rlqsServer(settings, { config: () => config, tiers, stack, registry: metrics.registry, logger, onAssigned });

@@ -12,6 +12,7 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   tiers: async () => (await import('./admin.js')).tiersCommand,
   inspect: async () => (await import('./admin.js')).inspectCommand,
   spend: async () => (await import('./spend.js')).spendCommand,
+  usage: async () => (await import('./usage.js')).usageCommand,
   simulate: async () => (await import('./tuning.js')).simulateCommand,
   explain: async () => (await import('./tuning.js')).explainCommand,
 };

@@ -65,6 +65,7 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
       limits: d.inFlight ? [slotsLimit(d.inFlight, spec.domain, id)] : d.limits.map((l) => compileLimit(l, spec.domain, id, algorithm)),
       inFlight: d.inFlight,
       refunds: d.refunds !== false,
+      usage: d.usage,
       unlimited: d.unlimited,
       shadow: d.shadow,
       quota: d.quota,

@@ -1,6 +1,6 @@
 import type { KindCode } from '../limits/kinds/index.js';
 import type { Glob } from './glob.js';
-import type { Algorithm, HeaderSpec, InFlightSpec, LimitKind, Metadata } from './spec.js';
+import type { Algorithm, HeaderSpec, InFlightSpec, LimitKind, Metadata, UsageSpec } from './spec.js';
 import type { Unit } from './units.js';
 
 /** A window of a rule, compiled: everything a decision needs, computed once at load. */
@@ -55,6 +55,8 @@ export interface Rule {
   settlementKey: string | undefined;
   /** `in_flight`: the rule counts requests at once, not per window (its one limit is the slots). */
   inFlight: InFlightSpec | undefined;
+  /** `usage`: the rule's charges, settlements, refunds and expired reservations go to the usage ledger. */
+  usage: UsageSpec | undefined;
   /** `refunds: false`: Envoy's is_negative_hits gives nothing back here, and is counted as ignored. */
   refunds: boolean;
   /** The descriptor's `metadata`, returned (merged) in the response's dynamic_metadata when it passed. */

@@ -64,6 +64,8 @@ export interface DescriptorSpec {
   inFlight: InFlightSpec | undefined;
   /** `refunds: false`: is_negative_hits on this rule is ignored (counted). */
   refunds?: false;
+  /** `usage: {values: […]}`: the rule's charges go to the usage ledger, these keys' values verbatim. */
+  usage?: UsageSpec;
   line: number;
   /** The file it was written in, when not its domain's (MERGE_DOMAIN_CONFIG merged it in). */
   file?: string;
@@ -112,4 +114,10 @@ export interface DomainSpec {
   descriptors: DescriptorSpec[];
   /** Loads, but worth a word: `file:line: key: note` (keys that have no effect in Tollgate). */
   notes: string[];
+}
+
+/** A charge_mode rule's usage ledger (config/validate-usage.ts): the keys whose values a ledger line carries as
+ * given (bounded, plain text only); every other value of the descriptor goes as its fingerprint. */
+export interface UsageSpec {
+  values: readonly string[];
 }

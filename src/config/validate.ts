@@ -5,6 +5,7 @@ import { MAX_WILDCARDS } from './glob.js';
 import { ALGORITHMS, type Algorithm, DEFAULT_HEADERS, type DescriptorSpec, type DomainSpec, type HeaderSpec, type Metadata } from './spec.js';
 import { durationMs, readInFlight, readRefunds } from './validate-in-flight.js';
 import { type DescriptorContext, readLimitList, readSingleLimit, readTierLimits } from './validate-limits.js';
+import { readUsage } from './validate-usage.js';
 import { Reader } from './yaml-reader.js';
 
 // Exported so the JSON Schema (schema/descriptor-config.schema.json) can be held to the same keys.
@@ -29,9 +30,11 @@ export const DESCRIPTOR_KEYS = [
   'settlement_key',
   SLOT_KIND.kind, // a descriptor's slots: `in_flight`, the slot kind's name
   'refunds',
+  'usage',
 ];
 export { IN_FLIGHT_KEYS } from './validate-in-flight.js';
 export { RATE_LIMIT_KEYS, TIER_LIMIT_KEYS } from './validate-limits.js';
+export { USAGE_KEYS } from './validate-usage.js';
 export const HEADER_KEYS = ['style', 'limit', 'remaining', 'reset', 'window', 'units'];
 
 /** Keys accepted for envoyproxy/ratelimit's sake that change nothing in Tollgate: a config using them gets a
@@ -239,7 +242,7 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
   const limits = single ? single.limits : readLimitList(r, f.get('rate_limits'), `${path}.rate_limits`, ctx, true);
   const shadow = r.boolean(f.get('shadow_mode'), `${path}.shadow_mode`);
   const quota = r.boolean(f.get('quota_mode'), `${path}.quota_mode`);
-  const charge = readCharge(r, f, path);
+  const charge = readCharge(r, f, path, ctx.keys);
   const inFlight = readInFlight(r, f, path, ctx.keys, ctx.tiers);
   const refunds = readRefunds(r, f, path, inFlight !== undefined);
   const metadata = readMetadata(r, f.get('metadata'), `${path}.metadata`);
@@ -275,9 +278,14 @@ function readDescriptor(r: Reader, node: Node, path: string, ctx: DescriptorCont
 export const DEFAULT_RESERVATION_TTL_MS = 600_000;
 const MAX_RESERVATION_TTL_MS = 86_400_000;
 
-/** charge_mode, and the reservation_key, reservation_ttl and settlement_key that only a charge-mode descriptor
- * has. */
-function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<DescriptorSpec, 'charge' | 'reservationKey' | 'reservationTtlMs' | 'settlementKey'> {
+/** charge_mode, and the reservation_key, reservation_ttl, settlement_key and usage that only a charge-mode
+ * descriptor has (`ruleKeys`: what a usage ledger may name). */
+function readCharge(
+  r: Reader,
+  f: Map<string, Node>,
+  path: string,
+  ruleKeys: readonly string[],
+): Pick<DescriptorSpec, 'charge' | 'reservationKey' | 'reservationTtlMs' | 'settlementKey' | 'usage'> {
   const charge = r.boolean(f.get('charge_mode'), `${path}.charge_mode`);
   const reservationKey = r.string(f.get('reservation_key'), `${path}.reservation_key`, { nonEmpty: true });
   if (reservationKey !== undefined && !charge) r.fail(f.get('reservation_key'), `${path}.reservation_key`, 'only a charge_mode descriptor has reservations');
@@ -296,7 +304,8 @@ function readCharge(r: Reader, f: Map<string, Node>, path: string): Pick<Descrip
   } else if (settlementKey !== undefined && settlementKey === reservationKey) {
     r.fail(f.get('settlement_key'), `${path}.settlement_key`, "must differ from reservation_key: it tells the stream's end from the request");
   }
-  return { charge, reservationKey, reservationTtlMs, settlementKey };
+  const usage = readUsage(r, f, path, ruleKeys, charge);
+  return { charge, reservationKey, reservationTtlMs, settlementKey, ...(usage && { usage }) };
 }
 
 /** A descriptor's metadata: a mapping of anything (envoyproxy/ratelimit does not look inside it either),

@@ -7,12 +7,14 @@ import { asFingerprint, FINGERPRINT_LENGTH, fingerprint } from '../fingerprint.j
 import { readJsonBody, send } from '../http/http-util.js';
 import type { RuleCensus } from '../limiter/slot-census.js';
 import { httpStatusOf, toStatus } from '../response/error-status.js';
+import type { MemoryUsageLedger } from '../store/memory-usage-ledger.js';
 import type { SpendTop } from '../store/spend-top.js';
 import type { Store } from '../store/store.js';
 import { inFlightView } from './in-flight-view.js';
 import { inspectToken, tokenWindows } from './inspect.js';
 import { spendView } from './spend-view.js';
 import type { TierStore } from './tier-store.js';
+import { usageView } from './usage-view.js';
 
 export interface AdminDeps {
   /** The bearer token the admin API requires (TOLLGATE_ADMIN_TOKEN). */
@@ -27,6 +29,8 @@ export interface AdminDeps {
   inFlight?: () => RuleCensus[];
   /** The store's spend lists (store/spend-top.ts), when it keeps them. */
   spend?: SpendTop;
+  /** The memory store's usage ledger (store/memory-usage-ledger.ts); Redis's is read from Redis. */
+  usage?: MemoryUsageLedger;
 }
 
 export type AdminHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<void>;
@@ -66,6 +70,7 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
   const [, resource, id, sub] = parts;
   const method = req.method ?? 'GET';
   if (path === '/v1/spend' && method === 'GET') return send(res, ...(await spendView(deps, req.url ?? '')));
+  if (path === '/v1/usage' && method === 'GET') return send(res, ...usageView(deps.usage, req.url ?? ''));
   if (resource === 'tiers' && id === undefined && method === 'GET') {
     return send(res, 200, { assignments: await deps.tiers.list() });
   }
@@ -109,6 +114,7 @@ async function route(deps: AdminDeps, who: string, req: IncomingMessage, res: Se
       'GET /admin/tiers',
       'GET /admin/in-flight?top=N',
       'GET /v1/spend?rule=NAME&top=N&offset=K',
+      'GET /v1/usage?after=N&count=M',
       'PUT /admin/tiers/{fingerprint}',
       'DELETE /admin/tiers/{fingerprint}',
       'GET /admin/tokens/{fingerprint}',

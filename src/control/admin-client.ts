@@ -1,5 +1,6 @@
 import { CliError } from '../errors.js';
 import { asFingerprint, fingerprint } from '../fingerprint.js';
+import type { UsageEvent } from '../store/usage-ledger.js';
 import type { CounterView } from './inspect.js';
 import type { TierAssignment } from './tier-store.js';
 
@@ -51,6 +52,11 @@ export class AdminClient {
     if (q.top !== undefined) params.set('top', q.top);
     if (q.offset !== undefined) params.set('offset', q.offset);
     return this.call('GET', `/v1/spend?${params}`);
+  }
+
+  /** GET /v1/usage: the memory store's ledger events after `after` (control/admin-api.ts). */
+  usage(after: number, count: number): Promise<{ events: UsageEvent[]; first: number; last: number }> {
+    return this.call('GET', `/v1/usage?after=${after}&count=${count}`);
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {

@@ -39,6 +39,10 @@ import { cachedFingerprint } from '../fingerprint.js';
  *                                                  written with each charge (lua/spend-top.lua). On a Cluster the
  *                                                  tag puts it on the master of the counters it lists: one list
  *                                                  per run of slots a master serves (cluster-routes.ts)
+ *   usage ledger  <prefix>v<N>:usage[:{<tag>}]     a Redis Stream of the usage events of rules with `usage`
+ *                                                  (lua/usage.lua), one per master run of slots on a Cluster
+ *                                                  (as the spend lists), or per slot for a request sent slot
+ *                                                  by slot; `tollgate usage export` finds them by this name
  *   tiers         <prefix>tiers                    the tier assignments (a hash by fingerprint)
  *   events        <prefix>events                   the pub/sub channel of tier changes and counter resets
  *   shares        <prefix>rlqs                     the pub/sub channel of RLQS share changes (a demand key)
@@ -178,6 +182,11 @@ export function censusKey(prefix: string, rule: string): string {
  * hash tag that puts the list on the master of the counters it lists. */
 export function spendTopKey(prefix: string, counterId: string, windowName: string, tag = ''): string {
   return `${prefix}${LAYOUT}top:${tag === '' ? '' : `{${tag}}:`}${counterId}:${windowName}`;
+}
+
+/** A usage ledger's stream (store/usage-ledger.ts); `tag`: the Cluster hash tag that puts it on a master. */
+export function usageStreamKey(prefix: string, tag = ''): string {
+  return `${prefix}${LAYOUT}usage${tag === '' ? '' : `:{${tag}}`}`;
 }
 
 /** The rule's counter id and the window's name of a window key (`<counter key>:<window>`). */

@@ -35,8 +35,8 @@ export function createAdminServer(admin: Route, deps: Pick<HandlerDeps, 'logger'
     res.once('finish', () => {
       if (res.statusCode >= 400) deps.metrics?.httpErrors.inc({ endpoint: '/admin', code: String(res.statusCode) });
     });
-    if (path.startsWith('/admin/') || path === '/admin' || path === '/v1/spend') return admin(req, res, path);
-    send(res, 404, { error: 'not found', endpoints: ['/admin/tiers', '/admin/tokens', '/admin/in-flight', '/v1/spend'] });
+    if (path.startsWith('/admin/') || path === '/admin' || path === '/v1/spend' || path === '/v1/usage') return admin(req, res, path);
+    send(res, 404, { error: 'not found', endpoints: ['/admin/tiers', '/admin/tokens', '/admin/in-flight', '/v1/spend', '/v1/usage'] });
   });
 }
 
@@ -71,7 +71,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse, 
     return;
   }
   if (path === '/metrics' && req.method === 'GET' && deps.handler.metrics) return metrics(deps, res);
-  if (path.startsWith('/admin/') || path === '/admin' || path === '/v1/spend') {
+  if (path.startsWith('/admin/') || path === '/admin' || path === '/v1/spend' || path === '/v1/usage') {
     return send(res, 404, { error: 'the admin API is on its own port (--admin-port), when TOLLGATE_ADMIN_TOKEN is set' });
   }
   if (path === '/explain' && deps.explain) {

@@ -5,9 +5,10 @@ import type { Algorithm } from '../config/spec.js';
 import { UNITS, type Unit } from '../config/units.js';
 import { counterKey, counterKeyOf, overrideCounterKey, reservationKey } from '../counters/keys.js';
 import { cachedFingerprint, fingerprint } from '../fingerprint.js';
-import { type CounterCheck, opOf, type Reservation } from '../limits/check.js';
+import { type CounterCheck, opOf, type Reservation, type UsageTag } from '../limits/check.js';
 import { ALGORITHMS, DEFAULT_KIND, KIND_CODES } from '../limits/kinds/index.js';
 import type { PeerConn } from './slot-keeper.js';
+import { usageTag } from './usage-tag.js';
 
 /** What a request counts against, decided in one place: the limiter, explain and the admin API's inspection
  * all plan through here, so they cannot disagree on the rule, the tier, the limits or the counters. */
@@ -85,6 +86,7 @@ export interface DescriptorPlan {
   slotId?: string;
   /** A refund its rule does not take (`refunds: false`): planned with nothing to check. */
   refundIgnored?: boolean;
+  usage?: UsageTag;
 }
 
 /** How a plan was reached, for explanations. */
@@ -116,6 +118,7 @@ export function planRequest(
     plans[i] = planDescriptor(domain, d, request.hits, ctx, steps);
     if (d.refund) refundOf(plans[i]!);
     if (plans[i]!.rule?.inFlight?.requestKey !== undefined && plans[i]!.slotId === undefined) withoutId(plans[i]!);
+    if (plans[i]!.rule?.usage && !d.override) plans[i]!.usage = usageTag(plans[i]!.rule!, d.entries);
     if (trace) trace.configured[i] = plans[i]!.limits;
   }
   const replacedBy = dropReplaced(plans);
@@ -225,10 +228,8 @@ function refundOf(p: DescriptorPlan): void {
   // A rule with `refunds: false` gives nothing back: nothing is checked either (a stream's end is never
   // refused, nor a 429; its limits are dropped after `replaces` is applied, which they still take part in),
   // and it is counted as ignored.
-  if (p.rule?.refunds === false) {
-    p.hits = 0;
-    p.refundIgnored = true;
-  } else p.refund = true;
+  if (p.rule?.refunds === false) [p.hits, p.refundIgnored] = [0, true];
+  else p.refund = true;
 }
 
 /** A descriptor of an in-flight rule with a request_key that does not name the request (its last entry is
@@ -315,9 +316,8 @@ function dropReplaced(plans: DescriptorPlan[]): Map<string, string> | undefined 
 /** The store calls of a plan: one per window, grouped by descriptor. `peek`: read only (nothing counted,
  * nothing blocked), for explanations and inspection. */
 export function toChecks(plans: readonly DescriptorPlan[], peek = false): CounterCheck[] {
-  let count = 0;
+  let count = 0; // sized up front: a push onto [] allocates room for 17, and most requests have one or two windows
   for (const p of plans) count += p.limits.length;
-  // Sized up front: a push onto [] allocates room for 17, and most requests have one or two windows.
   const checks = new Array<CounterCheck>(count);
   let at = 0;
   const quotaCannotBlock = plans.some((p) => p.quotaPasses);
@@ -341,6 +341,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         calendar: l.calendar,
         reservation: peek ? undefined : p.reservation,
         slots: slots ? { id: p.slotId } : undefined,
+        usage: peek ? undefined : p.usage,
       };
     }
   }

@@ -64,9 +64,20 @@ export interface CounterCheck {
   calendar: number;
   /** A charge-mode descriptor's reservation, the same object on each of its windows (see Reservation). */
   reservation: Reservation | undefined;
+  /** A rule with a usage ledger (config `usage`): what its events carry; the same object on each window of the
+   * descriptor. Absent for every other. */
+  usage?: UsageTag;
   /** Set for an `in_flight` rule's check: not a window but slots, at most `limit` held at once, each for at
    * most `windowMs` (its lease): op take, giveBack or check. Sent in charge mode. */
   slots: Slots | undefined;
+}
+
+/** What a usage-ledger event names (limiter/usage-tag.ts): the rule, and the descriptor's values as JSON (those
+ * the config opts in verbatim, the rest as fingerprints). Config text and opted-in values only. */
+export interface UsageTag {
+  domain: string;
+  rule: string;
+  values: string;
 }
 
 /** Who holds the slots an in-flight check takes: the fingerprint of its request id (request_key), or

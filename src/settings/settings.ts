@@ -62,6 +62,8 @@ export interface Settings {
   mergeDomainConfig: boolean;
   bounds: RequestBounds;
   maxCounters: number;
+  /** USAGE_LEDGER_MAX_LEN (store/usage-ledger.ts). */
+  usageMaxLen: number;
   logLevel: LogLevel;
   /** json (pino's lines) or text (one readable line per event), as envoyproxy/ratelimit's LOG_FORMAT. */
   logFormat: LogFormat;
@@ -157,7 +159,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
       maxEntries: num('max-entries', 'positive'),
       maxValueBytes: num('max-value-bytes', 'positive'),
     },
-    maxCounters: num('max-counters', 'positive'),
+    ...storeBounds(num),
     logLevel: logLevelOf(setting('log-level')),
     logFormat: choice(setting('log-format'), ['json', 'text'] as const),
     storeInferredFrom: storeInferredFrom(values.store, env),
@@ -178,6 +180,11 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
     rlqs: rlqsSettings(setting),
   };
+}
+
+/** What the store holds at most: counters (memory) and usage ledger events. */
+function storeBounds(num: (name: OptionName, kind: keyof typeof NUMBERS) => number): Pick<Settings, 'maxCounters' | 'usageMaxLen'> {
+  return { maxCounters: num('max-counters', 'positive'), usageMaxLen: num('usage-ledger-max-len', 'positive') };
 }
 
 /** --max-config-bytes for commands other than serve (check-config), read as serve reads it. */

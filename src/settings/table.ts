@@ -69,6 +69,11 @@ export const SERVE_OPTIONS = {
   'max-entries': { env: 'MAX_DESCRIPTOR_ENTRIES', default: String(defaultBounds.maxEntries), help: 'most entries in one descriptor' },
   'max-value-bytes': { env: 'MAX_VALUE_BYTES', default: String(defaultBounds.maxValueBytes), help: 'longest entry key or value, in bytes' },
   'max-counters': { env: 'MAX_COUNTERS', default: '1000000', help: 'memory store: most counters held (oldest evicted beyond)' },
+  'usage-ledger-max-len': {
+    env: 'USAGE_LEDGER_MAX_LEN',
+    default: '1000000',
+    help: 'usage ledger (rules with `usage`): about how many events each Redis stream (or the memory ring) keeps; older go, exported or not',
+  },
   'log-level': { env: 'LOG_LEVEL', default: 'info', help: `${LOG_LEVELS.join(' | ')} (any case; warning = warn)` },
   'log-format': { env: 'LOG_FORMAT', default: 'json', help: 'json (one JSON object a line) | text (readable lines)' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', default: '10000', help: 'wait for in-flight calls on SIGTERM' },

@@ -66,6 +66,11 @@ export class ClusterRoutes {
     return tagOfSlot(start);
   }
 
+  /** The hash tag of the counter's own slot: where a call through redirects (one slot) writes its ledger events. */
+  slotTag(c: CounterCheck): string {
+    return tagOfSlot(calculateSlot(storeKey(this.keyPrefix, c.key)));
+  }
+
   /** The tags of every spend list the map of slots places: one per run of slots a master serves. */
   spendTags(): string[] {
     const tags: string[] = [];

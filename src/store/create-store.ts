@@ -13,6 +13,8 @@ import type { BatchTracer, Store } from './store.js';
 export interface StoreOptions {
   store: 'memory' | 'redis';
   maxCounters: number;
+  /** USAGE_LEDGER_MAX_LEN: about how many events the usage ledger keeps (each stream; the memory ring). */
+  usageMaxLen: number;
   redis: RedisConnection | undefined;
   redisTimeoutMs: number;
   redisBatch: BatchWindow;
@@ -48,7 +50,7 @@ export interface StoreDeps {
 
 /** memory: counters in this process. redis: the failure policy, around the over-limit cache, around Redis. */
 export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
-  const memory = (): MemoryStore => new MemoryStore({ clock: deps.clock, maxCounters: opts.maxCounters, logger: deps.logger });
+  const memory = (): MemoryStore => new MemoryStore({ clock: deps.clock, maxCounters: opts.maxCounters, usageMaxLen: opts.usageMaxLen, logger: deps.logger });
   const measured = (s: Store): Store => deps.measure?.(s) ?? s;
   if (opts.store === 'memory') {
     const m = memory();
@@ -65,6 +67,7 @@ export function createStore(opts: StoreOptions, deps: StoreDeps): StoreStack {
     sentinelPassword: opts.redisSentinelPassword,
     clock: deps.clock,
     tracer: deps.tracer,
+    usageMaxLen: opts.usageMaxLen,
   });
   const direct = measured(redis);
   const cache = opts.localCache ? new OverLimitCache(direct, deps.clock) : undefined;

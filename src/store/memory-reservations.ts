@@ -1,6 +1,7 @@
 import type { Held } from '../limits/charge-rules.js';
-import type { CounterCheck, ReservationOutcome } from '../limits/check.js';
+import type { CounterCheck, ReservationOutcome, UsageTag } from '../limits/check.js';
 import { SizeIndex } from './size-index.js';
+import { subjectOf, type UsageSubject } from './usage-ledger.js';
 
 /** Most open reservations on one counter, in every store: a flood of invented request ids that fit the
  * budget fills one counter's table and is refused there, never the memory of the process or of Redis. Only
@@ -14,6 +15,8 @@ export const MAX_ENDED_PER_COUNTER = 1_000;
 
 interface Record {
   held: NonNullable<Held>;
+  /** A rule with a usage ledger: what its expiry's event names. */
+  ledger?: UsageSubject;
   /** When it ends (open) or is forgotten (ended), in ms. */
   expiresAtMs: number;
   ttlMs: number;
@@ -45,6 +48,8 @@ export class MemoryReservations {
     private readonly maxOpen: number,
     private readonly maxEnded = Math.max(1, Math.floor(maxOpen / 4)),
     private readonly onEvict: (evictions: number) => void = () => undefined,
+    /** An open reservation of a rule with a usage ledger ended unsettled, charged at its estimate. */
+    private readonly onExpired: (s: UsageSubject, id: string, estimate: number, atMs: number) => void = () => undefined,
   ) {}
 
   get size(): number {
@@ -87,7 +92,9 @@ export class MemoryReservations {
     this.drop(this.open, key, id);
     this.drop(this.ended, key, id);
     if (o.event === 'made') {
-      this.put(this.open, key, id, { held: { state: 'reserved', estimate: o.estimate, atMs: nowMs }, expiresAtMs: nowMs + ttlMs, ttlMs });
+      const r: Record = { held: { state: 'reserved', estimate: o.estimate, atMs: nowMs }, expiresAtMs: nowMs + ttlMs, ttlMs };
+      if (c.usage) r.ledger = subjectOf(c as CounterCheck & { usage: UsageTag });
+      this.put(this.open, key, id, r);
     } else {
       this.end(key, id, { held: { state: o.event === 'refused' ? 'refused' : 'settled' }, expiresAtMs: nowMs + ttlMs, ttlMs });
     }
@@ -137,6 +144,7 @@ export class MemoryReservations {
     this.drop(this.open, key, id);
     this.expired++;
     const held = { ...(o.held as { estimate: number; atMs: number }), state: 'expired' as const };
+    if (o.ledger) this.onExpired(o.ledger, id, held.estimate, atMs);
     this.end(key, id, { held, expiresAtMs: atMs + o.ttlMs, ttlMs: o.ttlMs });
   }
 

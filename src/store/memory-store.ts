@@ -10,8 +10,10 @@ import { MemorySlotCensus } from './memory-slot-census.js';
 import { MemorySlotLeases } from './memory-slot-leases.js';
 import { MemorySlots } from './memory-slots.js';
 import { MemorySpendTop } from './memory-spend-top.js';
+import { MemoryUsageLedger } from './memory-usage-ledger.js';
 import { spendListed } from './spend-top.js';
 import type { Store, StoreHealth } from './store.js';
+import { DEFAULT_USAGE_MAX_LEN, subjectOf, type UsageSubject, usageOutcomes } from './usage-ledger.js';
 
 export interface MemoryStoreOptions {
   clock?: Clock;
@@ -22,6 +24,8 @@ export interface MemoryStoreOptions {
   /** Most open reservations kept at once (charge_mode's reservation_key): past it, the counter holding the
    * most ends its oldest (memory-reservations.ts). */
   maxReservations?: number;
+  /** Most usage-ledger events kept (USAGE_LEDGER_MAX_LEN): a ring read through the admin API. */
+  usageMaxLen?: number;
   /** Most in-flight holders kept at once: past it, the counter holding the most loses its soonest-ending one
    * (memory-slots.ts). */
   maxSlotHolders?: number;
@@ -66,6 +70,7 @@ export class MemoryStore implements Store {
   readonly slotLeases: MemorySlotLeases;
   readonly slotCensus: MemorySlotCensus;
   readonly spendTop: MemorySpendTop;
+  readonly usage: MemoryUsageLedger;
   evictions = 0;
 
   constructor(private readonly opts: MemoryStoreOptions = {}) {
@@ -74,7 +79,9 @@ export class MemoryStore implements Store {
     this.baseMs = this.clock.now() - (this.clock.now() % 1000);
     const max = opts.maxReservations ?? defaults.maxReservations;
     const ended = 'open reservations at their bound: the oldest of a counter that holds most ends now, charged at its estimate';
-    this.reservations = new MemoryReservations(max, undefined, this.evictionLog(max, ended));
+    this.usage = new MemoryUsageLedger(opts.usageMaxLen ?? DEFAULT_USAGE_MAX_LEN);
+    const expiredEvent = (s: UsageSubject, id: string, estimate: number, atMs: number) => this.usage.append(s, 'expired', estimate, estimate, id, atMs);
+    this.reservations = new MemoryReservations(max, undefined, this.evictionLog(max, ended), expiredEvent);
     const holders = opts.maxSlotHolders ?? defaults.maxSlotHolders;
     this.slots = new MemorySlots(
       holders,
@@ -144,7 +151,10 @@ export class MemoryStore implements Store {
 
   /** A request with a charge or a reservation: decided by charge-rules.ts, which says what each window gets. */
   private checkCharges(checks: readonly CounterCheck[], nowMs: number, curr: number[], prev: number[]): CheckResult {
-    const expired = this.reservations.sweep(nowMs);
+    // A ledger's reservations end when due, as Redis's script ends its counter's (their events come first).
+    const ledgered = checks.some((c) => c.usage && c.reservation);
+    const expired = this.reservations.sweep(nowMs, ledgered);
+    const expiredGroups = ledgered ? this.expiredGroups(checks, nowMs) : undefined;
     const slotsExpired = this.readSlots(checks, nowMs, curr);
     const used = checks.map((c, i) => ALGORITHMS[c.kind]!.used(c, curr[i]!, prev[i]!, nowMs));
     const d = decideCharges(checks, used, curr, nowMs, {
@@ -167,6 +177,7 @@ export class MemoryStore implements Store {
       if (o && checks.findIndex((x) => x.group === c.group) === i) this.reservations.record(c, o, nowMs);
     });
     const result: CheckResult = { nowMs, admitted: d.admitted, curr, prev, over: d.over, counted: d.counted, reservations: d.reservations, expired };
+    for (const e of usageOutcomes(checks, result, expiredGroups)) this.usage.append(subjectOf(e.check), e.outcome, e.tokens, e.estimate, e.rid, nowMs);
     if (slotsExpired) result.slotsExpired = slotsExpired;
     return result;
   }
@@ -218,6 +229,13 @@ export class MemoryStore implements Store {
 
   private seconds(ms: number): number {
     return (ms - this.baseMs) / 1000;
+  }
+
+  /** The groups whose reservation ended unsettled before this request (its expired event said the estimate). */
+  private expiredGroups(checks: readonly CounterCheck[], nowMs: number): Set<number> {
+    const out = new Set<number>();
+    for (const c of checks) if (c.usage && c.reservation && this.reservations.held(c, nowMs)?.state === 'expired') out.add(c.group);
+    return out;
   }
 
   /** What the check's counter holds now, as its kind weighs it (after a charge: what the spend list orders by). */

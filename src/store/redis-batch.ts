@@ -1,4 +1,4 @@
-import { hashTag, reservationTable, slotHolders, storeKey } from '../counters/keys.js';
+import { hashTag, reservationTable, slotHolders, storeKey, windowKeyParts } from '../counters/keys.js';
 import { type StoreKeyError, StoreMovingError } from '../errors.js';
 import { type CheckResult, type CounterCheck, RESERVATION_EVENTS, type ReservationOutcome, settle } from '../limits/check.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
@@ -37,13 +37,18 @@ function reservationsOf(checks: readonly CounterCheck[]): CounterCheck[] {
   return out;
 }
 
-/** Where a charged window's counter is listed (its spend list's key: spend-top.ts), or undefined where this call
- * cannot write it (a Cluster's call through redirects, whose keys must share one slot). */
-export type SpendKeyOf = (c: CounterCheck) => string | undefined;
+/** Where a call writes what goes with a charge: a charged window's spend list (spend-top.ts; undefined where the
+ * call cannot reach it: a Cluster's call through redirects, whose keys must share one slot), and a ledger
+ * stream (usage-ledger.ts) with its bound. */
+export interface Placement {
+  spend: ((c: CounterCheck) => string | undefined) | undefined;
+  usage: (c: CounterCheck) => string;
+  usageMaxLen: number;
+}
 
 /** KEYS (every window's store key, in order) and ARGV (the clock, the shapes, then per request its mode, its
  * window count and per window its shape and, unless plain, its group) of one script call. */
-export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs: number, spendKey?: SpendKeyOf): { keys: string[]; args: (string | number)[] } {
+export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs: number, placement?: Placement): { keys: string[]; args: (string | number)[] } {
   const keys: string[] = [];
   const shapes: CounterCheck[] = [];
   const tail: (string | number)[] = [];
@@ -65,7 +70,8 @@ export function encodeBatch(batch: readonly Pending[], keyPrefix: string, nowMs:
       tail.push(c.group, r.id, r.ttlMs, r.settles ? 1 : 0);
     }
     pushSlots(p.checks, tail, keys, keyPrefix);
-    pushSpend(p.checks, tail, keys, spendKey);
+    pushSpend(p.checks, tail, keys, placement?.spend);
+    pushUsage(p.checks, tail, keys, placement);
   }
   const args: (string | number)[] = [nowMs, shapes.length];
   for (const c of shapes) args.push(c.windowMs, c.limit, c.hits, c.kind, c.shadow ? 1 : 0, c.burst, c.quota ? 1 : 0, c.charge ? 1 : 0, c.calendar, c.op);
@@ -88,7 +94,7 @@ function pushSlots(checks: readonly CounterCheck[], tail: (string | number)[], k
 
 /** The spend lists of a request (check-and-incr.lua's `t`): their count, then each one's window's place in the
  * request (1-based) and its counter's tag; each list's key after the holders' hashes. */
-function pushSpend(checks: readonly CounterCheck[], tail: (string | number)[], keys: string[], spendKey: SpendKeyOf | undefined): void {
+function pushSpend(checks: readonly CounterCheck[], tail: (string | number)[], keys: string[], spendKey: Placement['spend']): void {
   const at = tail.length;
   tail.push(0);
   if (!spendKey) return;
@@ -97,6 +103,21 @@ function pushSpend(checks: readonly CounterCheck[], tail: (string | number)[], k
     if (list === undefined) return;
     tail.push(i + 1, hashTag(c.key));
     keys.push(list);
+    (tail[at] as number)++;
+  });
+}
+
+/** The ledger streams of a request (check-and-incr.lua's `u`): per descriptor with `usage`, its first window's
+ * place, the stream's bound, what its events name, and the stream's key after the spend lists'. */
+function pushUsage(checks: readonly CounterCheck[], tail: (string | number)[], keys: string[], placement: Placement | undefined): void {
+  const at = tail.length;
+  tail.push(0);
+  if (!placement) return;
+  checks.forEach((c, i) => {
+    if (!c.usage || (i > 0 && checks[i - 1]!.group === c.group)) return;
+    const { windowName } = windowKeyParts(c.key);
+    tail.push(i + 1, placement.usageMaxLen, c.usage.domain, c.usage.rule, windowName, hashTag(c.key), c.usage.values);
+    keys.push(placement.usage(c));
     (tail[at] as number)++;
   });
 }

@@ -1,11 +1,11 @@
 import type { Cluster, Redis } from 'ioredis';
 import { windowBounds } from '../counters/calendar.js';
 import type { Clock } from '../counters/clock.js';
-import { spendTopKey, windowKeyParts } from '../counters/keys.js';
+import { spendTopKey, usageStreamKey, windowKeyParts } from '../counters/keys.js';
 import type { CounterCheck } from '../limits/check.js';
 import type { ClusterRoutes } from './cluster-routes.js';
 import { NODE } from './cluster-routes.js';
-import type { SpendKeyOf } from './redis-batch.js';
+import type { Placement } from './redis-batch.js';
 import { redisFailure } from './redis-connection.js';
 import { fullestFirst, MAX_SPEND_LISTED, type SpendCounter, type SpendPage, type SpendTop, type SpendWindow } from './spend-top.js';
 import { withTimeout } from './timeout.js';
@@ -28,10 +28,18 @@ export class RedisSpendTop implements SpendTop {
     private readonly clock: Clock | undefined,
   ) {}
 
-  /** Where a batch sent to `to` (a queue of redis-store.ts) lists its charged counters, if it can. */
-  keyOf(to: string): SpendKeyOf | undefined {
-    if (!this.routes) return this.onOne;
-    return to.startsWith(NODE) ? this.onNode : undefined;
+  /** Where a batch sent to `to` (a queue of redis-store.ts) lists its charged counters (if it can) and writes its
+   * ledger events: on one Redis, the one list and stream; on a Cluster master, those of the counter's run of
+   * slots; through redirects, the stream of the counter's own slot, and no list. */
+  placement(to: string, usageMaxLen: number): Placement {
+    if (!this.routes) return { spend: this.onOne, usage: () => usageStreamKey(this.prefix), usageMaxLen };
+    if (to.startsWith(NODE)) return { spend: this.onNode, usage: (c) => usageStreamKey(this.prefix, this.routes!.spendTag(c)), usageMaxLen };
+    return { spend: undefined, usage: (c) => usageStreamKey(this.prefix, this.routes!.slotTag(c)), usageMaxLen };
+  }
+
+  /** The ledger streams the map of slots places (one, or one per master run): what the service's gauges read. */
+  usageStreams(): string[] {
+    return this.routes ? this.routes.spendTags().map((t) => usageStreamKey(this.prefix, t)) : [usageStreamKey(this.prefix)];
   }
 
   private readonly onOne = (c: CounterCheck): string => {

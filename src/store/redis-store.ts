@@ -18,6 +18,7 @@ import { RedisSlotLeases } from './redis-slot-leases.js';
 import { RedisSpendTop } from './redis-spend-top.js';
 import type { BatchTracer, Store, StoreHealth, TraceLink } from './store.js';
 import { TimeoutError, withTimeout } from './timeout.js';
+import { DEFAULT_USAGE_MAX_LEN } from './usage-ledger.js';
 import { whileMoving } from './while-moving.js';
 
 export interface RedisStoreOptions {
@@ -34,6 +35,8 @@ export interface RedisStoreOptions {
   tracer?: BatchTracer;
   /** REDIS_PIPELINE_WINDOW and _LIMIT; unset, each event-loop turn's requests go at its end. */
   batch?: BatchWindow;
+  /** USAGE_LEDGER_MAX_LEN: about how many events each ledger stream keeps (usage-ledger.ts). */
+  usageMaxLen?: number;
 }
 
 /** Redis counts as not answering (the connection may look fine: a frozen or stuck server) after this many
@@ -86,6 +89,11 @@ export class RedisStore implements Store {
     this.client.on('close', () => this.degrade('connection closed'));
     // ioredis also emits 'error' for every failed reconnect; state changes are logged by degrade() once.
     this.client.on('error', (err: Error) => opts.logger.debug({ err: err.message }, 'redis client error'));
+  }
+
+  /** The namespace of its keys (REDIS_KEY_PREFIX). */
+  get keyPrefix(): string {
+    return this.opts.keyPrefix;
   }
 
   health(): StoreHealth {
@@ -183,7 +191,7 @@ export class RedisStore implements Store {
       return undefined;
     }
     const nowMs = batch[0]!.atMs ?? this.opts.clock?.now() ?? 0; // a request with its own time goes alone
-    const full = () => encodeBatch(batch, this.opts.keyPrefix, nowMs, this.spendTop.keyOf(to));
+    const full = () => encodeBatch(batch, this.opts.keyPrefix, nowMs, this.spendTop.placement(to, this.opts.usageMaxLen ?? DEFAULT_USAGE_MAX_LEN));
     // A quiet replica's usual call, one plain request, runs the lean script on one Redis (not a Cluster's).
     const lean = !node && batch.length === 1 && !(this.client instanceof Cluster) && isOnePlain(batch[0]!);
     const { keys, args } = lean ? encodeOnePlain(batch[0]!, this.opts.keyPrefix, nowMs) : full();

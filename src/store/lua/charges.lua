@@ -3,7 +3,7 @@
   assembles the script): a request with a charge window (charge_mode), decided as src/limits/charge-rules.ts
   decideCharges. It uses the script's locals: call, max, now, cur, values, shape_of, group_of, slots_of, the
   kinds' read and add, answer_windows, bounds, out, o, group_over and quota_group; a request's spend lists
-  come as `spend` (check-and-incr.lua's r_spend).
+  come as `spend` and its ledger streams as `usage` (check-and-incr.lua's r_spend, r_usage).
 ]]
 
 -- A reservation's records: what src/store/memory-reservations.ts keeps, with the same bounds per counter. The
@@ -50,6 +50,9 @@ local function purge(x)
     if string.sub(v, 1, 1) == 'r' then
       expired = expired + 1
       v = 'e' .. string.sub(v, 2)
+      -- For the ledger: the reservation's id and estimate.
+      x.expired_ids = x.expired_ids or {}
+      x.expired_ids[#x.expired_ids + 1] = { id, tonumber(string.match(v, '^e (%d+)')), tonumber(due[i + 1]) }
     end
     end_record(x, id, v, tonumber(due[i + 1]) + x.ttl)
   end
@@ -76,7 +79,7 @@ local function look_up(x, count_it)
     -- An open one past its ttl that no purge reached yet (a peek) is settled as the ended one it is.
     local est, t = string.match(v, '^[re] (%d+) (%d+)$')
     if not est then error({ err = 'WRONGTYPE reservation value is not one' }) end
-    x.kind, x.est, x.at = 'settle', tonumber(est), tonumber(t)
+    x.kind, x.est, x.at, x.was_expired = 'settle', tonumber(est), tonumber(t), c == 'e'
   elseif c == 'x' or c == 's' then
     x.kind = 'late'
   elseif x.settles then
@@ -92,8 +95,9 @@ end
 -- In-flight slots: slot_window, slot_write.
 --#include slots.lua
 
--- Spend lists: note_spend.
+-- Spend lists: note_spend. The usage ledger: usage_reachable, usage_events.
 --#include spend-top.lua
+--#include usage.lua
 
 -- Window j of a request with a charge: its kind (normal, charge, or its reservation's), its count before (a
 -- bucket: its debt), the previous window's, what it asks and whether that takes it past what it holds.
@@ -185,8 +189,9 @@ end
 
 -- A charge or settlement is counted whatever the answer; anything else as decide counts it (admitted, with
 -- room); the admission rule is decide's.
-local function decide_charges(count_it, n, k0, rsv, spend)
+local function decide_charges(count_it, n, k0, rsv, spend, usage)
   rsv.count_it, rsv.pending = count_it, {}
+  if count_it then usage_reachable(usage) end
   local expired = 0
   for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it) end
   local curr, prev, over, asks, kinds = {}, {}, {}, {}, {}
@@ -227,6 +232,7 @@ local function decide_charges(count_it, n, k0, rsv, spend)
   end
   record_reservations(rsv, admitted, count_it)
   if count_it then
+    usage_events(usage, k0, rsv, counted)
     for _, t in ipairs(spend) do
       if counted[t.i] ~= 0 then note_spend(k0 + t.i, t.list, t.member) end
     end

@@ -53,6 +53,9 @@
                   spendTopKey, without the window's index, which the script adds) follows the holders' hashes
                   in KEYS, one each, in the same order. A counter is listed after a charge that counted
                   something (spend-top.lua)
+           u      (not plain) number of ledger streams (usage.lua), then per one seven values: its descriptor's
+                  first window's place (1-based), the stream's bound, domain, rule, window name, counter tag,
+                  values (JSON); each stream's key follows the spend lists' keys in KEYS, in the same order
 
   Returns  { now_ms, then per request: admitted (0|1), then per window its count before this request (a
            bucket: its debt now), written -(count + 1) when the window has no room, and for a sliding window
@@ -146,7 +149,7 @@ end
 -- windows, r_count[r] says whether to count it, r_plain[r] whether every window is plain, r_short[r]
 -- whether it came without groups.
 local names, cur, old, shape_of, group_of, slots_of = {}, {}, {}, {}, {}, {}
-local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv, r_spend = {}, {}, {}, {}, {}, {}, {}, {}
+local r_k, r_n, r_count, r_plain, r_short, r_charge, r_rsv, r_spend, r_usage = {}, {}, {}, {}, {}, {}, {}, {}, {}
 local m, reqs = 0, 0
 
 -- A request's reservations, in-flight checks and spend lists: read_tail.
@@ -311,7 +314,7 @@ for r = 1, reqs do
     ok, err = false, { err = 'ERR a short request must hold only plain windows' }
   elseif r_charge[r] then
     decide_charges = decide_charges or charge_rules()
-    ok, err = pcall(decide_charges, r_count[r], r_n[r], r_k[r], r_rsv[r], r_spend[r])
+    ok, err = pcall(decide_charges, r_count[r], r_n[r], r_k[r], r_rsv[r], r_spend[r], r_usage[r])
   else
     ok, err = pcall(decide, r_count[r], r_n[r], r_k[r])
   end

@@ -1,11 +1,11 @@
 --[[
   Part of check-and-incr.lua, included where it says --#include request-tail.lua: what a request that is not
-  plain carries after its windows (the header's r, f and t). Uses the script's locals: ARGV, K, k_at, r_k,
-  r_rsv, r_charge, r_spend, slots_of.
+  plain carries after its windows (the header's r, f, t and u). Uses the script's locals: ARGV, K, k_at,
+  r_k, r_rsv, r_charge, r_spend, r_usage, slots_of.
 ]]
 
 -- Reads request `req`'s reservations (in order, and by group, with their three keys), its in-flight checks
--- (each with its holders' hash) and its spend lists (each with its key), from ARGV[a] and the keys after
+-- (each with its holders' hash), its spend lists and its ledger streams (each with its key), from ARGV[a] and the keys after
 -- K[k_at + k]; returns where the next request's arguments and keys start.
 local function read_tail(a, k, req)
   local rsv = { list = {}, by_group = {} }
@@ -37,5 +37,15 @@ local function read_tail(a, k, req)
     spend[x] = { i = tonumber(ARGV[a + (x - 1) * 2 + 1]), member = ARGV[a + (x - 1) * 2 + 2], list = K[k_at + k + x] }
   end
   r_spend[req] = spend
-  return a + 1 + t * 2, k + t
+  a, k = a + 1 + t * 2, k + t
+  local u, usage = tonumber(ARGV[a]), {}
+  for x = 1, u do
+    local b = a + (x - 1) * 7
+    usage[x] = {
+      i = tonumber(ARGV[b + 1]), maxlen = ARGV[b + 2], domain = ARGV[b + 3], rule = ARGV[b + 4], window = ARGV[b + 5],
+      counter = ARGV[b + 6], values = ARGV[b + 7], stream = K[k_at + k + x],
+    }
+  end
+  r_usage[req] = usage
+  return a + 1 + u * 7, k + u
 end
