@@ -106,7 +106,7 @@ function parseRoute(r: Obj, index: number, stage: number, fail: Fail): RouteSpec
   if (route.include_vh_rate_limits !== undefined) fail(`route ${index}: include_vh_rate_limits is not modelled`);
   const rateLimits = ((route.rate_limits ?? []) as Obj[])
     .filter((rl) => Number(rl.stage ?? 0) === stage)
-    .map((rl) => ((rl.actions ?? []) as Obj[]).map((a) => parseAction(a, index, fail)));
+    .map((rl) => ((rl.actions ?? []) as Obj[]).map((a) => parseAction(a, `route ${index}`, fail)));
   return { index, matchPath: parsePathMatch(m, index, fail), headers, rateLimits };
 }
 
@@ -150,7 +150,8 @@ function parseHeaderMatch(h: Obj, index: number, fail: Fail): HeaderMatch {
   return fail(`route ${index}: unsupported header match on ${name}`);
 }
 
-function parseAction(a: Obj, index: number, fail: Fail): Action {
+/** One of a RateLimit's actions, as the model knows them (`where`: the route, for the message). */
+export function parseAction(a: Obj, where: string, fail: Fail): Action {
   if (a.generic_key) {
     const g = a.generic_key as Obj;
     return { kind: 'generic_key', key: String(g.descriptor_key ?? 'generic_key'), value: String(g.descriptor_value) };
@@ -160,7 +161,7 @@ function parseAction(a: Obj, index: number, fail: Fail): Action {
     return { kind: 'request_headers', header: String(h.header_name).toLowerCase(), key: String(h.descriptor_key), skipIfAbsent: h.skip_if_absent === true };
   }
   if (a.remote_address) return { kind: 'remote_address', key: 'remote_address' };
-  return fail(`route ${index}: unsupported rate-limit action ${Object.keys(a).join(', ')}`);
+  return fail(`${where}: unsupported rate-limit action ${Object.keys(a).join(', ')}`);
 }
 
 /** Envoy's RE2 patterns match the whole value. */

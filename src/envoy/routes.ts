@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import type { EntryLike } from '../config/match.js';
 import { MAX_UINT32 } from '../config/units.js';
-import { loadEnvoyConfig } from './bootstrap.js';
+import { loadEnvoyConfig, parseAction } from './bootstrap.js';
 import { isInternalRequest, trustedClientAddress } from './internal.js';
 import { normalizeRequestPath } from './path.js';
 import {
@@ -249,18 +249,7 @@ function rateLimitEntry(rl: Obj, where: string, perRoute: boolean, fail: (msg: s
   // Envoy refuses these in RateLimitPerRoute.rate_limits (ratelimit_config.cc): the file would not load.
   if (perRoute && (rl.stage !== undefined || rl.disable_key !== undefined || rl.limit !== undefined))
     fail(`${where}: stage, disable_key and limit are refused in RateLimitPerRoute.rate_limits`);
-  const actions = ((rl.actions ?? []) as Obj[]).map((a): Action => {
-    if (a.generic_key) {
-      const g = a.generic_key as Obj;
-      return { kind: 'generic_key', key: String(g.descriptor_key ?? 'generic_key'), value: String(g.descriptor_value) };
-    }
-    if (a.request_headers) {
-      const h = a.request_headers as Obj;
-      return { kind: 'request_headers', header: String(h.header_name).toLowerCase(), key: String(h.descriptor_key), skipIfAbsent: h.skip_if_absent === true };
-    }
-    if (a.remote_address) return { kind: 'remote_address', key: 'remote_address' };
-    return fail(`${where}: unsupported rate-limit action ${Object.keys(a).join(', ')}`);
-  });
+  const actions = ((rl.actions ?? []) as Obj[]).map((a) => parseAction(a, where, fail));
   const h = rl.hits_addend as Obj | undefined;
   return { actions, hitsAddend: h === undefined ? undefined : hitsAddendOf(h, where, fail), onStreamDone: rl.apply_on_stream_done === true };
 }
