@@ -81,10 +81,11 @@ function limitText(l: CompiledLimit, ruleAlgorithm: string): string {
   return `${l.requestsPerUnit}/${windowText(l)}${own}`;
 }
 
-/** A charge_mode rule in a line: its reservations and settlements, when it takes them. */
+/** A charge_mode rule in a line: its reservations and settlements, when it takes them, and its usage ledger. */
 function chargeSummary(r: Rule): string {
   const reservations = r.reservationKey ? `, reservation_key ${r.reservationKey}, reservation_ttl ${r.reservationTtlMs / 1000}s` : '';
-  return `charge_mode${reservations}${r.settlementKey ? `, settlement_key ${r.settlementKey}` : ''}`;
+  const usage = r.usage ? `, usage ledger (values: ${r.usage.values.join(' ') || 'none'})` : '';
+  return `charge_mode${reservations}${r.settlementKey ? `, settlement_key ${r.settlementKey}` : ''}${usage}`;
 }
 
 /** An in_flight rule in a line: its lease, how long it is renewed, the entry that names a request. */

@@ -81,6 +81,7 @@ describe('tollgate CLI', () => {
       'tenant  50000000/calendar month  [fixed_window, charge_mode, reservation_key request_id, reservation_ttl 600s, settlement_key settle_id]',
     );
     expect(run.stdout).toContain('tier enterprise: 10000000000/calendar month');
+    expect(run.stdout).toContain('reservation_ttl 600s, settlement_key settle_id, usage ledger (values: tenant model)]');
     expect(run.stdout).toContain('tenant  20 at once  [in_flight, lease 30s, max_hold 900s, request_key request_id]');
     const explained = await runCli(['explain', '--config', 'examples', 'llm', 'tenant=acme', 'request_id=r1']);
     expect(explained.stdout).toContain('charge mode: hits_addend 0 checks');
