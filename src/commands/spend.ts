@@ -5,8 +5,9 @@ import { CliError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import type { Command } from './command.js';
 
-/** The largest --names file read: a million tenant ids of 60 bytes. */
+/** The largest --names file read: a million tenant ids of 60 bytes, and a million ids at most. */
 const MAX_NAMES_BYTES = 64 * 1024 * 1024;
+const MAX_NAMES = 1_000_000;
 
 const OPTIONS = {
   rule: { type: 'string' },
@@ -64,7 +65,11 @@ async function readNames(file: string): Promise<Map<string, string>> {
   );
   if (size > MAX_NAMES_BYTES) throw new CliError(`--names ${file} is ${size} bytes: at most ${MAX_NAMES_BYTES} are read`, 2);
   const out = new Map<string, string>();
-  for (const line of (await readFile(file, 'utf8')).split(/\r?\n/)) if (line !== '') out.set(fingerprint(line), line);
+  for (const line of (await readFile(file, 'utf8')).split(/\r?\n/)) {
+    if (line === '') continue;
+    if (out.size >= MAX_NAMES) throw new CliError(`--names ${file} holds more than ${MAX_NAMES} ids: give the tenants you are looking for`, 2);
+    out.set(fingerprint(line), line);
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@ import { AdminClient } from '../control/admin-client.js';
 import { UsageFiles, type UsageFormat, type Written } from '../control/usage-files.js';
 import { CliError } from '../errors.js';
 import { createClient, parseRedisUrl, redisAddress } from '../store/redis-connection.js';
+import type { UsageEvent } from '../store/usage-ledger.js';
 import { UsageStreams } from '../store/usage-streams.js';
 import type { Command } from './command.js';
 
@@ -57,7 +58,7 @@ interface Run {
   written: Written;
   follow: boolean;
   stopped: () => boolean;
-  counts: { written: number; skipped: number };
+  counts: { written: number; skipped: number; trimmed: number };
 }
 
 async function exportUsage(args: string[]): Promise<number> {
@@ -74,7 +75,14 @@ async function exportUsage(args: string[]): Promise<number> {
   process.once('SIGTERM', end).once('SIGINT', end);
   const batch = Number(values.batch ?? BATCH);
   if (!Number.isInteger(batch) || batch < 1 || batch > MAX_BATCH) throw new CliError(`--batch is a whole number from 1 to ${MAX_BATCH}`, 2);
-  const run: Run = { batch, files, written: files.written(), follow: values.follow ?? false, stopped: () => stop, counts: { written: 0, skipped: 0 } };
+  const run: Run = {
+    batch,
+    files,
+    written: files.written(),
+    follow: values.follow ?? false,
+    stopped: () => stop,
+    counts: { written: 0, skipped: 0, trimmed: 0 },
+  };
   try {
     if (values.url) await fromAdmin(values.url, run);
     else {
@@ -84,7 +92,9 @@ async function exportUsage(args: string[]): Promise<number> {
   } finally {
     files.close();
   }
-  process.stderr.write(`tollgate: exported ${run.counts.written} usage events (${run.counts.skipped} found already written, acknowledged)\n`);
+  const { written, skipped, trimmed } = run.counts;
+  const lost = trimmed > 0 ? `; ${trimmed} pending were trimmed at the ledger's bound before they were written` : '';
+  process.stderr.write(`tollgate: exported ${written} usage events (${skipped} found already written, acknowledged${lost})\n`);
   return 0;
 }
 
@@ -110,12 +120,7 @@ async function fromRedis(values: { 'redis-url'?: string; 'redis-type'?: string; 
       const events = await s.next(streams, group, consumer, run.batch, run.follow ? WAIT_MS : 0);
       run.files.write(events);
       run.counts.written += events.length;
-      for (const stream of streams)
-        await s.ack(
-          stream,
-          group,
-          events.filter((e) => sameStream(e.stream, stream)).map((e) => e.id),
-        );
+      await acknowledge(s, group, events);
       if (events.length === 0 && !run.follow) break;
       // Several streams are read without blocking (one call each): a pause when none had any.
       if (events.length === 0 && streams.length !== 1) await new Promise((r) => setTimeout(r, WAIT_MS));
@@ -140,41 +145,73 @@ function ready(client: Redis | Cluster, address: string): Promise<void> {
 }
 
 /** Events delivered to this consumer (or claimed from one that died) and not acknowledged: those the files hold
- * are acknowledged only; the rest written, then acknowledged. */
+ * are acknowledged only; the rest written, then acknowledged; those the bound trimmed meanwhile, acknowledged
+ * and counted. */
 async function drainPending(s: UsageStreams, stream: string, group: string, consumer: string, run: Run): Promise<void> {
   let from = '0';
   for (;;) {
-    const events = await s.pending(stream, group, consumer, run.batch, from);
-    if (events.length === 0) return;
+    const { events, gone } = await s.pending(stream, group, consumer, run.batch, from);
+    if (events.length + gone.length === 0) return;
     const fresh = events.filter((e) => !run.written.has(e.stream, e.id));
     run.files.write(fresh);
     run.counts.written += fresh.length;
     run.counts.skipped += events.length - fresh.length;
-    await s.ack(
-      stream,
-      group,
-      events.map((e) => e.id),
-    );
-    from = events.at(-1)!.id;
+    run.counts.trimmed += gone.length;
+    const ids = [...events.map((e) => e.id), ...gone].sort(byId);
+    await s.ack(stream, group, ids);
+    from = ids.at(-1)!;
   }
 }
 
-const sameStream = (tag: string, stream: string): boolean => (tag === '' ? !stream.includes('{') : stream.endsWith(`{${tag}}`));
+/** Acknowledges events written (each on its own stream), then drops from those streams what every group has. */
+async function acknowledge(s: UsageStreams, group: string, events: readonly UsageEvent[]): Promise<void> {
+  const byStream = new Map<string, string[]>();
+  for (const e of events) byStream.set(e.stream, [...(byStream.get(e.stream) ?? []), e.id]);
+  for (const [name, ids] of byStream) {
+    await s.ack(s.keyOf(name), group, ids);
+    await s.trimExported(s.keyOf(name));
+  }
+}
 
-/** The memory store's ring, through the admin API: after the last event the files hold. */
+/** Stream ids in order (`<ms>-<seq>`). */
+function byId(a: string, b: string): number {
+  const [am, as] = a.split('-').map(Number);
+  const [bm, bs] = b.split('-').map(Number);
+  return am! - bm! || as! - bs!;
+}
+
+/** The memory store's ring, through the admin API: after the last event the files hold of its stream (a
+ * restarted service's ring is a new stream, read from its first). */
 async function fromAdmin(url: string, run: Run): Promise<void> {
   const credential = process.env.TOLLGATE_ADMIN_TOKEN;
   if (!credential) throw new CliError('set TOLLGATE_ADMIN_TOKEN to the admin credential of the service', 2);
   const client = new AdminClient(url, credential);
-  let after = run.written.lastMemoryId;
-  do {
-    const { events } = await client.usage(after, run.batch).catch((err: unknown) => {
+  const read = (after: number) =>
+    client.usage(after, run.batch).then(checked(run.batch), (err: unknown) => {
       throw new CliError((err as Error).message);
     });
+  let after = run.written.lastNumbered((await read(0)).stream);
+  do {
+    const { events } = await read(after);
     run.files.write(events);
     run.counts.written += events.length;
     if (events.length > 0) after = Number(events.at(-1)!.id);
     else if (!run.follow) break;
     else await new Promise((r) => setTimeout(r, WAIT_MS));
   } while (!run.stopped());
+}
+
+type UsagePage = Awaited<ReturnType<AdminClient['usage']>>;
+
+/** The admin API's answer, as this command asked for it: a stream name, at most `count` events of it, numbered. */
+function checked(count: number): (a: UsagePage) => UsagePage {
+  return (a) => {
+    const ok =
+      typeof a?.stream === 'string' &&
+      Array.isArray(a.events) &&
+      a.events.length <= count &&
+      a.events.every((e) => e?.stream === a.stream && /^\d{1,15}$/.test(String(e.id)));
+    if (!ok) throw new CliError('the admin API answered something that is not a page of the usage ledger: is --url a Tollgate admin port?');
+    return a;
+  };
 }

@@ -55,7 +55,7 @@ export class AdminClient {
   }
 
   /** GET /v1/usage: the memory store's ledger events after `after` (control/admin-api.ts). */
-  usage(after: number, count: number): Promise<{ events: UsageEvent[]; first: number; last: number }> {
+  usage(after: number, count: number): Promise<{ stream: string; events: UsageEvent[]; first: number; last: number }> {
     return this.call('GET', `/v1/usage?after=${after}&count=${count}`);
   }
 

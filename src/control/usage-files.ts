@@ -9,12 +9,12 @@ const ROTATE_BYTES = 16 * 1024 * 1024;
 const COLUMNS = ['stream', 'id', 't', 'domain', 'rule', 'window', 'counter', 'outcome', 'tokens', 'estimate', 'rid', 'values'] as const;
 const NAME = /^usage-\d{8}T\d{9}-\d+-\d{6}\.(ndjson|csv)$/;
 
-/** What an export directory says was written: each event by stream and id, as `<stream>/<id>`, read from the
- * newest two files (an event in flight when an exporter stopped is in the newest: files turn only between
- * batches), and the highest id of the memory ring's stream (''). */
+/** What an export directory says was written: each event by stream and id, read from the newest two files (an
+ * event in flight when an exporter stopped is in the newest: files turn only between batches), and the highest
+ * numbered id of a stream (a memory ring's). */
 export interface Written {
   has(stream: string, id: string): boolean;
-  lastMemoryId: number;
+  lastNumbered(stream: string): number;
 }
 
 /** The events of an export, appended to files in a directory of its own (usage-<time>-<n>.ndjson or .csv), each
@@ -38,24 +38,26 @@ export class UsageFiles {
       .sort()
       .slice(-2);
     const seen = new Set<string>();
-    let lastMemoryId = 0;
+    const last = new Map<string, number>();
     for (const f of files) {
       for (const line of readFileSync(join(this.dir, f), 'utf8').split('\n')) {
         const at = f.endsWith('.csv') ? fromCsv(line) : fromJson(line);
         if (!at) continue;
         seen.add(`${at[0]}/${at[1]}`);
-        if (at[0] === '' && /^\d+$/.test(at[1])) lastMemoryId = Math.max(lastMemoryId, Number(at[1]));
+        if (/^\d+$/.test(at[1])) last.set(at[0], Math.max(last.get(at[0]) ?? 0, Number(at[1])));
       }
     }
-    return { has: (stream, id) => seen.has(`${stream}/${id}`), lastMemoryId };
+    return { has: (stream, id) => seen.has(`${stream}/${id}`), lastNumbered: (stream) => last.get(stream) ?? 0 };
   }
 
   /** Appends the events and syncs them to disk. */
   write(events: readonly UsageEvent[]): void {
     if (events.length === 0) return;
     if (this.fd === undefined || this.bytes >= ROTATE_BYTES) this.open();
-    const text = `${events.map((e) => (this.format === 'csv' ? toCsv(e) : JSON.stringify(e))).join('\n')}\n`;
-    this.bytes += writeSync(this.fd!, text);
+    const text = Buffer.from(`${events.map((e) => (this.format === 'csv' ? toCsv(e) : JSON.stringify(e))).join('\n')}\n`);
+    // All of it, or an error before anything is acknowledged (a full disk throws; a short write goes on).
+    for (let at = 0; at < text.length; ) at += writeSync(this.fd!, text, at);
+    this.bytes += text.length;
     fsyncSync(this.fd!);
   }
 
@@ -84,12 +86,14 @@ function fromJson(line: string): [string, string] | undefined {
   }
 }
 
-/** A CSV line's stream and id (the first two columns, never quoted: a tag and a stream id); the header and a
- * line cut short (fewer columns) are not events. */
+/** A whole CSV line as toCsv writes it: a line cut short (by a crash mid-write) does not match, nor the header. */
+const QUOTED = '"(?:[^"]|"")*"';
+const CSV_LINE = new RegExp(`^([^,"]*),([^,"]+),\\d+,${QUOTED},${QUOTED},${QUOTED},[^,"]*,[a-z]+,-?\\d+,\\d+,[^,"]*,${QUOTED}$`);
+
+/** A CSV event's stream and id (the first two columns, never quoted: a stream name and an id). */
 function fromCsv(line: string): [string, string] | undefined {
-  const cells = line.split(',');
-  if (cells.length < COLUMNS.length || cells[0] === 'stream' || !line.endsWith('"')) return undefined;
-  return [cells[0]!, cells[1]!];
+  const m = CSV_LINE.exec(line);
+  return m ? [m[1]!, m[2]!] : undefined;
 }
 
 /** One event as a CSV line (RFC 4180: text fields quoted, quotes doubled); `values` last, so a cut line shows. */

@@ -342,6 +342,7 @@ export function toChecks(plans: readonly DescriptorPlan[], peek = false): Counte
         reservation: peek ? undefined : p.reservation,
         slots: slots ? { id: p.slotId } : undefined,
         usage: peek ? undefined : p.usage,
+        spend: !peek && p.rule?.charge === true && !p.override && !p.refund && !slots,
       };
     }
   }

@@ -64,6 +64,9 @@ export interface CounterCheck {
   calendar: number;
   /** A charge-mode descriptor's reservation, the same object on each of its windows (see Reservation). */
   reservation: Reservation | undefined;
+  /** A count of a charge_mode rule's own window (not Envoy's limit, not a refund): its counter goes to the
+   * window's spend list (store/spend-top.ts). */
+  spend?: boolean;
   /** A rule with a usage ledger (config `usage`): what its events carry; the same object on each window of the
    * descriptor. Absent for every other. */
   usage?: UsageTag;

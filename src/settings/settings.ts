@@ -184,7 +184,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
 
 /** What the store holds at most: counters (memory) and usage ledger events. */
 function storeBounds(num: (name: OptionName, kind: keyof typeof NUMBERS) => number): Pick<Settings, 'maxCounters' | 'usageMaxLen'> {
-  return { maxCounters: num('max-counters', 'positive'), usageMaxLen: num('usage-ledger-max-len', 'positive') };
+  return { maxCounters: num('max-counters', 'positive'), usageMaxLen: num('usage-ledger-max-len', 'ledger') };
 }
 
 /** --max-config-bytes for commands other than serve (check-config), read as serve reads it. */

@@ -13,6 +13,8 @@ export const NUMBERS = {
   share: { ok: (n: number) => n >= 0 && n <= 1, what: 'a number from 0 to 1' },
   portion: { ok: (n: number) => n > 0 && n <= 1, what: 'a number above 0, at most 1' },
   above0: { ok: (n: number) => Number.isFinite(n) && n > 0, what: 'a number above 0' },
+  // USAGE_LEDGER_MAX_LEN: what XADD's MAXLEN takes as an integer, and a ring this process can hold.
+  ledger: { ok: (n: number) => Number.isInteger(n) && n > 0 && n <= 100_000_000, what: 'a whole number from 1 to 100000000' },
 } as const;
 
 export function numberOf(s: Setting, kind: keyof typeof NUMBERS): number {

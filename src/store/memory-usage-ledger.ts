@@ -9,6 +9,8 @@ export const MAX_USAGE_READ = 10_000;
  * overwrites before any read reached it is counted as dropped. */
 export class MemoryUsageLedger {
   private readonly ring: (UsageEvent | undefined)[];
+  /** Its name: a restarted process's ring numbers from 1 again, and is another stream to an exporter. */
+  readonly stream = `mem-${Date.now()}`;
   private written = 0;
   /** The highest number any read has returned. */
   private readThrough = 0;
@@ -23,7 +25,7 @@ export class MemoryUsageLedger {
     const slot = (n - 1) % this.max;
     const gone = this.ring[slot];
     if (gone && Number(gone.id) > this.readThrough) this.dropped++;
-    this.ring[slot] = { stream: '', id: String(n), t, ...s, outcome, tokens, estimate, rid };
+    this.ring[slot] = { stream: this.stream, id: String(n), t, ...s, outcome, tokens, estimate, rid };
   }
 
   /** Events written that no read has returned yet (those the ring still holds). */
@@ -32,13 +34,13 @@ export class MemoryUsageLedger {
   }
 
   /** Events numbered after `after`, oldest first, at most `count`; `first`: the oldest the ring still holds. */
-  read(after: number, count: number): { events: UsageEvent[]; first: number; last: number } {
+  read(after: number, count: number): { stream: string; events: UsageEvent[]; first: number; last: number } {
     const first = Math.max(1, this.written - this.max + 1);
     const events: UsageEvent[] = [];
     for (let n = Math.max(after + 1, first); n <= this.written && events.length < Math.min(count, MAX_USAGE_READ); n++) {
       events.push(this.ring[(n - 1) % this.max]!);
     }
     if (events.length > 0) this.readThrough = Math.max(this.readThrough, Number(events.at(-1)!.id));
-    return { events, first, last: this.written };
+    return { stream: this.stream, events, first, last: this.written };
   }
 }

@@ -48,10 +48,11 @@ export interface SpendTop {
   read(w: SpendWindow, offset: number, count: number): Promise<SpendPage>;
 }
 
-/** Whether a check's counter is listed: a charge_mode rule's window that is not slots, not shadow (it refuses
- * nobody). The one place that says it, for both stores. */
+/** Whether a check's counter is listed: a count on a window of a rule the config made charge_mode (not Envoy's
+ * own limit on it, whose limit the request sets; not a refund; not slots), not shadow (it refuses nobody). The
+ * one place that says it, for both stores. */
 export function spendListed(c: CounterCheck): boolean {
-  return c.charge && !c.shadow && !ALGORITHMS[c.kind]!.slots;
+  return c.spend === true && !c.shadow;
 }
 
 /** The fullest first, ties by counter (as Redis's ZREVRANGE orders them), over lists of several masters. */

@@ -12,11 +12,10 @@ export const DEFAULT_USAGE_MAX_LEN = 1_000_000;
 
 export type UsageOutcome = 'charged' | 'settled' | 'unreserved' | 'refunded' | 'expired';
 
-/** One event, as exported: where it is (its stream's tag, '' for one Redis or memory, and its id there),
- * when (ms), the rule and window, the counter's tag (fingerprints), the tokens it adds to the counter's spend
- * (a refund: negative; summed over a counter's events, they are what it was charged), the reservation's
- * estimate, the request id's fingerprint, and the descriptor's values (JSON: opted-in
- * ones verbatim, the rest as `fp:` fingerprints). */
+/** One event, as exported: where it is (its stream: '' for one Redis's, a Cluster stream's tag, `mem-<boot ms>`
+ * for a memory ring; and its id there), when (ms), the rule and window, the counter's tag (fingerprints), the
+ * tokens the request cost (usageOutcomes; a refund: negative), the reservation's estimate, the request id's
+ * fingerprint, and the descriptor's values (JSON: opted-in ones verbatim, the rest as `fp:` fingerprints). */
 export interface UsageEvent {
   stream: string;
   id: string;
@@ -41,9 +40,10 @@ export function subjectOf(c: CounterCheck & { usage: UsageTag }): UsageSubject {
 
 /** The events of a decided request, as lua/usage.lua writes them (line for line): per descriptor with `usage`
  * (its first window), its settlement or unreserved settlement, else its refund or charge, by what it counted.
- * An event's tokens are what it adds to the counter's spend: a settlement of a reservation that expired (its
- * `expired` event said the estimate) adds what it differs from it (`expired`: the groups whose reservation
- * had). Expired reservations are the reservations' own events (memory-reservations.ts). */
+ * An event's tokens are what the request cost: a settlement's what the stream cost (but what an expired
+ * reservation's own event said: `expired`, the groups whose reservation had), a charge's what it counted, a
+ * refund's the most any of its windows gave back (negative). Expired reservations are the reservations' own
+ * events (memory-reservations.ts). */
 export function usageOutcomes(
   checks: readonly CounterCheck[],
   result: Pick<CheckResult, 'counted' | 'reservations'>,
@@ -58,8 +58,11 @@ export function usageOutcomes(
     if (o?.event === 'settled') {
       out.push({ check, outcome: 'settled', tokens: c.hits - (expired.has(c.group) ? o.estimate : 0), estimate: o.estimate, rid: c.reservation!.id });
     } else if (o?.event === 'unreserved') out.push({ check, outcome: 'unreserved', tokens: c.hits, estimate: 0, rid: c.reservation!.id });
-    else if (!c.reservation && c.op === 'refund' && counted !== 0) out.push({ check, outcome: 'refunded', tokens: counted, estimate: 0, rid: '' });
-    else if (!c.reservation && c.op === 'count' && counted !== 0) out.push({ check, outcome: 'charged', tokens: counted, estimate: 0, rid: '' });
+    else if (!c.reservation && c.op === 'refund') {
+      // The most any window of the descriptor gave back (a window that turned since holds less).
+      const back = Math.min(0, ...checks.flatMap((x, j) => (x.group === c.group ? [result.counted?.[j] ?? 0] : [])));
+      if (back !== 0) out.push({ check, outcome: 'refunded', tokens: back, estimate: 0, rid: '' });
+    } else if (!c.reservation && c.op === 'count' && counted !== 0) out.push({ check, outcome: 'charged', tokens: counted, estimate: 0, rid: '' });
   });
   return out;
 }

@@ -1,10 +1,28 @@
 import { Cluster, type Redis } from 'ioredis';
-import { hashTag, usageStreamKey } from '../counters/keys.js';
+import { usageStreamKey } from '../counters/keys.js';
 import type { UsageEvent, UsageOutcome } from './usage-ledger.js';
 
-/** Streams found per master by one scan, at most: a Cluster writes one per run of slots, and one per slot a
- * request was sent to through redirects. */
+/** Streams found by one look, at most (over every master): a Cluster writes one per master's run of slots, and
+ * one per slot a request was sent to through redirects (16,384 slots). */
 const MAX_STREAMS = 20_000;
+
+/** Entries a consumer group has read and acknowledged, everywhere, go: what keeps the ledger's memory at what
+ * is waiting for export, not at USAGE_LEDGER_MAX_LEN per stream. Only entries every group has had and none
+ * has pending (XTRIM MINID: ids below the threshold). */
+const TRIM_EXPORTED = `
+local least = nil
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local pending, last = 0, nil
+  for i = 1, #g, 2 do
+    if g[i] == 'pending' then pending = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
+  end
+  if pending > 0 or not last then return 0 end
+  local ms, seq = string.match(last, '^(%d+)-(%d+)$')
+  local n = { tonumber(ms), tonumber(seq) }
+  if not least or n[1] < least[1] or (n[1] == least[1] and n[2] < least[2]) then least = n end
+end
+if not least then return 0 end
+return redis.call('XTRIM', KEYS[1], 'MINID', string.format('%.0f-%.0f', least[1], least[2] + 1))`;
 
 /** A stream entry as Redis answers it: its id and its fields, flat. */
 type Entry = [id: string, fields: string[]];
@@ -16,6 +34,17 @@ export class UsageStreams {
     private readonly client: Redis | Cluster,
     private readonly prefix: string,
   ) {}
+
+  /** The name an event gives its stream: '' for one Redis's, the tag of a Cluster's (the text after the key's
+   * own usage prefix, whatever braces REDIS_KEY_PREFIX holds). */
+  nameOf(stream: string): string {
+    const rest = stream.slice(usageStreamKey(this.prefix).length);
+    return rest === '' ? '' : rest.slice(2, -1);
+  }
+
+  keyOf(name: string): string {
+    return usageStreamKey(this.prefix, name);
+  }
 
   /** Every ledger stream there is now. */
   async streams(): Promise<string[]> {
@@ -43,25 +72,53 @@ export class UsageStreams {
   }
 
   /** This consumer's entries delivered and not acknowledged (`from`: past the id), oldest first; others'
-   * idle past `idleMs` are claimed first (a consumer that died with them). */
-  async pending(stream: string, group: string, consumer: string, count: number, from = '0', idleMs = 60_000): Promise<UsageEvent[]> {
-    if (from === '0') await this.client.xautoclaim(stream, group, consumer, idleMs, '0', 'COUNT', count, 'JUSTID');
+   * idle past `idleMs` are claimed first (a consumer that died with them). `gone`: pending ids whose entries the
+   * bound trimmed before they were acknowledged (nothing left to write). */
+  async pending(
+    stream: string,
+    group: string,
+    consumer: string,
+    count: number,
+    from = '0',
+    idleMs = 60_000,
+  ): Promise<{ events: UsageEvent[]; gone: string[] }> {
+    const gone: string[] = [];
+    if (from === '0') {
+      // Redis 7 also drops from the list, and names, pending ids whose entries are gone (its reply's third part).
+      const claimed = (await this.client.xautoclaim(stream, group, consumer, idleMs, '0', 'COUNT', count, 'JUSTID')) as unknown[];
+      if (Array.isArray(claimed[2])) gone.push(...(claimed[2] as string[]));
+    }
     const reply = (await this.client.xreadgroup('GROUP', group, consumer, 'COUNT', count, 'STREAMS', stream, from)) as [string, Entry[]][] | null;
-    return (reply?.[0]?.[1] ?? []).map((e) => eventOf(stream, e));
+    const events: UsageEvent[] = [];
+    for (const e of reply?.[0]?.[1] ?? []) {
+      if (Array.isArray(e[1])) events.push(this.eventOf(stream, e));
+      else gone.push(e[0]);
+    }
+    return { events, gone };
   }
 
-  /** Entries no consumer of the group has had, oldest first; `blockMs` > 0 waits that long for some. */
+  /** Entries no consumer of the group has had, oldest first, at most `count` over all the streams; `blockMs` > 0
+   * waits that long for some (one stream only). */
   async next(streams: readonly string[], group: string, consumer: string, count: number, blockMs: number): Promise<UsageEvent[]> {
-    if (streams.length === 0) return [];
-    const block = blockMs > 0 ? ['BLOCK', blockMs] : [];
+    const block = blockMs > 0 && streams.length === 1 ? ['BLOCK', blockMs] : [];
     const out: UsageEvent[] = [];
     // One call per stream: a Cluster's streams are on several masters (an XREADGROUP may not span slots).
     for (const stream of streams) {
-      const args = ['GROUP', group, consumer, 'COUNT', count, ...(streams.length === 1 ? block : []), 'STREAMS', stream, '>'];
+      if (out.length >= count) break;
+      const args = ['GROUP', group, consumer, 'COUNT', count - out.length, ...block, 'STREAMS', stream, '>'];
       const reply = (await (this.client.xreadgroup as (...a: unknown[]) => Promise<unknown>)(...args)) as [string, Entry[]][] | null;
-      for (const e of reply?.[0]?.[1] ?? []) out.push(eventOf(stream, e));
+      for (const e of reply?.[0]?.[1] ?? []) out.push(this.eventOf(stream, e));
     }
     return out;
+  }
+
+  /** Drops what every group of the stream has read and acknowledged; returns how many entries went. */
+  async trimExported(stream: string): Promise<number> {
+    return (await this.client.eval(TRIM_EXPORTED, 1, stream)) as number;
+  }
+
+  private eventOf(stream: string, e: Entry): UsageEvent {
+    return eventOf(this.nameOf(stream), e);
   }
 
   async ack(stream: string, group: string, ids: readonly string[]): Promise<void> {
@@ -95,12 +152,12 @@ function flatMap(flat: unknown[]): Map<string, unknown> {
   return m;
 }
 
-/** A stream entry as an event; the stream is named by its tag ('' on one Redis). */
-function eventOf(stream: string, [id, fields]: Entry): UsageEvent {
+/** A stream entry as an event, its stream by nameOf. */
+function eventOf(name: string, [id, fields]: Entry): UsageEvent {
   const f = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
   return {
-    stream: stream.includes('{') ? hashTag(stream) : '',
+    stream: name,
     id,
     t: Number(f.get('t')),
     domain: f.get('domain') ?? '',

@@ -106,6 +106,12 @@ describe('spend lists, kept with the charge, on every store', () => {
     await limiter.decide(charge('bucket', 'c', 1));
     const bucket = (await store.spendTop!.read(BUCKET, 0, 5)).counters;
     expect(near(bucket)).toEqual(near([fingerprint('b'), fingerprint('a'), fingerprint('c')].map((counter, i) => ({ counter, share: [0.9, 0.6, 0.11][i]! }))));
+    // A refund, and Envoy's own limit on the rule (a limit the request sets), never write the rule's list.
+    const before = await store.spendTop!.read(HOUR, 0, MAX_SPEND_LISTED);
+    await limiter.decide({ domain: 'llm', hits: 1, descriptors: [{ entries: [{ key: 'tenant', value: 'evil' }], hits: 1, refund: true }] });
+    const override = { requestsPerUnit: 1, unit: 'hour' as const };
+    await limiter.decide({ domain: 'llm', hits: 500, descriptors: [{ entries: [{ key: 'tenant', value: 'evil' }], hits: 500, override }] });
+    expect(await store.spendTop!.read(HOUR, 0, MAX_SPEND_LISTED)).toEqual(before);
     // A new hour starts a new list.
     clock.advance(3_600_000);
     expect((await store.spendTop!.read(HOUR, 0, 10)).listed).toBe(0);

@@ -101,14 +101,15 @@ describe('the usage ledger through two replicas, a frozen Redis and a killed exp
     expect(new Set(lines.map((l) => `${l.stream}/${l.id}`)).size).toBe(STREAMS);
     expect(new Set(lines.map((l) => l.rid))).toEqual(new Set(Array.from({ length: STREAMS }, (_, i) => fingerprint(`s${i}`))));
     expect(await redis.cli('XPENDING', `${PREFIX}v2:usage`, 'billing')).toMatch(/^0\b/);
+    // What every group has read and acknowledged is dropped from Redis: the ledger holds what waits for export.
+    expect(Number(await redis.cli('XLEN', `${PREFIX}v2:usage`))).toBe(0);
     // Read through, nothing trimmed: the gauges say so.
     const { series } = await scrape(a.service.httpPort);
     expect([metric(series, 'tollgate_usage_waiting', { group: 'billing' }), metric(series, 'tollgate_usage_dropped', { group: 'billing' })]).toEqual([0, 0]);
   }, 120_000);
 
   it('events written but not acknowledged when the exporter stopped are acknowledged, not written again', async () => {
-    await a.rls.call(phase(90_000, 'settle_id', 10));
-    await a.rls.call(phase(90_001, 'settle_id', 20));
+    for (let i = 0; i < 3; i++) await a.rls.call(phase(90_000 + i, 'settle_id', 10));
     const client = new Redis(redis.port);
     const streams = new UsageStreams(client, PREFIX);
     const key = `${PREFIX}v2:usage`;
@@ -120,13 +121,33 @@ describe('the usage ledger through two replicas, a frozen Redis and a killed exp
     const args = ['usage', 'export', '--group', 'audit', '--consumer', 'pod-1', '--out', out, ...cli];
     args[args.indexOf('--redis-url') + 1] = redis.url;
     const run = await runCli(args);
-    expect(run.stderr).toContain(`exported ${STREAMS} usage events (2 found already written, acknowledged)`);
+    expect(run.stderr).toContain('exported 1 usage events (2 found already written, acknowledged)');
     const lines = exported(out);
-    expect(lines).toHaveLength(STREAMS + 2);
-    expect(new Set(lines.map((l) => l.id)).size).toBe(STREAMS + 2);
+    expect(lines.map((l) => l.rid)).toEqual([0, 1, 2].map((i) => fingerprint(`s${90_000 + i}`)));
+    expect(await redis.cli('XPENDING', key, 'audit')).toMatch(/^0\b/);
+    // Pending entries the bound trimmed before they were written: acknowledged, counted, nothing to write.
+    for (let i = 0; i < 3; i++) await a.rls.call(phase(91_000 + i, 'settle_id', 10));
+    await streams.next([key], 'audit', 'pod-1', 10, 0);
+    await redis.cli('XTRIM', key, 'MAXLEN', '0');
+    const trimmed = await runCli(args);
+    expect([trimmed.code, trimmed.stderr]).toEqual([0, expect.stringContaining('3 pending were trimmed')]);
     expect(await redis.cli('XPENDING', key, 'audit')).toMatch(/^0\b/);
     client.disconnect();
   }, 60_000);
+
+  it('a key prefix with its own hash tag: the events are acknowledged on their stream', async () => {
+    const args = ['--store', 'redis', '--redis-url', redis.url, '--redis-key-prefix', '{tg}:'];
+    const s = await startTestService({ configDir: dir, args });
+    try {
+      for (let i = 0; i < 3; i++) await s.rls.call(phase(92_000 + i, 'settle_id', 10));
+      const out = mkdtempSync(join(tmpdir(), 'usage-'));
+      const run = await runCli(['usage', 'export', '--group', 'g', '--out', out, '--redis-url', redis.url, '--redis-key-prefix', '{tg}:']);
+      expect([run.code, exported(out).length]).toEqual([0, 3]);
+      expect(await redis.cli('XPENDING', '{tg}:v2:usage', 'g')).toMatch(/^0\b/);
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 describe('the memory store ledger, exported through the admin API', () => {
@@ -143,7 +164,7 @@ describe('the memory store ledger, exported through the admin API', () => {
         readdirSync(out).flatMap((f) =>
           readFileSync(join(out, f), 'utf8')
             .split('\n')
-            .filter((l) => /^,\d/.test(l)),
+            .filter((l) => /^mem-\d+,\d/.test(l)),
         );
       expect(rows()).toHaveLength(100); // the ring's last 100: events 51 to 150
       expect(rows()[0]!.split(',')[1]).toBe('51');
@@ -153,6 +174,16 @@ describe('the memory store ledger, exported through the admin API', () => {
       expect(new Set(rows().map((r) => r.split(',')[1])).size).toBe(110);
       const anonymous = await fetch(`http://127.0.0.1:${s.service.adminPort}/v1/usage`);
       expect(anonymous.status).toBe(401);
+      // A restarted service's ring numbers from 1 again: it is a new stream, exported from its first event.
+      await s.close();
+      const again = await startTestService({ configDir: dir, env: { TOLLGATE_ADMIN_TOKEN: ADMIN, USAGE_LEDGER_MAX_LEN: '100' } });
+      try {
+        for (let i = 0; i < 5; i++) await again.rls.call(phase(i, 'settle_id', 10));
+        args[args.length - 1] = `http://127.0.0.1:${again.service.adminPort}`;
+        expect((await runCli(args, env)).stderr).toContain('exported 5 usage events');
+      } finally {
+        await again.close();
+      }
     } finally {
       await s.close();
     }

@@ -94,4 +94,33 @@ describe('the usage ledger, on every store', () => {
     expect(other.map((e) => e.values)).toEqual([`{"tenant":"fp:${fingerprint('Acme Corp')}","model":"gpt-4o"}`]);
     expect(JSON.stringify(events)).not.toContain('Acme Corp');
   });
+
+  it.each(stores)('%s: a refund is what its windows gave back, the most of them, after a window turned', async (_name, make) => {
+    const two = compileSources([{ file: 'two.yaml', text: TWO_WINDOWS }]);
+    const clock = new ManualClock(T0);
+    const store = await make(clock);
+    const limiter = new Limiter({ config: () => two, store, clock, tiers: { tierOf: () => undefined } });
+    const d = (hits: number, refund = false): DecisionInput => ({
+      domain: 'two',
+      hits,
+      descriptors: [{ entries: [{ key: 'tenant', value: 'x' }], hits, ...(refund && { refund: true }) }],
+    });
+    await limiter.decide(d(10));
+    clock.advance(3_600_000); // a new hour: it holds none of the 10, the day all of them
+    await limiter.decide(d(10, true));
+    expect((await eventsOf(store)).map((e) => [e.outcome, e.tokens])).toEqual([
+      ['charged', 10],
+      ['refunded', -10],
+    ]);
+  });
 });
+
+const TWO_WINDOWS = `domain: two
+descriptors:
+  - key: tenant
+    charge_mode: true
+    usage: {values: []}
+    rate_limits:
+      - {unit: hour, requests_per_unit: 1000}
+      - {unit: day, requests_per_unit: 10000}
+`;

@@ -6,6 +6,9 @@
   come as `spend` and its ledger streams as `usage` (check-and-incr.lua's r_spend, r_usage).
 ]]
 
+-- The usage ledger: usage_reachable, usage_event, usage_events.
+--#include usage.lua
+
 -- A reservation's records: what src/store/memory-reservations.ts keeps, with the same bounds per counter. The
 -- hash holds every record (id -> "r <estimate> <ms reserved>" open, "e <estimate> <ms reserved>" ended
 -- unsettled, "x" refused, "s" settled); x.exp the open ones by expiry, x.done the ended ones by when they are
@@ -39,9 +42,9 @@ local function end_record(x, id, v, until_ms)
 end
 
 -- Open reservations past their ttl end unsettled (charged at their estimate, their record kept one more ttl
--- so a late settlement is netted against it); ended records past their time are forgotten. Returns how many
--- ended unsettled.
-local function purge(x)
+-- so a late settlement is netted against it), each with its ledger event (`u`: the rule's ledger) written with
+-- its record; ended records past their time are forgotten. Returns how many ended unsettled.
+local function purge(x, u)
   local expired = 0
   local due = call('ZRANGEBYSCORE', x.exp, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PURGE)
   for i = 1, #due, 2 do
@@ -50,9 +53,10 @@ local function purge(x)
     if string.sub(v, 1, 1) == 'r' then
       expired = expired + 1
       v = 'e' .. string.sub(v, 2)
-      -- For the ledger: the reservation's id and estimate.
-      x.expired_ids = x.expired_ids or {}
-      x.expired_ids[#x.expired_ids + 1] = { id, tonumber(string.match(v, '^e (%d+)')), tonumber(due[i + 1]) }
+      if u then
+        local est = tonumber(string.match(v, '^e (%d+)'))
+        usage_event(u, 'expired', est, est, id, tonumber(due[i + 1]))
+      end
     end
     end_record(x, id, v, tonumber(due[i + 1]) + x.ttl)
   end
@@ -66,9 +70,9 @@ end
 
 -- Reads reservation x's record into x.kind (reserve, settle, unreserved, late or full; x.est and x.at for
 -- settle), after ending and forgetting what is due (count_it only); returns how many ended unsettled.
-local function look_up(x, count_it)
+local function look_up(x, count_it, u)
   local expired = 0
-  if count_it then expired = purge(x) end
+  if count_it then expired = purge(x, u) end
   local v = call('HGET', x.hash, x.id)
   local c = v and string.sub(v, 1, 1)
   if c == 'x' or c == 's' or c == 'e' then
@@ -95,9 +99,8 @@ end
 -- In-flight slots: slot_window, slot_write.
 --#include slots.lua
 
--- Spend lists: note_spend. The usage ledger: usage_reachable, usage_events.
+-- Spend lists: note_spend.
 --#include spend-top.lua
---#include usage.lua
 
 -- Window j of a request with a charge: its kind (normal, charge, or its reservation's), its count before (a
 -- bucket: its debt), the previous window's, what it asks and whether that takes it past what it holds.
@@ -191,9 +194,10 @@ end
 -- room); the admission rule is decide's.
 local function decide_charges(count_it, n, k0, rsv, spend, usage)
   rsv.count_it, rsv.pending = count_it, {}
-  if count_it then usage_reachable(usage) end
+  local ledger_of = {}
+  if count_it then ledger_of = usage_reachable(usage, k0) end
   local expired = 0
-  for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it) end
+  for _, x in ipairs(rsv.list) do expired = expired + look_up(x, count_it, ledger_of[x.group]) end
   local curr, prev, over, asks, kinds = {}, {}, {}, {}, {}
   for g in pairs(group_over) do group_over[g] = nil end
   for g in pairs(quota_group) do quota_group[g] = nil end
@@ -232,7 +236,7 @@ local function decide_charges(count_it, n, k0, rsv, spend, usage)
   end
   record_reservations(rsv, admitted, count_it)
   if count_it then
-    usage_events(usage, k0, rsv, counted)
+    usage_events(usage, n, k0, rsv, counted)
     for _, t in ipairs(spend) do
       if counted[t.i] ~= 0 then note_spend(k0 + t.i, t.list, t.member) end
     end
