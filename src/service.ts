@@ -70,7 +70,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { logger } = opts;
   const clock = opts.clock ?? systemClock;
   quietLibraries(settings, logger);
-  const limits = configLimits(settings.maxConfigBytes, settings.mergeDomainConfig);
+  const limits = configLimits(settings.maxConfigBytes, settings.mergeDomainConfig, settings.calendarMonths);
   // From xDS, the first config arrives once the stream is up: until then, none (decisions answer UNAVAILABLE).
   let config = settings.xds ? pendingConfig() : loadConfigDir(settings.configDir, limits);
   logNotes(logger, config);

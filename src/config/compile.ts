@@ -4,7 +4,7 @@ import { KIND_CODES, kindOf, SLOT_KIND } from '../limits/kinds/index.js';
 import type { CompiledDomain, CompiledLimit, KeyBranch, MatchNode, Rule, WildcardNode } from './compiled.js';
 import { compileGlob, isGlob } from './glob.js';
 import type { Algorithm, DescriptorSpec, DomainSpec, InFlightSpec, LimitSpec } from './spec.js';
-import { UNITS } from './units.js';
+import { UNITS, type Unit } from './units.js';
 
 /** Turns a validated domain into the lookup tree used on every request. Runs once per (re)load. */
 export function compileDomain(spec: DomainSpec): CompiledDomain {
@@ -19,6 +19,7 @@ export function compileDomain(spec: DomainSpec): CompiledDomain {
     root,
     rules,
     notes: spec.notes,
+    ...(spec.calendarMonths && { calendarMonths: true }),
     reservationKeys: new Set(rules.flatMap((r) => [r.reservationKey, r.settlementKey].filter((k): k is string => k !== undefined))),
     slotKeys: new Set(rules.flatMap((r) => (r.inFlight?.requestKey === undefined ? [] : [r.inFlight.requestKey]))),
   };
@@ -86,6 +87,12 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
   }
   const children = d.children.length > 0 ? compileLevel(spec, d.children, path, rules, category) : undefined;
   return { source: `${d.file ?? spec.file}:${d.line}`, rule, children };
+}
+
+/** Envoy's own MONTH limit on a domain read under USE_CALENDAR_MONTH_RATE_LIMIT (calendar-months.ts): a
+ * calendar month, as the config's own. */
+export function calendarMonth(domain: CompiledDomain, unit: Unit): true | undefined {
+  return (domain.calendarMonths && unit === 'month') || undefined;
 }
 
 /** `ruleAlgorithm`: the rule's (or domain's) algorithm, used when the limit names none of its own. */

@@ -109,6 +109,8 @@ export interface CompiledDomain {
   rules: readonly Rule[];
   /** `file:line: key: note` for what loads but has no effect (detailed_metric): logged at load. */
   notes: readonly string[];
+  /** USE_CALENDAR_MONTH_RATE_LIMIT: Envoy's own MONTH limits count in calendar months too. */
+  calendarMonths?: boolean;
   /** The reservation keys of its rules: empty for almost every domain, so planning looks for a request id
    * only where one can matter. */
   reservationKeys: ReadonlySet<string>;

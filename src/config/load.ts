@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { basename } from 'node:path';
+import { calendarMonths } from './calendar-months.js';
 import { compileDomain } from './compile.js';
 import type { CompiledConfig, CompiledDomain, KeyBranch, MatchNode, Rule } from './compiled.js';
 import { ConfigError, type ConfigProblem } from './errors.js';
@@ -13,7 +14,7 @@ export const NO_CONFIG_WARNING = 'no descriptor config found: every request will
 
 /** Loads, validates and compiles every file in `dir`; throws ConfigError listing every problem found. */
 export function loadConfigDir(dir: string, limits: ConfigLimits = configLimits()): CompiledConfig {
-  return compileSources(readConfigSources(dir, limits), limits.mergeDomains);
+  return compileSources(readConfigSources(dir, limits), limits.mergeDomains, limits.calendarMonths);
 }
 
 /** Identifies a set of sources by content alone: each file's name within the directory (files are read
@@ -145,8 +146,10 @@ export function pendingConfig(): CompiledConfig {
   return { ...emptyConfig(), hash: 'none', pending: true };
 }
 
-export function compileSources(sources: ConfigSource[], mergeDomains = false): CompiledConfig {
-  return compileSpecs(validateSources(sources, mergeDomains), hashSources(sources));
+export function compileSources(sources: ConfigSource[], mergeDomains = false, calendar = false): CompiledConfig {
+  const specs = validateSources(sources, mergeDomains);
+  if (calendar) calendarMonths(specs);
+  return compileSpecs(specs, hashSources(sources));
 }
 
 // Compiling in slices. A large config takes ~100 ms to compile and as long again to copy from the thread

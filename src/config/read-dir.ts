@@ -13,14 +13,16 @@ export interface ConfigLimits {
   /** MERGE_DOMAIN_CONFIG: files naming the same domain are merged instead of refused (the way a load reads
    * the set, so it travels with the bounds to the reader thread). */
   mergeDomains?: boolean;
+  /** USE_CALENDAR_MONTH_RATE_LIMIT (config/calendar-months.ts), read with the set for the same reason. */
+  calendarMonths?: boolean;
 }
 
 export const DEFAULT_MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 /** The directory may hold this many maximum-size files' worth of YAML. */
 export const DIR_BYTES_FACTOR = 4;
 
-export function configLimits(maxFileBytes = DEFAULT_MAX_CONFIG_BYTES, mergeDomains = false): ConfigLimits {
-  return { maxFileBytes, maxDirBytes: DIR_BYTES_FACTOR * maxFileBytes, mergeDomains };
+export function configLimits(maxFileBytes = DEFAULT_MAX_CONFIG_BYTES, mergeDomains = false, calendarMonths = false): ConfigLimits {
+  return { maxFileBytes, maxDirBytes: DIR_BYTES_FACTOR * maxFileBytes, mergeDomains, ...(calendarMonths && { calendarMonths }) };
 }
 
 /** What serve logs and check-config prints for a directory without config: both accept it at start. */

@@ -1,6 +1,7 @@
 import { readlinkSync, statSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
+import { calendarMonths } from './calendar-months.js';
 import { ConfigError, type ConfigProblem, fileProblem } from './errors.js';
 import { type ConfigLimits, type ConfigSource, hashSources, readConfigSources, sliceSpecs, validateSources } from './load.js';
 import { type XdsResource, xdsSources } from './rls-conf.js';
@@ -50,6 +51,7 @@ function answer(req: ReaderRequest, post: (reply: ReaderReply) => void): void {
     }
     post({ type: 'hashed', hash });
     const specs = validateSources(sources, req.limits.mergeDomains);
+    if (req.limits.calendarMonths) calendarMonths(specs);
     slices = sliceSpecs(specs, SLICE_WEIGHT);
     post({ type: 'valid', hash, dirId, domains: specs.length, slices: slices.length });
   } catch (err) {

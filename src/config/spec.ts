@@ -114,6 +114,8 @@ export interface DomainSpec {
   descriptors: DescriptorSpec[];
   /** Loads, but worth a word: `file:line: key: note` (keys that have no effect in Tollgate). */
   notes: string[];
+  /** USE_CALENDAR_MONTH_RATE_LIMIT: its MONTH limits count in calendar months (config/calendar-months.ts). */
+  calendarMonths?: boolean;
 }
 
 /** A charge_mode rule's usage ledger (config/validate-usage.ts): the keys whose values a ledger line carries as

@@ -1,4 +1,4 @@
-import { compileLimit } from '../config/compile.js';
+import { calendarMonth, compileLimit } from '../config/compile.js';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
 import { type EntryLike, type MatchStep, matchRule } from '../config/match.js';
 import type { Algorithm } from '../config/spec.js';
@@ -162,7 +162,7 @@ function planDescriptor(
     // With a matching rule, Envoy's limit counts on the rule's counters; without one, on counters of its own.
     const key = rule ? counterKey(rule.counterId, rule.variable, d.entries) : overrideCounterKey(domain.name, d.entries);
     const limit = compileLimit(
-      { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [] },
+      { unit: d.override.unit, requestsPerUnit: d.override.requestsPerUnit, name: undefined, replaces: [], calendar: calendarMonth(domain, d.override.unit) },
       domain.name,
       'override',
       overriddenAlgorithm(rule, d.override.unit, d.override.requestsPerUnit),

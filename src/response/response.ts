@@ -28,8 +28,9 @@ export function toWireResponse(d: Decision, settings: ResponseSettings = DEFAULT
 function toStatus(o: DescriptorOutcome, nowMs: number): WireStatus {
   const w = bindingWindow(o.windows);
   if (!w) return { code: Code.OK, limit_remaining: o.unlimited ? MAX_UINT32 : 0 };
+  const code = o.over && !o.shadowStatus ? Code.OVER_LIMIT : Code.OK;
   return {
-    code: o.over && !o.shadowStatus ? Code.OVER_LIMIT : Code.OK,
+    code,
     // A budget may pass 2^32 (MAX_LIMIT): the wire's uint32 fields clamp, the headers carry the exact numbers.
     // Only a name the config gave, as envoyproxy/ratelimit answers: Envoy appends it to its x-ratelimit-limit
     // header, and a generated one (domain and rule path) is no business of the client's.
@@ -39,10 +40,18 @@ function toStatus(o: DescriptorOutcome, nowMs: number): WireStatus {
       unit: w.limit.unitCode,
     },
     limit_remaining: Math.min(w.remaining, MAX_UINT32),
-    // A window ends when it lets requests in again; a bucket is full long after the next request fits, so a
-    // blocking bucket reports when this request would fit (its Retry-After), an open one when it is full.
-    duration_until_reset: durationFromMs(w.over && ALGORITHMS[w.limit.kind]!.refills ? w.retryAfterMs : w.resetAtMs - nowMs),
+    duration_until_reset: untilReset(w, code, nowMs),
   };
+}
+
+/** An OVER_LIMIT status says when this request would fit, in the whole seconds Tollgate's Retry-After says: Envoy
+ * 1.40's enable_retry_after_header writes Retry-After from the largest of them, at least 1 s (envoyproxy/envoy
+ * PR #46289), and a sliding window's end is not when a request fits. Otherwise a window ends when it lets
+ * requests in again; a bucket is full long after the next request fits, so a blocking one (a shadow status)
+ * says when this request would fit, an open one when it is full. */
+function untilReset(w: NonNullable<ReturnType<typeof bindingWindow>>, code: number, nowMs: number): WireStatus['duration_until_reset'] {
+  if (code === Code.OVER_LIMIT) return { seconds: retryAfterSeconds(w.retryAfterMs), nanos: 0 };
+  return durationFromMs(w.over && ALGORITHMS[w.limit.kind]!.refills ? w.retryAfterMs : w.resetAtMs - nowMs);
 }
 
 /** The problem type draft-ietf-httpapi-ratelimit-headers registers for an exceeded quota. */

@@ -60,6 +60,8 @@ export interface Settings {
   responseDynamicMetadata: boolean;
   /** envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: files of one domain are merged. */
   mergeDomainConfig: boolean;
+  /** USE_CALENDAR_MONTH_RATE_LIMIT (config/calendar-months.ts). */
+  calendarMonths: boolean;
   bounds: RequestBounds;
   maxCounters: number;
   /** USAGE_LEDGER_MAX_LEN (store/usage-ledger.ts). */
@@ -153,7 +155,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     quotaMode: flag('quota-mode'),
     countPastLimit: countPastLimit(values, env, fromXds, flag),
     responseDynamicMetadata: flag('response-dynamic-metadata'),
-    mergeDomainConfig: flag('merge-domain-config'),
+    ...configReading(flag),
     bounds: {
       maxDescriptors: num('max-descriptors', 'positive'),
       maxEntries: num('max-entries', 'positive'),
@@ -180,6 +182,11 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
     rlqs: rlqsSettings(setting),
   };
+}
+
+/** How config files and xDS resources are read: MERGE_DOMAIN_CONFIG, USE_CALENDAR_MONTH_RATE_LIMIT. */
+function configReading(flag: (name: OptionName) => boolean): Pick<Settings, 'mergeDomainConfig' | 'calendarMonths'> {
+  return { mergeDomainConfig: flag('merge-domain-config'), calendarMonths: flag('use-calendar-month-rate-limit') };
 }
 
 /** What the store holds at most: counters (memory) and usage ledger events. */

@@ -65,6 +65,11 @@ export const SERVE_OPTIONS = {
     help: 'answer with dynamic_metadata: domain, descriptors, metadata (true | false)',
   },
   'merge-domain-config': { env: 'MERGE_DOMAIN_CONFIG', default: 'false', help: 'merge config files that name the same domain (true | false)' },
+  'use-calendar-month-rate-limit': {
+    env: 'USE_CALENDAR_MONTH_RATE_LIMIT',
+    default: 'false',
+    help: "MONTH limits count in UTC calendar months, as envoyproxy/ratelimit's setting of that name (true | false)",
+  },
   'max-descriptors': { env: 'MAX_DESCRIPTORS', default: String(defaultBounds.maxDescriptors), help: 'most descriptors in one request' },
   'max-entries': { env: 'MAX_DESCRIPTOR_ENTRIES', default: String(defaultBounds.maxEntries), help: 'most entries in one descriptor' },
   'max-value-bytes': { env: 'MAX_VALUE_BYTES', default: String(defaultBounds.maxValueBytes), help: 'longest entry key or value, in bytes' },

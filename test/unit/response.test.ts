@@ -197,7 +197,8 @@ describe('statuses: the binding window of each descriptor', () => {
     const status = toWireResponse(d).statuses[0]!;
     expect(status.code).toBe(Code.OVER_LIMIT);
     expect(status.current_limit).toEqual({ name: '', requests_per_unit: 5, unit: 3 }); // the hour
-    expect(status.duration_until_reset).toEqual({ seconds: 3598, nanos: 500_000_000 });
+    // OVER_LIMIT: when the request fits, in the whole seconds of Retry-After (Envoy 1.40 writes its own from them).
+    expect(status.duration_until_reset).toEqual({ seconds: 3599, nanos: 0 });
   });
 });
 
@@ -263,7 +264,8 @@ describe('a token bucket in the response (10 per second, burst 20)', () => {
     const d = await h.decide('tb', [{ b: 'x' }]);
     const res = toWireResponse(d);
     expect(headerMap(res.response_headers_to_add)).toMatchObject({ 'X-RateLimit-Remaining': '0', 'Retry-After': '1' });
-    expect(res.statuses[0]).toMatchObject({ code: Code.OVER_LIMIT, duration_until_reset: { seconds: 0, nanos: 100_000_000 } });
+    // 0.1 s to the next token: said as Retry-After says it, a whole second at least (Envoy 1.40 reads it so).
+    expect(res.statuses[0]).toMatchObject({ code: Code.OVER_LIMIT, duration_until_reset: { seconds: 1, nanos: 0 } });
     const big = toWireResponse(await h.decide('tb', [{ b: 'y' }], 45));
     // 45 tokens never fit a bucket of 20: the wait offered is until it is full (here it already is: 1 s).
     expect(headerMap(big.response_headers_to_add)['Retry-After']).toBe('1');
