@@ -112,6 +112,48 @@ describe('shipped Envoy configs', () => {
     ]);
   });
 
+  it('envoy/envoy-resp-tokens.yaml (tokens from a response header, Envoy 1.40+) is valid against the 1.40 API, and only there', () => {
+    const text = readFileSync('envoy/envoy-resp-tokens.yaml', 'utf8');
+    const report = checkEnvoyYaml(text, new EnvoyApi({ envoy140: true }));
+    expect(report.problems).toEqual([]);
+    for (const field of [
+      'envoy.config.route.v3.RateLimit.HitsAddend.format',
+      'envoy.config.route.v3.RateLimit.apply_on_stream_done',
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimit.enable_retry_after_header',
+    ]) {
+      expect(report.fieldsSeen, field).toContain(field);
+    }
+    expect(text).toContain('format: "%RESP(x-llm-total-tokens)%"');
+    // The API of 1.39 refuses it, on the field only 1.40 has.
+    expect(checkEnvoyYaml(text, new EnvoyApi({ envoy139: true })).problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(/unknown field "enable_retry_after_header"/),
+    ]);
+  });
+
+  it('envoy/envoy-jwt-user.yaml (the user from a verified JWT claim, Envoy 1.40+) is valid against the 1.40 API, and only there', () => {
+    const text = readFileSync('envoy/envoy-jwt-user.yaml', 'utf8');
+    const report = checkEnvoyYaml(text, new EnvoyApi({ envoy140: true }));
+    expect(report.problems).toEqual([]);
+    for (const field of [
+      'envoy.extensions.rate_limit_descriptors.jwt_claim.v3.Descriptor (@type)',
+      'envoy.extensions.rate_limit_descriptors.jwt_claim.v3.Descriptor.claim_name',
+      'envoy.config.route.v3.RateLimit.Action.extension',
+      'envoy.extensions.filters.http.jwt_authn.v3.JwtProvider.forward',
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimit.enable_retry_after_header',
+    ]) {
+      expect(report.fieldsSeen, field).toContain(field);
+    }
+    // Before 1.40: no such extension, nor the filter's field.
+    const before = checkEnvoyYaml(text, new EnvoyApi({ envoy139: true })).problems.map((p) => p.message);
+    expect(before).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/jwt_claim\.v3\.Descriptor: no such message/),
+        expect.stringMatching(/unknown field "enable_retry_after_header"/),
+      ]),
+    );
+    expect(before).toHaveLength(2);
+  });
+
   it('the file before issue 13 was valid too: its bypasses were semantic, not typos', () => {
     expect(checkEnvoyYaml(readFileSync(`${FIXTURES}/before-issue-13.yaml`, 'utf8'), api).problems).toEqual([]);
   });

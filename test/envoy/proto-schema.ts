@@ -67,12 +67,51 @@ export class EnvoyApi {
   private readonly loaded = new Set<string>();
 
   /** `envoy133`: the API as of Envoy 1.33 (its fields added to the protos @grpc/grpc-js-xds ships); `envoy138`:
-   * as of Envoy 1.38 (1.33's and is_negative_hits). */
-  constructor(opts: { envoy133?: boolean; envoy138?: boolean } = {}) {
+   * as of Envoy 1.38 (1.33's and is_negative_hits); `envoy139`, `envoy140`: as of 1.39 and 1.40 (each with what
+   * came before). */
+  constructor(opts: { envoy133?: boolean; envoy138?: boolean; envoy139?: boolean; envoy140?: boolean } = {}) {
     this.root.resolvePath = (_origin, target) => INCLUDE_ROOTS.map((r) => join(r, target)).find((p) => existsSync(p)) ?? target;
     this.loadPackage('envoy.config.bootstrap.v3');
-    if (opts.envoy133 || opts.envoy138) this.addEnvoy133Fields();
-    if (opts.envoy138) this.addEnvoy138Fields();
+    const from138 = opts.envoy138 || opts.envoy139 || opts.envoy140;
+    if (opts.envoy133 || from138) this.addEnvoy133Fields();
+    if (from138) this.addEnvoy138Fields();
+    if (opts.envoy139 || opts.envoy140) this.addEnvoy139Fields();
+    if (opts.envoy140) this.addEnvoy140Fields();
+  }
+
+  /** The HTTP rate-limit filter's field of Envoy 1.39: the dynamic metadata namespace it writes the service's
+   * dynamic_metadata under. Transcribed from go-control-plane at 2b88c1617 (2026-08-21),
+   * envoy/extensions/filters/http/ratelimit/v3/rate_limit.pb.go: RateLimit.metadata_namespace, bytes 18. */
+  private addEnvoy139Fields(): void {
+    const filter = this.message('envoy.extensions.filters.http.ratelimit.v3.RateLimit')!;
+    const field = new protobuf.Field('metadata_namespace', 18, 'string');
+    filter.add(field);
+    field.resolve();
+  }
+
+  /** What Envoy 1.40 added that Tollgate's shipped files use, transcribed from go-control-plane at 2b88c1617
+   * (2026-08-21): rate_limit.pb.go's RateLimit.enable_retry_after_header (varint 19: Retry-After on a 429 from the
+   * largest duration_until_reset, envoyproxy/envoy PR #46289), and the jwt_claim rate-limit descriptor extension,
+   * envoy/extensions/rate_limit_descriptors/jwt_claim/v3/jwt_claim.pb.go (PR #46138): Descriptor with
+   * descriptor_key 1, header_name 2, value_prefix 3, claim_name 4, default_value 5 (strings), skip_if_absent 6. */
+  private addEnvoy140Fields(): void {
+    const filter = this.message('envoy.extensions.filters.http.ratelimit.v3.RateLimit')!;
+    const retryAfter = new protobuf.Field('enable_retry_after_header', 19, 'bool');
+    filter.add(retryAfter);
+    retryAfter.resolve();
+    const descriptor = new protobuf.Type('Descriptor');
+    for (const [name, id] of [
+      ['descriptor_key', 1],
+      ['header_name', 2],
+      ['value_prefix', 3],
+      ['claim_name', 4],
+      ['default_value', 5],
+    ] as const) {
+      descriptor.add(new protobuf.Field(name, id, 'string'));
+    }
+    descriptor.add(new protobuf.Field('skip_if_absent', 6, 'bool'));
+    this.root.define('envoy.extensions.rate_limit_descriptors.jwt_claim.v3').add(descriptor);
+    for (const f of descriptor.fieldsArray) f.resolve();
   }
 
   /** The field Envoy 1.38.0 added to the route's hits_addend (envoyproxy/envoy #44059): transcribed from
