@@ -22,6 +22,10 @@ const BEAT_MS = 5;
  * is not excused for resetting at once, nor by a pause of this process shorter than this. A stall that short
  * brings Envoy's resets well under the allowance's burst (25 ms at 4,000 calls a second: 100). */
 const MIN_LATE_MS = 25;
+/** A pause the heartbeat records as a stall of this process, at least: past what a flood of streams keeps the
+ * loop busy for between heartbeats (the rapid-reset cases at a 1 ms deadline, 2 runs of 4 at any length), and
+ * well under a stop that costs Envoy's connection (a 500 ms one did). */
+const HEARTBEAT_STALL_MS = 200;
 /** A stream with no deadline is late once this old (a client that cancels a call it gave up on). */
 const LATE_WITHOUT_DEADLINE_MS = 1000;
 
@@ -34,18 +38,34 @@ let opened = 0;
 /** The stall the last turn that read streams took its streams' age from, and when that turn ended. */
 let carriedStallMs = 0;
 let lastTurnEndMs = Number.NEGATIVE_INFINITY;
+/** The last stall of this process: how long, and when the turn that found it began (its backlog's reading). */
+let stallMs = 0;
+let stallAtMs = Number.NEGATIVE_INFINITY;
+/** When the current turn that read streams began, and this process's CPU time then (µs). */
+let turnStartMs = 0;
+let turnStartCpuUs = 0;
 const endTurn = (): void => {
   turnStallMs = undefined;
-  // The turn's own work is not a stall: the next turn's is counted from here.
-  lastBeatMs = performance.now();
-  lastTurnEndMs = lastBeatMs;
+  // The turn's own work is not a stall: the next turn's is counted from here. Time it did not run is: a stop
+  // between its read and this end (a SIGSTOP, a CPU throttle) would otherwise be forgotten here.
+  const now = performance.now();
+  const cpu = process.cpuUsage();
+  const notRunMs = now - turnStartMs - (cpu.user + cpu.system - turnStartCpuUs) / 1000;
+  if (notRunMs >= HEARTBEAT_STALL_MS) noteStall(notRunMs, now);
+  lastBeatMs = now;
+  lastTurnEndMs = now;
 };
 
 /** Starts the heartbeat the ages are read from (once a process; it never keeps the process alive). */
 export function startResetClock(): void {
   if (beat) return;
   beat = setInterval(() => {
-    lastBeatMs = performance.now();
+    const now = performance.now();
+    // A stall ends in whichever turn runs first, this one or a read of streams: either records it. Here only a
+    // long one: a flood of streams keeps the loop busy between heartbeats too, and must not excuse itself.
+    const gap = now - lastBeatMs - BEAT_MS;
+    if (gap >= HEARTBEAT_STALL_MS) noteStall(gap, now);
+    lastBeatMs = now;
   }, BEAT_MS);
   beat.unref();
 }
@@ -61,11 +81,10 @@ export function noteOpened(stream: ServerHttp2Stream, headers: IncomingHttpHeade
   const s = stream as Marked;
   const now = performance.now();
   if (turnStallMs === undefined) {
-    // A backlog after a stall is read over several turns, the loop never idle between them: the streams of the
-    // turns straight after the first were sent during the same stall, and are as old as it (a 2 s stall's
-    // later turns read their streams as new, and Envoy's late resets as rapid: 1 run of 4 lost its connection).
-    const backlog = now - lastTurnEndMs <= BEAT_MS ? carriedStallMs : 0;
-    turnStallMs = Math.max(backlog, now - lastBeatMs - BEAT_MS, 0);
+    const cpu = process.cpuUsage();
+    turnStartMs = now;
+    turnStartCpuUs = cpu.user + cpu.system;
+    turnStallMs = Math.max(backlogStall(now), 0);
     carriedStallMs = turnStallMs;
     setImmediate(endTurn);
   }
@@ -73,6 +92,29 @@ export function noteOpened(stream: ServerHttp2Stream, headers: IncomingHttpHeade
   s[SESSION] = stream.session;
   const deadline = headers['grpc-timeout'];
   if (typeof deadline === 'string') s[DEADLINE] = deadline;
+}
+
+/** The stall the turn beginning now takes its streams' age from: this process's own pause before it, or the
+ * backlog's of the last stall. A backlog is read over several turns: those straight after the stall's first
+ * (the loop never idle between them) carry its stall whole (a 2 s stall's later turns read their streams as new,
+ * and Envoy's late resets as rapid: 1 run of 4 lost its connection). On a busy machine other work comes between
+ * them (CI lost the connection 42 ms after a 1 s stall ended, twice): a stream read t ms after the stall ended
+ * was sent at least t ms before that if it was sent in the stall, so the stall carries, shortened by t, until it
+ * is spent: never longer than the stall itself. And a stall is seen by whichever turn runs first after it: a
+ * process stopped outside its wait for I/O runs its timers (this heartbeat) before it reads the backlog, which
+ * then found no stall at all (2 runs of 3 lost the connection, old code and new alike, on 2026-12-02). */
+function backlogStall(now: number): number {
+  const own = now - lastBeatMs - BEAT_MS;
+  const adjacent = now - lastTurnEndMs <= BEAT_MS ? carriedStallMs : 0;
+  noteStall(own, now);
+  return Math.max(own, adjacent, stallMs - (now - stallAtMs));
+}
+
+/** A pause of this process of `ms` ending `now`: the last stall, unless what is left of the one before is longer. */
+function noteStall(ms: number, now: number): void {
+  if (ms <= stallMs - (now - stallAtMs)) return;
+  stallMs = ms;
+  stallAtMs = now;
 }
 
 /** Streams opened on the gRPC port since start. */

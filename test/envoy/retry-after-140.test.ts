@@ -88,3 +88,24 @@ describe("Envoy 1.40's Retry-After, from the statuses, equals Tollgate's own", (
     expect(String(r.statuses[0]!.duration_until_reset!.seconds)).toBe(header(r, 'Retry-After'));
   });
 });
+
+// Envoy 1.39's static limit on a route's action (RateLimit.limit's oneof, rate_limit = 2) goes on the wire as the
+// descriptor's own limit (RateLimitDescriptor.limit), beside the descriptor's hits_addend: both are honoured.
+describe("Envoy 1.39's static limit with a hits_addend, as Envoy sends them", () => {
+  let s: TestService;
+  beforeAll(async () => {
+    s = await startTestService({ configDir: configDir({ 'w.yaml': CONFIG }), startMs: START });
+  });
+  afterAll(() => s?.close());
+
+  it('counts the hits against the limit the descriptor carries', async () => {
+    const d = { entries: [{ key: 'fixed', value: 'static' }], limit: { requests_per_unit: 10, unit: 'MINUTE' }, hits_addend: { value: 4 } };
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await s.rls.call({ domain: 'w', descriptors: [d] }));
+    expect(answers.map((r) => [r.overall_code, r.statuses[0]!.limit_remaining, r.statuses[0]!.current_limit?.requests_per_unit])).toEqual([
+      ['OK', 6, 10],
+      ['OK', 2, 10],
+      ['OVER_LIMIT', 2, 10],
+    ]);
+  });
+});
