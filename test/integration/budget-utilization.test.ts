@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryTierStore } from '../../src/control/tier-store.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { metric, scrape } from '../helpers/metrics.js';
+import { randomFrom } from '../helpers/random.js';
 import { configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 
 // Utilization metrics for budget rules (issue 62, item 3): labels from the config only, so an alert can say
@@ -45,11 +46,7 @@ describe('budget utilization metrics', () => {
   afterAll(() => s?.close());
 
   it('the fullest share by own limit equals a ledger; limits and reserved tokens; a new window starts afresh', async () => {
-    let seed = 7;
-    const random = () => {
-      seed = (seed * 48271) % 2147483647;
-      return seed / 2147483647;
-    };
+    const random = randomFrom(7);
     const spent = new Map<string, number>();
     const tenants = [...Array.from({ length: 40 }, (_, i) => `t${i}`), 'big'];
     for (let i = 0; i < 400; i++) {

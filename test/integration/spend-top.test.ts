@@ -9,6 +9,7 @@ import { Limiter } from '../../src/limiter/limiter.js';
 import type { DecisionInput } from '../../src/limiter/plan.js';
 import { MAX_SPEND_LISTED, spendWindowOf } from '../../src/store/spend-top.js';
 import { runCli } from '../helpers/process.js';
+import { randomFrom } from '../helpers/random.js';
 import { configDir, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { everyStore } from '../helpers/stores.js';
 
@@ -40,15 +41,6 @@ const charge = (key: string, tenant: string, hits: number): DecisionInput => ({
   hits,
   descriptors: [{ entries: [{ key, value: tenant }], hits }],
 });
-
-/** A deterministic stream of numbers in [0, 1). */
-function randomFrom(seed: number): () => number {
-  let s = seed;
-  return () => {
-    s = (s * 48271) % 2147483647;
-    return s / 2147483647;
-  };
-}
 
 /** The ledger's fullest first, as a list orders them: by share, ties by the greater fingerprint. */
 function fullest(spent: Map<string, number>, limitOf: (tenant: string) => number, n: number): { counter: string; share: number }[] {
