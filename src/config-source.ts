@@ -1,19 +1,21 @@
 import { relative } from 'node:path';
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
+import { type Composed, DomainOwners, type SourceName } from './config/domain-owners.js';
 import { type ConfigError, formatProblem } from './config/errors.js';
-import type { ConfigLimits } from './config/load.js';
+import { type ConfigLimits, loadConfigDir, pendingConfig } from './config/load.js';
 import { shown } from './config/rls-conf.js';
 import { type ConfigDiff, ConfigWatcher, type ReloadOutcome } from './config/watcher.js';
 import type { Clock } from './counters/clock.js';
+import { fingerprint } from './fingerprint.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Settings } from './settings/settings.js';
 import type { StoreStack } from './store/create-store.js';
 import { XdsConfigSource, type XdsOptions, type XdsSourceOptions } from './xds/source.js';
 
-/** Where the service's descriptor configs come from once it serves: the config directory, watched, or an xDS
- * management server. Either way a new config is swapped in whole, counted and logged, and a rejected one
- * keeps the last good config. */
+/** Where the service's descriptor configs come from once it serves: the config directory, watched, one or
+ * more xDS management servers, or both. Each source's new config is swapped in whole (beside the others'
+ * domains, config/domain-owners.ts), counted and logged, and a rejected one keeps its last good config. */
 
 /** Keys that load but change nothing (detailed_metric): one line, naming where each is written. */
 export function logNotes(logger: Logger, config: CompiledConfig): void {
@@ -44,81 +46,170 @@ export interface SourceDeps {
   onReady: () => void;
 }
 
-/** Reloads swap the config in through `swap`, and are counted and logged; rejections keep it. */
+/** The sources Settings names, in their order: every xDS server, then the config directory. */
+export function sourceNames(settings: Settings): SourceName[] {
+  const xds = settings.xdsServers.map((x) => ({ label: `xDS server ${x.target} (node ${shown(x.node.id)})`, kind: 'xds' as const }));
+  return settings.fromDir ? [...xds, { label: 'config directory', kind: 'dir' as const }] : xds;
+}
+
+/** The config to serve before any source has said more: the config directory's (read now, so a bad one stops
+ * the start), else none yet. */
+export function initialConfig(settings: Settings, limits: ConfigLimits): { dir: CompiledConfig | undefined; config: CompiledConfig } {
+  const dir = settings.fromDir ? loadConfigDir(settings.configDir, limits) : undefined;
+  const owners = new DomainOwners(sourceNames(settings));
+  const config = dir ? owners.set(settings.xdsServers.length, dir).config : pendingConfig();
+  return { dir, config };
+}
+
+/** Reloads swap the union of every source's config in through `swap`, and are counted and logged;
+ * rejections keep the source's last good config. */
 export function configSource(
   settings: Settings,
   limits: ConfigLimits,
-  initial: CompiledConfig,
+  dirConfig: CompiledConfig | undefined,
   deps: SourceDeps,
   swap: (next: CompiledConfig) => void,
 ): ConfigSource {
+  const names = sourceNames(settings);
+  const owners = new DomainOwners(names);
+  const feeds: Feed[] = names.map((name, i) => {
+    const events = sourceEvents(settings, deps, owners, { name, index: i, swap });
+    if (name.kind === 'dir') return dirFeed(settings, limits, dirConfig!, deps.logger, events);
+    return xdsFeed(settings.xdsServers[i]!, limits, deps, events);
+  });
+  if (dirConfig) owners.set(names.length - 1, dirConfig);
+  const xdsFeeds = feeds.filter((f) => f.xds);
+  deps.metrics.gauge(
+    'tollgate_xds_connected',
+    'Whether the stream to every xDS management server is up (1) or not (0)',
+    () => (xdsFeeds.every((f) => f.xds!.connected) ? 1 : 0),
+    {},
+    'min',
+  );
+  return {
+    start: () => {
+      for (const f of feeds) f.start();
+    },
+    stop: () => {
+      for (const f of feeds) f.stop();
+    },
+    // The config directory is the one source read on demand; xDS configs arrive when their servers send them.
+    reload: () => feeds.find((f) => f.reload)?.reload?.() ?? Promise.resolve('unchanged'),
+    waiting: () => {
+      const waitingFor = xdsFeeds.filter((f) => !f.xds!.ready).map((f) => f.xds!.target);
+      if (waitingFor.length === 0 || settings.forceStart) return undefined;
+      return `waiting for the first config from the xDS server ${waitingFor.join(', ')} (FORCE_START_WITHOUT_INITIAL_CONFIG=true to be ready without it)`;
+    },
+  };
+}
+
+interface Feed {
+  start(): void;
+  stop(): void;
+  reload?: () => Promise<ReloadOutcome>;
+  xds?: { connected: boolean; ready: boolean; target: string };
+}
+
+interface SourceEvents {
+  onReload: XdsSourceOptions['onReload'];
+  onFailure: XdsSourceOptions['onFailure'];
+  /** The source's first config is applied. */
+  first: () => void;
+}
+
+/** What one source's reloads and rejections do: the union is recomposed and swapped in, a domain another
+ * source owns is refused and logged by its fingerprint (its name is the control plane's text, and a conflict
+ * is the one place two control planes' texts meet), and every source's first config makes the service ready. */
+function sourceEvents(
+  settings: Settings,
+  deps: SourceDeps,
+  owners: DomainOwners,
+  at: { name: SourceName; index: number; swap: (next: CompiledConfig) => void },
+): SourceEvents {
   const { logger, metrics, clock, stack } = deps;
-  let current = initial;
-  const where = settings.xds ? `xDS server ${settings.xds.target}` : settings.configDir;
+  let current: CompiledConfig | undefined;
+  const from = at.name.label;
   const onReload = (next: CompiledConfig, previous: CompiledConfig, diff: ConfigDiff): void => {
     current = next;
-    swap(next);
+    const composed = owners.set(at.index, next);
+    at.swap(composed.config);
     stack.cache?.clear(); // limits may have changed under the cached "full until" times
     metrics.configReloads.inc({ result: 'success' });
-    metrics.configLoaded(next.hash, clock.now());
-    logger.info({ hash: next.hash, previous: previous.hash, ...shortDiff(diff) }, 'config reloaded');
+    metrics.configLoaded(composed.config.hash, clock.now());
+    logger.info({ hash: composed.config.hash, previous: previous.hash, ...(owners.size > 1 && { from }), ...shortDiff(diff) }, 'config reloaded');
     if (diff.restarted.length > 0)
       logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
+    logOwnership(logger, from, composed);
     logNotes(logger, next);
   };
   const onFailure = (err: ConfigError): void => {
     metrics.configReloads.inc({ result: 'failure' });
-    const detail = settings.xds ? { problems: err.problems.map(formatProblem).slice(0, 50) } : { dir: settings.configDir, ...causes(settings.configDir, err) };
-    logger.error({ ...detail, from: where, keeping: current.hash }, 'config reload rejected: keeping the last good config');
+    const detail =
+      at.name.kind === 'xds' ? { problems: err.problems.map(formatProblem).slice(0, 50) } : { dir: settings.configDir, ...causes(settings.configDir, err) };
+    logger.error({ ...detail, from, keeping: current?.hash ?? 'none' }, 'config reload rejected: keeping the last good config');
   };
-  if (settings.xds) return xdsSource(settings, settings.xds, { limits, initial, deps, onReload, onFailure });
-  const watcher = new ConfigWatcher({ dir: settings.configDir, pollMs: settings.configPollMs, limits, current: initial, logger, onReload, onFailure });
+  const first = (): void => {
+    if (owners.allDelivered()) deps.onReady();
+  };
+  return { onReload, onFailure, first };
+}
+
+function logOwnership(logger: Logger, from: string, composed: Composed): void {
+  for (const { domain, owner } of composed.refused.slice(0, 50))
+    logger.error(
+      { from, owner, domain: fingerprint(domain), refusedCount: composed.refused.length },
+      'config domain refused: another config source already serves it, and keeps it',
+    );
+  for (const { domain, to } of composed.moved.slice(0, 50))
+    logger.warn({ to, domain: fingerprint(domain) }, 'config domain dropped by its source: now served from the other source that sends it');
+}
+
+function dirFeed(settings: Settings, limits: ConfigLimits, current: CompiledConfig, logger: Logger, events: SourceEvents): Feed {
+  const watcher = new ConfigWatcher({ dir: settings.configDir, pollMs: settings.configPollMs, limits, current, logger, ...events });
   return {
     start: () => settings.configPollMs > 0 && watcher.start(),
     stop: () => watcher.stop(),
     reload: () => watcher.check(),
-    waiting: () => undefined,
   };
 }
 
-function xdsSource(
-  settings: Settings,
-  xds: XdsOptions,
-  p: { limits: ConfigLimits; initial: CompiledConfig; deps: SourceDeps; onReload: XdsSourceOptions['onReload']; onFailure: XdsSourceOptions['onFailure'] },
-): ConfigSource {
-  const { logger, metrics, clock } = p.deps;
+function xdsFeed(xds: XdsOptions, limits: ConfigLimits, deps: SourceDeps, events: SourceEvents): Feed {
+  const { logger, metrics, clock } = deps;
   const counters = metrics.xds();
-  let readyLogged = false;
-  const source = new XdsConfigSource({
+  let firstLogged = false;
+  const source: XdsConfigSource = new XdsConfigSource({
     xds,
-    limits: p.limits,
-    current: p.initial,
+    limits,
+    current: pendingConfig(),
     logger,
-    onReload: p.onReload,
-    onFailure: p.onFailure,
+    onReload: events.onReload,
+    onFailure: events.onFailure,
     events: {
       response: (result) => {
         counters.responses.inc({ result });
         if (result === 'applied') counters.lastApplied.set(Math.floor(clock.now() / 1000));
-        if (result === 'applied' && !readyLogged) {
-          readyLogged = true;
-          logger.info({ version: shown(source.version) }, 'first config from the xDS server applied: ready');
-          p.deps.onReady();
+        if (result === 'applied' && !firstLogged) {
+          firstLogged = true;
+          logger.info({ version: shown(source.version), server: xds.target }, 'first config from the xDS server applied: ready');
+          events.first();
         }
       },
       streamError: (code) => counters.streamErrors.inc({ code }),
       connectFailure: (reason) => counters.connectFailures.inc({ reason }),
     },
   });
-  metrics.gauge('tollgate_xds_connected', 'Whether the stream to the xDS management server is up (1) or not (0)', () => (source.connected ? 1 : 0), {}, 'min');
   return {
     start: () => source.start(),
     stop: () => source.stop(),
-    reload: () => Promise.resolve('unchanged'),
-    waiting: () =>
-      source.ready || settings.forceStart
-        ? undefined
-        : `waiting for the first config from the xDS server ${xds.target} (FORCE_START_WITHOUT_INITIAL_CONFIG=true to be ready without it)`,
+    xds: {
+      get connected() {
+        return source.connected;
+      },
+      get ready() {
+        return source.ready;
+      },
+      target: xds.target,
+    },
   };
 }
 

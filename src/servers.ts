@@ -30,6 +30,8 @@ export interface Servers {
   grpc: grpc.Server;
   https: HttpServer[];
   grpcPort: number;
+  /** GRPC_PLAINTEXT_PORT, bound. */
+  grpcPlaintextPort: number | undefined;
   httpPort: number;
   adminPort: number | undefined;
   prometheusPort: number | undefined;
@@ -73,6 +75,7 @@ export async function startServers(
       },
     });
     const grpcPort = await bindGrpc(grpcServer, address(settings.grpcHost, settings.grpcPort, 'gRPC', 'grpc'), port.credentials);
+    const grpcPlaintextPort = await plaintextPort(settings, grpcServer);
     const metricsText = isWorker() && deps.handler.metrics ? workerMetrics(deps.handler.metrics.registry) : undefined;
     // The port's certificate is part of readiness: one that has expired takes no new client.
     const ready: Readiness = () => {
@@ -86,12 +89,22 @@ export async function startServers(
     const adminServer = deps.admin && createAdminServer(deps.admin, { logger: deps.logger, metrics: deps.handler.metrics });
     if (adminServer) https.push(adminServer);
     const adminPort = adminServer ? await listen(adminServer, address(settings.adminHost, settings.adminPort, 'the admin API', 'admin')) : undefined;
-    return { grpc: grpcServer, https, grpcPort, httpPort, adminPort, prometheusPort: prometheusPort || undefined };
+    return { grpc: grpcServer, https, grpcPort, grpcPlaintextPort, httpPort, adminPort, prometheusPort: prometheusPort || undefined };
   } catch (err) {
     grpcServer.forceShutdown();
     for (const h of https) h.close();
     throw err;
   }
+}
+
+/** The same server, so the same services, bounds and hot path, on a second port without TLS: Envoy AI
+ * Gateway's quota cluster (its internal/extensionserver/quota_ratelimit.go) has no transport socket, while
+ * Envoy Gateway's Envoys reach the TLS port. */
+function plaintextPort(settings: Settings, server: grpc.Server): Promise<number> | undefined {
+  if (settings.grpcPlaintextPort === undefined) return undefined;
+  const setBy = `--grpc-plaintext-port or ${SERVE_OPTIONS['grpc-plaintext-port'].env}`;
+  const at = { host: settings.grpcHost, port: settings.grpcPlaintextPort, what: 'gRPC (plaintext)', setBy };
+  return bindGrpc(server, at, grpc.ServerCredentials.createInsecure());
 }
 
 /** The port's bounds (port-bounds.ts), and under GRPC_SERVER=http2 ShouldRateLimit taken from grpc-js. */

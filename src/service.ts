@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { CompiledConfig } from './config/compiled.js';
-import { configLimits, loadConfigDir, NO_CONFIG_WARNING, pendingConfig } from './config/load.js';
+import { configLimits, NO_CONFIG_WARNING } from './config/load.js';
 import type { ReloadOutcome } from './config/watcher.js';
-import { type ConfigSource, configSource, logNotes } from './config-source.js';
+import { type ConfigSource, configSource, initialConfig, logNotes } from './config-source.js';
 import { type AdminDeps, type AdminHandler, adminApi } from './control/admin-api.js';
 import { RedisTierStore } from './control/redis-tier-store.js';
 import { MemoryTierStore, type TierStore } from './control/tier-store.js';
@@ -23,9 +23,9 @@ import { HealthService } from './server/health.js';
 import { Peers } from './server/peers.js';
 import { RLQS_SERVICE, RLS_SERVICE } from './server/proto.js';
 import { streamsOpened } from './server/reset-guard.js';
-import { type Readiness, type Servers, startServers, stopAll } from './servers.js';
+import { type Readiness, startServers, stopAll } from './servers.js';
 import type { Settings } from './settings/settings.js';
-import { quietLibraries } from './startup-notes.js';
+import { logServing, quietLibraries } from './startup-notes.js';
 import { createStore, type StoreStack } from './store/create-store.js';
 import { redisAddress } from './store/redis-connection.js';
 import { readRedisMemory } from './store/redis-info.js';
@@ -33,7 +33,6 @@ import type { BatchTracer, Store } from './store/store.js';
 import type { SpanOutcome } from './tracing/export.js';
 import type { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
-import { isWorker } from './workers.js';
 
 export { logSettingNotes } from './startup-notes.js';
 
@@ -46,6 +45,8 @@ export interface ServiceOptions {
 
 export interface RunningService {
   grpcPort: number;
+  /** GRPC_PLAINTEXT_PORT's port, when set. */
+  grpcPlaintextPort: number | undefined;
   httpPort: number;
   /** The admin API's port; undefined when the admin API is off. */
   adminPort: number | undefined;
@@ -72,7 +73,8 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   quietLibraries(settings, logger);
   const limits = configLimits(settings.maxConfigBytes, settings.mergeDomainConfig, settings.calendarMonths);
   // From xDS, the first config arrives once the stream is up: until then, none (decisions answer UNAVAILABLE).
-  let config = settings.xds ? pendingConfig() : loadConfigDir(settings.configDir, limits);
+  const initial = initialConfig(settings, limits);
+  let config = initial.config;
   logNotes(logger, config);
   const metrics = serviceMetrics(settings, () => config, clock);
   const { tracing, observer, onAssigned } = await observability(settings, metrics, logger);
@@ -80,7 +82,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { store } = stack;
 
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
-  const source = configSource(settings, limits, config, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
+  const source = configSource(settings, limits, initial.dir, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const keeper = slotKeeper(stack, () => config, metrics);
   const census = slotCensus(stack, () => config, metrics, logger);
   const modes = { globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit };
@@ -105,7 +107,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   census?.start();
   source.start();
   health.set(source.waiting() === undefined);
-  if (config.domains.size === 0 && !settings.xds) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
+  if (config.domains.size === 0 && settings.xdsServers.length === 0) logger.warn({ dir: settings.configDir }, NO_CONFIG_WARNING);
   logServing(logger, settings, { servers, store, config, adminApi: Boolean(admin), sharedTiers: tiers.shared });
   const trim = heapTrim(settings, metrics, logger);
   const stop = async (): Promise<void> => {
@@ -121,9 +123,9 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
     await stopAll({ grpcServer: servers.grpc, https: servers.https, health, store, logger, timeoutMs: settings.shutdownTimeoutMs });
     await tracing?.shutdown(Math.min(settings.shutdownTimeoutMs, 5000));
   };
-  const { grpcPort, httpPort, adminPort, prometheusPort } = servers;
+  const { grpcPort, grpcPlaintextPort, httpPort, adminPort, prometheusPort } = servers;
   const reload = () => source.reload();
-  return { grpcPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload, tiers, census, stop };
+  return { grpcPort, grpcPlaintextPort, httpPort, adminPort, prometheusPort, config: () => config, store, stack, health, metrics, reload, tiers, census, stop };
 }
 
 /** The service's metrics, from the first config on: its budget rules' utilization is read from the one in force. */
@@ -166,32 +168,6 @@ function slotCensus(stack: StoreStack, config: () => CompiledConfig, metrics: Me
   };
   const runner: SlotCensusRunner = new SlotCensusRunner(counts, config, events);
   return runner;
-}
-
-/** The one line that says the service is up: where it listens and what it serves with (names, never values). */
-function logServing(
-  logger: Logger,
-  settings: Settings,
-  p: { servers: Servers; store: Store; config: CompiledConfig; adminApi: boolean; sharedTiers: boolean },
-): void {
-  const { grpcPort, httpPort, adminPort, prometheusPort } = p.servers;
-  logger.info(
-    {
-      version: VERSION,
-      ...(isWorker() && { worker: process.pid }),
-      ...{ grpcPort, httpPort, adminPort, prometheusPort },
-      store: p.store.kind,
-      configSource: settings.xds ? 'xds' : 'file',
-      configHash: p.config.hash,
-      domains: [...p.config.domains.keys()],
-      shadowMode: settings.shadowMode,
-      ...(settings.store === 'redis' &&
-        settings.redisBatch.windowMs > 0 && { redisBatchWindowMs: settings.redisBatch.windowMs, redisBatchLimit: settings.redisBatch.limit }),
-      adminApi: p.adminApi,
-      sharedTiers: p.sharedTiers,
-    },
-    'tollgate serving',
-  );
 }
 
 /** What the RLS handler (and /json) takes from the settings. */

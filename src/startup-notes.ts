@@ -1,7 +1,11 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import type { CompiledConfig } from './config/compiled.js';
+import type { Servers } from './servers.js';
 import { SETTING_HINTS } from './settings/compat.js';
 import type { Settings } from './settings/settings.js';
+import type { Store } from './store/store.js';
+import { VERSION } from './version.js';
 import { isWorker } from './workers.js';
 
 /** What libraries and the settings have to say at start, said once, in the log: never a raw line on stderr. */
@@ -45,7 +49,7 @@ export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' 
   const named = (names: string[]): string => names.map((n) => (SETTING_HINTS[n] ? `${n} (${SETTING_HINTS[n]})` : n)).join(', ');
   const unneeded =
     settings.unneeded.length > 0
-      ? `not needed (set to what Tollgate does anyway${settings.xds ? ', or a config directory, which xDS replaces' : ''}): ${settings.unneeded.join(', ')}`
+      ? `not needed (set to what Tollgate does anyway${settings.xdsServers.length > 0 ? ', or a config directory, which xDS replaces' : ''}): ${settings.unneeded.join(', ')}`
       : '';
   if (settings.unsupported.length > 0) {
     logger.warn(
@@ -55,4 +59,35 @@ export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' 
   } else if (unneeded) {
     logger.info({ unneeded: settings.unneeded }, `envoyproxy/ratelimit settings ${unneeded}`);
   }
+}
+
+/** The one line that says the service is up: where it listens and what it serves with (names, never values). */
+export function logServing(
+  logger: Logger,
+  settings: Settings,
+  p: { servers: Servers; store: Store; config: CompiledConfig; adminApi: boolean; sharedTiers: boolean },
+): void {
+  const { grpcPort, grpcPlaintextPort, httpPort, adminPort, prometheusPort } = p.servers;
+  logger.info(
+    {
+      version: VERSION,
+      ...(isWorker() && { worker: process.pid }),
+      ...{ grpcPort, grpcPlaintextPort, httpPort, adminPort, prometheusPort },
+      store: p.store.kind,
+      configSource: configSourceName(settings),
+      configHash: p.config.hash,
+      domains: [...p.config.domains.keys()],
+      shadowMode: settings.shadowMode,
+      ...(settings.store === 'redis' &&
+        settings.redisBatch.windowMs > 0 && { redisBatchWindowMs: settings.redisBatch.windowMs, redisBatchLimit: settings.redisBatch.limit }),
+      adminApi: p.adminApi,
+      sharedTiers: p.sharedTiers,
+    },
+    'tollgate serving',
+  );
+}
+
+/** file, xds, or both (xds+file), as logged at start. */
+function configSourceName(settings: Settings): string {
+  return [...(settings.xdsServers.length > 0 ? ['xds'] : []), ...(settings.fromDir ? ['file'] : [])].join('+');
 }

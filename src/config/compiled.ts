@@ -109,6 +109,8 @@ export interface CompiledDomain {
   rules: readonly Rule[];
   /** `file:line: key: note` for what loads but has no effect (detailed_metric): logged at load. */
   notes: readonly string[];
+  /** Sent by an xDS server beside other sources (config/domain-owners.ts): answered as envoyproxy/ratelimit's. */
+  fromXds?: true;
   /** USE_CALENDAR_MONTH_RATE_LIMIT: Envoy's own MONTH limits count in calendar months too. */
   calendarMonths?: boolean;
   /** The reservation keys of its rules: empty for almost every domain, so planning looks for a request id
@@ -122,6 +124,7 @@ export interface CompiledConfig {
   domains: ReadonlyMap<string, CompiledDomain>;
   /** Short hash of the source files, to tell configs apart in logs and metrics. */
   hash: string;
-  /** No config yet: the first from the xDS server has not arrived (load.ts, pendingConfig). */
+  /** No config yet: the first from an xDS server has not arrived (load.ts, pendingConfig); with several
+   * sources, a domain none has sent is answered as if there were no config (config/domain-owners.ts). */
   pending?: true;
 }

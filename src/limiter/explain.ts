@@ -129,8 +129,8 @@ export interface ExplainOptions {
 }
 
 export async function explain(config: CompiledConfig, tiers: TierSource, request: DecisionInput, opts: ExplainOptions = {}): Promise<Explanation> {
-  if (config.pending) throw new NoConfigError(); // as a decision would (limiter.ts)
   const domain = config.domains.get(request.domain);
+  if (config.pending && !domain) throw new NoConfigError(); // as a decision would (limiter.ts)
   const domainBytes = Buffer.byteLength(request.domain);
   const shadowMode = opts.globalShadow ?? false;
   const { plans, trace } = traceRequest(domain, request, {

@@ -107,8 +107,8 @@ export class Limiter {
    * decision is traced under, for the store's batch span. */
   decide(input: DecisionInput, trace?: TraceLink): Maybe<Decision> {
     const config = this.deps.config();
-    if (config.pending) throw new NoConfigError();
     const domain = config.domains.get(input.domain);
+    if (config.pending && !domain) throw new NoConfigError();
     const plans = planRequest(domain, input, this.ctx);
     const checks = toChecks(plans);
     if (checks.length === 0) return unlimitedDecision(domain, plans, (this.deps.clock ?? systemClock).now());

@@ -18,7 +18,8 @@ export interface ResponseSettings {
   limitHeaders: boolean | undefined;
   /** LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER. */
   names: { limit: string; remaining: string; reset: string };
-  /** Where the configs come from: xDS configs are envoyproxy/ratelimit's format, and get its default. */
+  /** Where the configs come from: xDS configs are envoyproxy/ratelimit's format, and get its default. With a
+   * config directory beside xDS servers, 'file', and each domain from xDS says so (CompiledDomain.fromXds). */
   source: 'file' | 'xds';
 }
 
@@ -46,7 +47,7 @@ export function answerStyle(domain: CompiledDomain | undefined, s: ResponseSetti
   if (s.tollgate === 'on') return { kind: 'tollgate', spec: domain?.headers ?? DEFAULT_HEADERS };
   if (s.tollgate === 'auto' && domain?.headers) return { kind: 'tollgate', spec: domain.headers };
   if (s.limitHeaders) return { kind: 'ratelimit', names: s.names };
-  if (s.tollgate === 'off' || s.limitHeaders === false || s.source === 'xds') return NONE;
+  if (s.tollgate === 'off' || s.limitHeaders === false || s.source === 'xds' || domain?.fromXds) return NONE;
   return { kind: 'tollgate', spec: DEFAULT_HEADERS };
 }
 

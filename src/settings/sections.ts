@@ -57,12 +57,49 @@ export function tracingOptions(setting: (name: OptionName) => Setting): Omit<Tra
   };
 }
 
+/** Most xDS management servers one service takes configs from. */
+export const MAX_XDS_SERVERS = 8;
+
+/** One client per server of CONFIG_GRPC_XDS_SERVER_URL (comma-separated, or --xds-server-url given more than
+ * once), each with the node ID and the TLS choice at its position in CONFIG_GRPC_XDS_NODE_ID and
+ * CONFIG_GRPC_XDS_SERVER_USE_TLS; one value there serves every server (Envoy Gateway's server wants mTLS,
+ * AI Gateway's is plaintext). The other xDS settings (TLS files, headers, backoff) are the same for all. */
+export function xdsServers(setting: (name: OptionName) => Setting): XdsOptions[] {
+  const list = (name: OptionName): string[] => {
+    const s = setting(name);
+    const parts = s.value.split(',').map((p) => p.trim());
+    if (parts.some((p) => p === '')) throw new SettingsError(`${s.from} has an empty entry (got "${s.value.slice(0, 200)}")`);
+    return parts;
+  };
+  const urls = list('xds-server-url');
+  if (urls.length > MAX_XDS_SERVERS) throw new SettingsError(`${setting('xds-server-url').from} names ${urls.length} servers, more than ${MAX_XDS_SERVERS}`);
+  const paired = (name: OptionName, what: string): string[] => {
+    const values = list(name);
+    if (values.length !== 1 && values.length !== urls.length)
+      throw new SettingsError(
+        `${setting('xds-server-url').from} and ${setting(name).from} are paired by position: ${urls.length} servers need ${urls.length} ${what}, or one for all (got ${values.length})`,
+      );
+    return urls.map((_, i) => values[i] ?? values[0]!);
+  };
+  const ids = paired('xds-node-id', 'node IDs');
+  const tls = paired('xds-tls', 'TLS choices').map((v) => parseBool(v, setting('xds-tls').from));
+  if (new Set(urls.map((u, i) => `${u}\n${ids[i]}`)).size !== urls.length)
+    throw new SettingsError(`${setting('xds-server-url').from} and ${setting('xds-node-id').from} name the same server and node twice`);
+  const common = xdsOptions(setting);
+  const secure = tls.some(Boolean) ? xdsCredentials(setting) : undefined;
+  return urls.map((target, i) => ({
+    ...common,
+    target,
+    credentials: tls[i] ? secure! : grpc.credentials.createInsecure(),
+    node: { ...common.node, id: ids[i]! },
+  }));
+}
+
 /** The xDS client's settings, by envoyproxy/ratelimit's names (src/settings/settings.go); its TLS files are
  * read now, so a missing one stops the start with its variable named. */
-export function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
+function xdsOptions(setting: (name: OptionName) => Setting): Omit<XdsOptions, 'credentials'> {
   const text = (name: OptionName): string => setting(name).value;
   const ms = (name: OptionName): number => durationOf(setting(name));
-  const tls = parseBool(text('xds-tls'), setting('xds-tls').from);
   const factor = numberOf(setting('xds-backoff-factor'), 'above0');
   const headers = parsePairs(text('xds-headers'), ':');
   for (const name of Object.keys(headers)) {
@@ -71,7 +108,6 @@ export function xdsOptions(setting: (name: OptionName) => Setting): XdsOptions {
   }
   return {
     target: text('xds-server-url'),
-    credentials: tls ? xdsCredentials(setting) : grpc.credentials.createInsecure(),
     serverName: text('xds-tls-san') || undefined,
     headers,
     node: { id: text('xds-node-id'), metadata: parsePairs(text('xds-node-metadata'), '='), userAgentVersion: VERSION },

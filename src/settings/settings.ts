@@ -9,11 +9,11 @@ import { FAILURE_POLICIES, type FailurePolicy } from '../store/failure-policy.js
 import type { RedisConnection } from '../store/redis-connection.js';
 import type { TracingOptions } from '../tracing/tracing.js';
 import type { XdsOptions } from '../xds/source.js';
-import { parseBool, settingNotes } from './compat.js';
+import { parseBool, SettingsError, settingNotes } from './compat.js';
 import { outputSettings, type PrometheusListener } from './outputs.js';
 import { settingsReader, storeInferredFrom } from './reader.js';
-import { type RlqsSettings, redisConnection, rlqsSettings, tracingOptions, xdsOptions } from './sections.js';
-import { type LogLevel, type OptionName, SERVE_OPTIONS } from './table.js';
+import { type RlqsSettings, redisConnection, rlqsSettings, tracingOptions, xdsServers } from './sections.js';
+import { type LogLevel, type OptionName, SERVE_OPTIONS, type Setting } from './table.js';
 import { grpcTlsFiles } from './tls.js';
 import { batchWindowOf, choice, logLevelOf, type NUMBERS, numberOf, workersOf } from './values.js';
 
@@ -92,10 +92,16 @@ export interface Settings {
   tierRefreshMs: number;
   /** Processes serving the same ports (node:cluster); more than one needs the Redis store. */
   workers: number;
-  /** CONFIG_TYPE=GRPC_XDS_SOTW: configs come from this xDS management server instead of configDir. */
-  xds: XdsOptions | undefined;
+  /** CONFIG_TYPE=GRPC_XDS_SOTW: configs come from these xDS management servers (CONFIG_GRPC_XDS_SERVER_URL,
+   * comma-separated), each owning its domains; empty for CONFIG_TYPE=FILE. */
+  xdsServers: readonly XdsOptions[];
+  /** configDir is read: CONFIG_TYPE=FILE, alone or beside GRPC_XDS_SOTW (CONFIG_TYPE=GRPC_XDS_SOTW,FILE). */
+  fromDir: boolean;
   /** FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, ready before the first config arrives. */
   forceStart: boolean;
+  /** GRPC_PLAINTEXT_PORT: beside the TLS port, the same services in plaintext (AI Gateway's quota cluster has
+   * no TLS); undefined when unset. */
+  grpcPlaintextPort: number | undefined;
   /** GRPC_SERVER_USE_TLS: the gRPC port's TLS files; undefined for plaintext. */
   grpcTls: GrpcTlsFiles | undefined;
   /** Which headers and 429 body answers carry (RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED, …). */
@@ -110,9 +116,13 @@ export interface Settings {
 }
 
 /** Every serve flag is a string here; what it means is read by the setting it names. */
+/** Flags that may be given more than once: their values are joined as the variable lists them. */
+const REPEATABLE = new Set<string>(['xds-server-url', 'xds-node-id', 'xds-tls', 'config-type']);
+
 function flagValues(args: string[]): Record<string, string | undefined> {
-  const options = Object.fromEntries(Object.keys(SERVE_OPTIONS).map((k) => [k, { type: 'string' as const }]));
-  return parseArgs({ args, strict: true, allowPositionals: false, options }).values;
+  const options = Object.fromEntries(Object.keys(SERVE_OPTIONS).map((k) => [k, { type: 'string' as const, multiple: REPEATABLE.has(k) }]));
+  const values = parseArgs({ args, strict: true, allowPositionals: false, options }).values as Record<string, string | string[] | undefined>;
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Array.isArray(v) ? v.join(',') : v]));
 }
 
 /** Configs from xDS are made for envoyproxy/ratelimit (Envoy Gateway's): unless told, its default applies
@@ -123,6 +133,19 @@ function countPastLimit(values: Record<string, unknown>, env: NodeJS.ProcessEnv,
   return told ? !flag('stop-increment-when-over-limit') : fromXds;
 }
 
+/** GRPC_PLAINTEXT_PORT only means something beside a TLS port. */
+function plaintextPort(setting: (name: OptionName) => Setting, tls: boolean): number | undefined {
+  const s = setting('grpc-plaintext-port');
+  if (s.value === '') return undefined;
+  if (!tls) throw new SettingsError(`${s.from} is a second, plaintext gRPC port beside a TLS one: without --grpc-tls the gRPC port is plaintext already`);
+  return numberOf(s, 'port');
+}
+
+/** CONFIG_TYPE: FILE, GRPC_XDS_SOTW, or both comma-separated (the config directory beside the xDS servers). */
+function configTypes(s: Setting): Set<'file' | 'grpc_xds_sotw'> {
+  return new Set(s.value.split(',').map((part: string) => choice({ value: part, from: s.from }, ['file', 'grpc_xds_sotw'] as const)));
+}
+
 export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
   const values = flagValues(args);
   const setting = settingsReader(values, env);
@@ -130,7 +153,10 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
   const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(setting(name), kind);
   const flag = (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from);
   const store = choice(setting('store'), ['memory', 'redis'] as const, { memcache: 'Tollgate has no memcache store' });
-  const fromXds = choice(setting('config-type'), ['file', 'grpc_xds_sotw'] as const) === 'grpc_xds_sotw';
+  const types = configTypes(setting('config-type'));
+  const fromXds = types.has('grpc_xds_sotw');
+  // xDS alone answers as envoyproxy/ratelimit does; beside a config directory, each domain as its source says.
+  const xdsOnly = fromXds && !types.has('file');
   const redisTimeoutMs = num('redis-timeout-ms', 'positive');
   return {
     configDir: get('config'),
@@ -165,7 +191,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     logLevel: logLevelOf(setting('log-level')),
     logFormat: choice(setting('log-format'), ['json', 'text'] as const),
     storeInferredFrom: storeInferredFrom(values.store, env),
-    ...settingNotes(env, fromXds),
+    ...settingNotes(env, xdsOnly),
     shutdownTimeoutMs: num('shutdown-timeout-ms', 'positive'),
     heapTrimMs: num('heap-trim-ms', 'whole'),
     configPollMs: num('config-poll-ms', 'whole'),
@@ -174,10 +200,12 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
     tierRefreshMs: num('tier-refresh-ms', 'positive'),
     workers: workersOf(setting('workers'), store),
-    xds: fromXds ? xdsOptions(setting) : undefined,
+    xdsServers: fromXds ? xdsServers(setting) : [],
+    fromDir: types.has('file'),
     forceStart: flag('force-start-without-initial-config'),
     grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
-    ...outputSettings(setting, fromXds ? 'xds' : 'file'),
+    grpcPlaintextPort: plaintextPort(setting, flag('grpc-tls')),
+    ...outputSettings(setting, xdsOnly ? 'xds' : 'file'),
     tracing: flag('tracing') ? tracingOptions(setting) : undefined,
     decisionLog: { mode: choice(setting('decision-log'), DECISION_LOG_MODES), maxPerSecond: num('decision-log-max-per-second', 'positive') },
     rlqs: rlqsSettings(setting),

@@ -96,6 +96,11 @@ export const SERVE_OPTIONS = {
   'near-limit-ratio': { env: 'NEAR_LIMIT_RATIO', default: '0.8', help: 'share of a window that counts as near its limit (metrics)' },
   'tier-refresh-ms': { env: 'TIER_REFRESH_MS', default: '2000', help: 'redis store: re-read tier assignments this often (pub/sub is faster)' },
   workers: { env: 'WORKERS', default: '1', help: 'redis store: processes sharing the ports, one per core to use' },
+  'grpc-plaintext-port': {
+    env: 'GRPC_PLAINTEXT_PORT',
+    default: '',
+    help: 'with --grpc-tls: the same gRPC services without TLS on this port too, for clients that cannot do TLS (AI Gateway)',
+  },
   'grpc-tls': { env: 'GRPC_SERVER_USE_TLS', default: 'false', help: 'TLS on the gRPC port (true | false)' },
   'grpc-tls-cert': { env: 'GRPC_SERVER_TLS_CERT', default: '', help: "the gRPC port's certificate file (PEM), re-read every minute" },
   'grpc-tls-key': { env: 'GRPC_SERVER_TLS_KEY', default: '', help: 'its key file (PEM)' },
@@ -131,15 +136,23 @@ export const SERVE_OPTIONS = {
   'config-type': {
     env: 'CONFIG_TYPE',
     default: 'FILE',
-    help: 'where descriptor configs come from: FILE (--config) | GRPC_XDS_SOTW (an xDS management server)',
+    help: 'where descriptor configs come from: FILE (--config) | GRPC_XDS_SOTW (xDS management servers) | GRPC_XDS_SOTW,FILE (both)',
   },
   'force-start-without-initial-config': {
     env: 'FORCE_START_WITHOUT_INITIAL_CONFIG',
     default: 'false',
     help: 'xDS: ready before the first config arrives (true | false)',
   },
-  'xds-server-url': { env: 'CONFIG_GRPC_XDS_SERVER_URL', default: 'localhost:18000', help: 'xDS: the management server, host:port' },
-  'xds-node-id': { env: 'CONFIG_GRPC_XDS_NODE_ID', default: 'default', help: "xDS: the node id the server keeps this service's configs under" },
+  'xds-server-url': {
+    env: 'CONFIG_GRPC_XDS_SERVER_URL',
+    default: 'localhost:18000',
+    help: 'xDS: the management server, host:port; several comma-separated (or the flag again)',
+  },
+  'xds-node-id': {
+    env: 'CONFIG_GRPC_XDS_NODE_ID',
+    default: 'default',
+    help: "xDS: the node id the server keeps this service's configs under; one per server, by position",
+  },
   'xds-node-metadata': { env: 'CONFIG_GRPC_XDS_NODE_METADATA', default: '', help: 'xDS: node metadata, k1=v1,k2=v2' },
   'xds-headers': {
     env: 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS',
@@ -151,7 +164,7 @@ export const SERVE_OPTIONS = {
     default: '3s',
     help: 'xDS: while the server cannot be reached, try this often',
   },
-  'xds-tls': { env: 'CONFIG_GRPC_XDS_SERVER_USE_TLS', default: 'false', help: 'xDS: TLS to the server (true | false)' },
+  'xds-tls': { env: 'CONFIG_GRPC_XDS_SERVER_USE_TLS', default: 'false', help: 'xDS: TLS to the server (true | false); one per server, by position' },
   'xds-tls-cert': { env: 'CONFIG_GRPC_XDS_CLIENT_TLS_CERT', default: '', help: 'xDS: client certificate file (PEM), for mTLS' },
   'xds-tls-key': { env: 'CONFIG_GRPC_XDS_CLIENT_TLS_KEY', default: '', help: 'xDS: client key file (PEM), for mTLS' },
   'xds-tls-cacert': {

@@ -104,6 +104,20 @@ describe('TLS on the gRPC port (GRPC_SERVER_USE_TLS)', () => {
     await expect(rlqsOpens(port, false)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
   });
 
+  it("GRPC_PLAINTEXT_PORT: AI Gateway's plaintext quota cluster on a second port; the TLS port stays mTLS only", async () => {
+    t = await startTestService({ env: { ...env(true), GRPC_PLAINTEXT_PORT: '0' } });
+    const plain = t.service.grpcPlaintextPort!;
+    expect(plain).toBeGreaterThan(0);
+    expect(plain).not.toBe(t.service.grpcPort);
+    // One server behind both: a counter charged on one port is the counter seen on the other.
+    const first = await plainClient(plain).call(req);
+    const second = await tlsClient(t.service.grpcPort, true).call(req);
+    expect(first.overall_code).toBe('OK');
+    expect(second.statuses[0]!.limit_remaining).toBe(first.statuses[0]!.limit_remaining - 1);
+    await expect(tlsClient(t.service.grpcPort, false).call(req, 2000)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    expect(() => parseServeArgs([], { GRPC_PLAINTEXT_PORT: '8082' })).toThrow(/without --grpc-tls the gRPC port is plaintext already/);
+  });
+
   it('files that are not certificates stop the start with a ListenError (the CLI prints it as one line)', async () => {
     const e = { ...env(false), GRPC_SERVER_TLS_CERT: certs.file('server.cnf') };
     await expect(startTestService({ env: e })).rejects.toThrow(ListenError);

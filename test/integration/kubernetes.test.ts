@@ -269,12 +269,56 @@ describe("envoy-gateway: Envoy Gateway's own configuration, with Tollgate's imag
     };
     const env = Object.fromEntries(container.env.map((e: Obj) => [e.name, paths[e.value] ?? e.value]));
     const s = parseServeArgs([], env);
-    expect(s.xds).toMatchObject({ target: 'envoy-gateway:18001', node: { id: 'envoy-ratelimit' } });
+    expect(s.xdsServers).toMatchObject([{ target: 'envoy-gateway:18001', node: { id: 'envoy-ratelimit' } }]);
     expect(s.grpcTls).toMatchObject({ clientCa: certs.file('ca.pem'), clientCaFrom: 'GRPC_SERVER_TLS_CA_CERT' });
     expect(s.prometheus).toMatchObject({ host: '0.0.0.0', port: 19001, path: '/metrics' });
     expect(container.ports.find((p: Obj) => p.name === 'metrics').containerPort).toBe(19001);
     expect(deployment.spec.template.metadata.annotations['prometheus.io/port']).toBe('19001');
     expect([s.store, s.forceStart, s.responses.source]).toEqual(['redis', true, 'xds']);
+  });
+});
+
+describe("ai-gateway-quota: AI Gateway's QuotaPolicy on the Tollgate Envoy Gateway runs", () => {
+  const objs = render(`${DIR}/ai-gateway-quota`);
+  const deployment = parseAllDocuments(readFileSync('test/fixtures/envoy-gateway/deployment-default.yaml', 'utf8'))[0]!.toJS() as Obj;
+  const values = parse(readFileSync(`${DIR}/envoy-gateway/ai-gateway-values.yaml`, 'utf8')) as Obj;
+  const patch = values.config.envoyGateway.provider.kubernetes.rateLimitDeployment.patch.value.spec.template.spec.containers[0];
+  /** A strategic-merge patch merges a container's env by name: the patch's value replaces one of the same name. */
+  const patchedEnv = (): Record<string, string> => {
+    const env = Object.fromEntries(containerOf(deployment, 'envoy-ratelimit').env.map((e: Obj) => [e.name, e.value]));
+    for (const e of patch.env) env[e.name] = e.value;
+    return env;
+  };
+
+  it("the Service selects the pods of Envoy Gateway's rate-limit Deployment, on the plaintext port the patch opens", () => {
+    const service = find(objs, 'Service', 'tollgate-ai-quota');
+    expect(validateObject(service)).toEqual([]);
+    expect(service.metadata.namespace).toBe(deployment.metadata.namespace);
+    expect(service.spec.selector).toEqual(deployment.spec.template.metadata.labels);
+    expect(String(service.spec.ports[0].targetPort)).toBe(patchedEnv().GRPC_PLAINTEXT_PORT);
+    // AI Gateway's chart value names that Service, in that namespace, on its port.
+    const ai = parse(readFileSync(`${DIR}/ai-gateway-quota/ai-gateway-values.yaml`, 'utf8')) as Obj;
+    expect(ai.controller.quotaRateLimitServiceAddr).toBe(`${service.metadata.name}.${service.metadata.namespace}:${service.spec.ports[0].port}`);
+  });
+
+  it("the patched Deployment's environment: both xDS servers, each with its node ID and TLS, and the plaintext port", () => {
+    const certs = makeCertificates([{ name: 'tls', san: 'DNS:envoy-ratelimit' }]);
+    const paths: Record<string, string> = {
+      '/certs/tls.crt': certs.file('tls.pem'),
+      '/certs/tls.key': certs.file('tls.key'),
+      '/certs/ca.crt': certs.file('ca.pem'),
+    };
+    const env = Object.fromEntries(Object.entries(patchedEnv()).map(([k, v]) => [k, paths[v] ?? v]));
+    const s = parseServeArgs([], env);
+    const secure = (x: { credentials: unknown }): boolean => (x.credentials as { _isSecure(): boolean })._isSecure();
+    expect(s.xdsServers.map((x) => [x.target.split(':')[0], x.node.id, secure(x)])).toEqual([
+      ['envoy-gateway', 'envoy-ratelimit', true],
+      ['ai-gateway-controller.envoy-ai-gateway-system.svc.cluster.local', 'envoy-ai-gateway-ratelimit', false],
+    ]);
+    expect(s.xdsServers[1]!.target.endsWith(':18002')).toBe(true);
+    expect([s.grpcPlaintextPort, s.grpcTls !== undefined]).toEqual([8082, true]);
+    // Both places the token-limit add-on may write its patch carry the same container.
+    expect(values.config.provider.kubernetes.rateLimitDeployment.patch.value.spec.template.spec.containers[0]).toEqual(patch);
   });
 });
 

@@ -44,7 +44,9 @@ describe("the Helm values for Tollgate under AI Gateway's token-limit add-on", (
     ["where Envoy Gateway's chart reads it (config.envoyGateway.provider)", addonUnderEnvoyGateway, ['config', 'envoyGateway', 'provider']],
   ])('%s: the container is Tollgate, version of package.json', (_name, add, at) => {
     const merged = coalesce(coalesce(base, add), ours);
-    expect(containers(merged, at as string[])).toEqual([{ name: 'envoy-ratelimit', imagePullPolicy: 'IfNotPresent', image: `tollgate:${version}` }]);
+    expect(containers(merged, at as string[])).toEqual([
+      { name: 'envoy-ratelimit', imagePullPolicy: 'IfNotPresent', image: `tollgate:${version}`, env: expect.arrayContaining([expect.anything()]) },
+    ]);
   });
 
   it("keeps AI Gateway's extensionManager and extensionApis", () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { DomainOwners } from '../../src/config/domain-owners.js';
 import { compileSources, configLimits } from '../../src/config/load.js';
 import { RLS_CONFIG_TYPE_URL, xdsSources } from '../../src/config/rls-conf.js';
 import type { Decision } from '../../src/limiter/limiter.js';
@@ -50,6 +51,16 @@ describe('which source wins', () => {
     expect(over.raw_body).toBeUndefined();
     // The status names no limit: Envoy Gateway's limits have no name, and none is made up.
     expect(over.statuses[0]!.current_limit).toEqual({ name: '', requests_per_unit: 3, unit: 2 });
+  });
+
+  it('xDS beside a config directory: a domain from xDS answers as xDS alone would, one from a file as files do', async () => {
+    const eg = egConfig();
+    const marked = new DomainOwners([{ label: 'eg', kind: 'xds' }]).set(0, eg).config;
+    const user = userRequest('u1').descriptors[0]!;
+    const mixed = settings({ source: 'file' }); // what CONFIG_TYPE=GRPC_XDS_SOTW,FILE gives
+    expect(toWireResponse(await harness(marked).decide(LISTENER_DOMAIN, [user]), mixed).response_headers_to_add).toEqual([]);
+    // The same domain, not marked as from xDS: Tollgate's default headers.
+    expect(names(await harness(eg).decide(LISTENER_DOMAIN, [user]), mixed)).toContain('X-RateLimit-Limit');
   });
 
   it("a file config that does not say: Tollgate's X-RateLimit-*, Retry-After and problem body (as before)", async () => {

@@ -1,0 +1,156 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fingerprint } from '../../src/fingerprint.js';
+import { AdsServer, type Resource } from '../helpers/ads-server.js';
+import { capturingLogger, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
+import { within } from '../helpers/time.js';
+
+// Several control planes, one service (issue 63, item 3): Envoy Gateway's xDS server (node envoy-ratelimit, as
+// its rate-limit Deployment names it) and Envoy AI Gateway's (node envoy-ai-gateway-ratelimit, port 18002:
+// ai-gateway internal/ratelimit/runner/runner.go at v1.1.0), and a config directory beside them.
+
+const EG_NODE = 'envoy-ratelimit';
+const AI_NODE = 'envoy-ai-gateway-ratelimit';
+/** Envoy Gateway's shape: one resource per domain, a descriptor per rule. */
+const egConfig = (perMinute: number, domain = 'eg-domain'): Resource => ({
+  config: { name: domain, domain, descriptors: [{ key: 'client', rate_limit: { unit: 'MINUTE', requests_per_unit: perMinute } }] },
+});
+/** What AI Gateway's QuotaPolicy translator makes of a 10-per-hour backend quota (its internal/ratelimit/translator/
+ * translator.go at v1.1.0, the e2e policy tests/e2e/testdata/backend_quota_ratelimit.yaml): one fixed domain, a
+ * backend_name → model_name_override chain, quota_mode on every limit. */
+const aiQuota = (extra: Record<string, unknown>[] = []): Resource => ({
+  config: {
+    name: 'ai-gateway-quota',
+    domain: 'ai-gateway-quota',
+    descriptors: [
+      {
+        key: 'backend_name',
+        value: 'default/envoy-ai-gateway-quota-ratelimit-testupstream',
+        descriptors: [{ key: 'model_name_override', value: 'quota-test-model', rate_limit: { unit: 'HOUR', requests_per_unit: 10 }, quota_mode: true }],
+      },
+      ...extra,
+    ],
+  },
+});
+const egReq = (client: string): RlsRequest => ({ domain: 'eg-domain', descriptors: [{ entries: [{ key: 'client', value: client }] }] });
+const aiReq = (hits: number): RlsRequest => ({
+  domain: 'ai-gateway-quota',
+  descriptors: [
+    {
+      entries: [
+        { key: 'backend_name', value: 'default/envoy-ai-gateway-quota-ratelimit-testupstream' },
+        { key: 'model_name_override', value: 'quota-test-model' },
+      ],
+      hits_addend: { value: hits },
+    },
+  ],
+});
+const limitOf = async (t: TestService, r: RlsRequest): Promise<number | 'no config'> => {
+  try {
+    return (await t.rls.call(r)).statuses[0]?.current_limit?.requests_per_unit ?? 0;
+  } catch (err) {
+    if ((err as grpc.ServiceError).code === grpc.status.UNAVAILABLE) return 'no config';
+    throw err;
+  }
+};
+const readyz = async (t: TestService): Promise<number> => (await fetch(`http://127.0.0.1:${t.service.httpPort}/readyz`)).status;
+const fast = ['--xds-backoff-initial', '100ms', '--xds-backoff-max', '400ms', '--xds-connect-retry-interval', '100ms'];
+
+let t: TestService | undefined;
+const servers: AdsServer[] = [];
+let dir: string | undefined;
+afterEach(async () => {
+  await t?.close();
+  for (const s of servers.splice(0)) s.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  t = dir = undefined;
+});
+
+async function twoServers(): Promise<[AdsServer, AdsServer]> {
+  const eg = new AdsServer();
+  const ai = new AdsServer();
+  servers.push(eg, ai);
+  await Promise.all([eg.start(), ai.start()]);
+  return [eg, ai];
+}
+
+describe('several config sources, one service', () => {
+  it('Envoy Gateway, AI Gateway and a directory: each owns its domains; a shared claim is refused; one server down', async () => {
+    const [eg, ai] = await twoServers();
+    dir = mkdtempSync(join(tmpdir(), 'tollgate-sources-'));
+    writeFileSync(join(dir, 'own.yaml'), 'domain: own\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 7 }\n');
+    const { logger, lines } = capturingLogger();
+    // The flags given more than once; CONFIG_TYPE lists both kinds.
+    const args = ['--xds-server-url', `127.0.0.1:${eg.port}`, '--xds-server-url', `127.0.0.1:${ai.port}`, '--xds-node-id', EG_NODE, '--xds-node-id', AI_NODE];
+    t = await startTestService({ configDir: dir, args: [...args, ...fast], env: { CONFIG_TYPE: 'GRPC_XDS_SOTW,FILE' }, logger });
+    const own: RlsRequest = { domain: 'own', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] };
+    expect(await limitOf(t, own)).toBe(7); // the directory's domain from the start
+
+    eg.push('eg-1', [egConfig(5)]);
+    await within(5000, async () => (await limitOf(t!, egReq('a'))) === 5, "Envoy Gateway's domain");
+    // AI Gateway's server has sent nothing yet: not ready, and its domain is answered as no config, not admitted.
+    expect(await readyz(t)).toBe(503);
+    expect(await limitOf(t, aiReq(1))).toBe('no config');
+    // Each server was asked with its own node ID.
+    expect(eg.received[0]!.request.node?.id).toBe(EG_NODE);
+    await within(5000, () => ai.received.length > 0, 'AI Gateway subscribed');
+    expect(ai.received[0]!.request.node?.id).toBe(AI_NODE);
+
+    ai.push('ai-1', [aiQuota()]);
+    await within(5000, async () => (await limitOf(t!, aiReq(1))) === 10, "AI Gateway's domain");
+    await within(5000, async () => (await readyz(t!)) === 200, 'ready once both have sent');
+
+    // AI Gateway's server also claims Envoy Gateway's domain: refused, kept as it was; its own still applies.
+    ai.push('ai-2', [aiQuota(), egConfig(99)]);
+    await within(5000, () => lines().some((l) => l.msg === 'config domain refused: another config source already serves it, and keeps it'), 'refusal logged');
+    expect(await limitOf(t, egReq('b'))).toBe(5);
+    const refusal = lines().find((l) => String(l.msg).startsWith('config domain refused'))!;
+    expect(refusal).toMatchObject({ domain: fingerprint('eg-domain'), owner: `xDS server 127.0.0.1:${eg.port} (node ${EG_NODE})` });
+    expect(JSON.stringify(lines())).not.toContain('"eg-domain"');
+
+    // Envoy Gateway's server goes away: its domains keep being served, and AI Gateway's keep changing.
+    eg.stop();
+    ai.push('ai-3', [aiQuota([{ key: 'backend_name', value: 'default/other', rate_limit: { unit: 'HOUR', requests_per_unit: 3 } }])]);
+    const other: RlsRequest = { domain: 'ai-gateway-quota', descriptors: [{ entries: [{ key: 'backend_name', value: 'default/other' }] }] };
+    await within(5000, async () => (await limitOf(t!, other)) === 3, "AI Gateway's update while Envoy Gateway's server is down");
+    expect(await limitOf(t, egReq('c'))).toBe(5);
+    expect(await limitOf(t, own)).toBe(7);
+  });
+
+  it('a domain its owner drops goes to the other source that sends it', async () => {
+    const [eg, ai] = await twoServers();
+    const { logger, lines } = capturingLogger();
+    const args = ['--config-type', 'GRPC_XDS_SOTW', ...fast];
+    t = await startTestService({
+      args,
+      env: { CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${eg.port},127.0.0.1:${ai.port}`, CONFIG_GRPC_XDS_NODE_ID: `${EG_NODE},${AI_NODE}` },
+      logger,
+    });
+    eg.push('1', [egConfig(5)]);
+    await within(5000, async () => (await limitOf(t!, egReq('a'))) === 5, 'first owner');
+    ai.push('1', [egConfig(8)]);
+    await within(5000, () => lines().some((l) => String(l.msg).startsWith('config domain refused')), 'refused');
+    expect(await limitOf(t, egReq('a'))).toBe(5);
+    eg.push('2', []);
+    await within(5000, async () => (await limitOf(t!, egReq('a'))) === 8, 'the other source takes it over');
+  });
+
+  it("serves AI Gateway's QuotaPolicy as envoyproxy/ratelimit does: 1 before, the tokens at stream end, then 429", async () => {
+    const [, ai] = await twoServers();
+    t = await startTestService({ args: ['--config-type', 'GRPC_XDS_SOTW', '--xds-server-url', `127.0.0.1:${ai.port}`, '--xds-node-id', AI_NODE, ...fast] });
+    ai.push('1', [aiQuota()]);
+    await within(5000, async () => (await limitOf(t!, aiReq(1))) === 10, 'quota config');
+    // limitOf charged 1 per try; start the e2e's sequence on a fresh hour's window instead of counting tries.
+    t.clock.advance(3_600_000);
+    // ai-gateway tests/e2e/backend_quota_ratelimit_test.go: a 20-token answer leaves the counter at 21, and the
+    // next request is refused (quota_mode alone: over when every quota-mode descriptor is, src/service/ratelimit.go).
+    expect((await t.rls.call(aiReq(1))).overall_code).toBe('OK');
+    expect((await t.rls.call(aiReq(20))).statuses[0]!.limit_remaining).toBe(0);
+    const next = await t.rls.call(aiReq(1));
+    expect(next.overall_code).toBe('OVER_LIMIT');
+    expect(next.statuses[0]!.code).toBe('OVER_LIMIT');
+  });
+});
