@@ -4,7 +4,9 @@ import type { CompiledConfig } from './config/compiled.js';
 import { type Composed, DomainOwners, type SourceName } from './config/domain-owners.js';
 import { type ConfigError, formatProblem } from './config/errors.js';
 import { type ConfigLimits, loadConfigDir, pendingConfig } from './config/load.js';
+import { OverlayFile } from './config/overlay-file.js';
 import { shown } from './config/rls-conf.js';
+import { ruleKey } from './config/rule-diff.js';
 import { type ConfigDiff, ConfigWatcher, type ReloadOutcome } from './config/watcher.js';
 import type { Clock } from './counters/clock.js';
 import { fingerprint } from './fingerprint.js';
@@ -46,10 +48,15 @@ export interface SourceDeps {
   onReady: () => void;
 }
 
-/** The sources Settings names, in their order: every xDS server, then the config directory. */
+/** The sources Settings names, in the order that decides a domain two of them send (domain-owners.ts): the
+ * config directory, then every xDS server as listed. */
 export function sourceNames(settings: Settings): SourceName[] {
-  const xds = settings.xdsServers.map((x) => ({ label: `xDS server ${x.target} (node ${shown(x.node.id)})`, kind: 'xds' as const }));
-  return settings.fromDir ? [...xds, { label: 'config directory', kind: 'dir' as const }] : xds;
+  const several = settings.xdsServers.length > 1;
+  const xds = settings.xdsServers.map((x) => ({
+    label: `xDS server ${x.target}${several ? ` (node ${shown(x.node.id)})` : ''}`,
+    kind: 'xds' as const,
+  }));
+  return settings.fromDir ? [{ label: settings.configDir, kind: 'dir' as const }, ...xds] : xds;
 }
 
 /** The config to serve before any source has said more: the config directory's (read now, so a bad one stops
@@ -57,7 +64,7 @@ export function sourceNames(settings: Settings): SourceName[] {
 export function initialConfig(settings: Settings, limits: ConfigLimits): { dir: CompiledConfig | undefined; config: CompiledConfig } {
   const dir = settings.fromDir ? loadConfigDir(settings.configDir, limits) : undefined;
   const owners = new DomainOwners(sourceNames(settings));
-  const config = dir ? owners.set(settings.xdsServers.length, dir).config : pendingConfig();
+  const config = dir ? owners.set(0, dir).config : pendingConfig();
   return { dir, config };
 }
 
@@ -72,20 +79,25 @@ export function configSource(
 ): ConfigSource {
   const names = sourceNames(settings);
   const owners = new DomainOwners(names);
+  const overlay = overlayFile(settings, limits, deps.logger);
+  const firstXds = settings.fromDir ? 1 : 0;
   const feeds: Feed[] = names.map((name, i) => {
     const events = sourceEvents(settings, deps, owners, { name, index: i, swap });
     if (name.kind === 'dir') return dirFeed(settings, limits, dirConfig!, deps.logger, events);
-    return xdsFeed(settings.xdsServers[i]!, limits, deps, events);
+    return xdsFeed(settings.xdsServers[i - firstXds]!, limits, deps, { ...events, overlay, alone: names.length === 1 });
   });
-  if (dirConfig) owners.set(names.length - 1, dirConfig);
+  if (overlay) feeds.push({ start: () => overlay.start(settings.configPollMs), stop: () => overlay.stop() });
+  if (dirConfig) owners.set(0, dirConfig);
   const xdsFeeds = feeds.filter((f) => f.xds);
-  deps.metrics.gauge(
-    'tollgate_xds_connected',
-    'Whether the stream to every xDS management server is up (1) or not (0)',
-    () => (xdsFeeds.every((f) => f.xds!.connected) ? 1 : 0),
-    {},
-    'min',
-  );
+  // With several servers, 1 only while every stream is up.
+  if (xdsFeeds.length > 0)
+    deps.metrics.gauge(
+      'tollgate_xds_connected',
+      'Whether the stream to the xDS management server is up (1) or not (0)',
+      () => (xdsFeeds.every((f) => f.xds!.connected) ? 1 : 0),
+      {},
+      'min',
+    );
   return {
     start: () => {
       for (const f of feeds) f.start();
@@ -113,6 +125,9 @@ interface Feed {
 interface SourceEvents {
   onReload: XdsSourceOptions['onReload'];
   onFailure: XdsSourceOptions['onFailure'];
+  overlay?: OverlayFile;
+  /** The only source: its first config makes the service ready, and an empty one admits everything. */
+  alone?: boolean;
   /** The source's first config is applied. */
   first: () => void;
 }
@@ -136,7 +151,8 @@ function sourceEvents(
     stack.cache?.clear(); // limits may have changed under the cached "full until" times
     metrics.configReloads.inc({ result: 'success' });
     metrics.configLoaded(composed.config.hash, clock.now());
-    logger.info({ hash: composed.config.hash, previous: previous.hash, ...(owners.size > 1 && { from }), ...shortDiff(diff) }, 'config reloaded');
+    const reported = composed.refused.length > 0 ? withoutDomains(diff, composed.refused, [previous, next]) : diff;
+    logger.info({ hash: composed.config.hash, previous: composed.previousHash, ...(owners.size > 1 && { from }), ...shortDiff(reported) }, 'config reloaded');
     if (diff.restarted.length > 0)
       logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
     logOwnership(logger, from, composed);
@@ -154,6 +170,15 @@ function sourceEvents(
   return { onReload, onFailure, first };
 }
 
+/** A refused domain's rules are not this source's to report: its name is logged only by fingerprint. */
+function withoutDomains(diff: ConfigDiff, refused: Composed['refused'], configs: CompiledConfig[]): ConfigDiff {
+  const hidden = new Set<string>();
+  for (const { domain } of refused) for (const c of configs) for (const r of c.domains.get(domain)?.rules ?? []) hidden.add(ruleKey(r));
+  const out = {} as ConfigDiff;
+  for (const [k, list] of Object.entries(diff) as [keyof ConfigDiff, string[]][]) out[k] = list.filter((key) => !hidden.has(key));
+  return out;
+}
+
 function logOwnership(logger: Logger, from: string, composed: Composed): void {
   for (const { domain, owner } of composed.refused.slice(0, 50))
     logger.error(
@@ -162,6 +187,16 @@ function logOwnership(logger: Logger, from: string, composed: Composed): void {
     );
   for (const { domain, to } of composed.moved.slice(0, 50))
     logger.warn({ to, domain: fingerprint(domain) }, 'config domain dropped by its source: now served from the other source that sends it');
+}
+
+/** XDS_OVERLAY_FILE, read now (a bad one stops the start with its problems, as a bad config directory does). */
+function overlayFile(settings: Settings, limits: ConfigLimits, logger: Logger): OverlayFile | undefined {
+  if (!settings.xdsOverlay) return undefined;
+  return new OverlayFile(settings.xdsOverlay, limits.maxFileBytes, (problem) =>
+    problem
+      ? logger.error({ file: settings.xdsOverlay, problem }, 'xDS overlay file cannot be read: keeping the last one read')
+      : logger.info({ file: settings.xdsOverlay }, 'xDS overlay file readable again'),
+  );
 }
 
 function dirFeed(settings: Settings, limits: ConfigLimits, current: CompiledConfig, logger: Logger, events: SourceEvents): Feed {
@@ -184,13 +219,17 @@ function xdsFeed(xds: XdsOptions, limits: ConfigLimits, deps: SourceDeps, events
     logger,
     onReload: events.onReload,
     onFailure: events.onFailure,
+    overlay: events.overlay,
+    alone: events.alone,
+    onNotes: (notes) => logger.warn({ notes, server: xds.target }, `xDS overlay: ${notes[0]}${notes.length > 1 ? ` (and ${notes.length - 1} more)` : ''}`),
     events: {
       response: (result) => {
         counters.responses.inc({ result });
         if (result === 'applied') counters.lastApplied.set(Math.floor(clock.now() / 1000));
         if (result === 'applied' && !firstLogged) {
           firstLogged = true;
-          logger.info({ version: shown(source.version), server: xds.target }, 'first config from the xDS server applied: ready');
+          const ready = events.alone ? 'ready' : 'ready once every source has sent one';
+          logger.info({ version: shown(source.version), ...(!events.alone && { server: xds.target }) }, `first config from the xDS server applied: ${ready}`);
           events.first();
         }
       },

@@ -85,7 +85,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const source = configSource(settings, limits, initial.dir, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const keeper = slotKeeper(stack, () => config, metrics);
   const census = slotCensus(stack, () => config, metrics, logger);
-  const modes = { globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit };
+  const modes = planModes(settings);
   const limiter = new Limiter({ config: () => config, store, keeper, census, tiers, ...modes, clock: opts.clock });
   const handler = { ...handlerDeps(settings, { limiter, logger, metrics, observer }), peers: keeper && new Peers(keeper) };
   const ready = readiness(health, stack, settings, source);
@@ -168,6 +168,11 @@ function slotCensus(stack: StoreStack, config: () => CompiledConfig, metrics: Me
   };
   const runner: SlotCensusRunner = new SlotCensusRunner(counts, config, events);
   return runner;
+}
+
+/** The service-wide modes every plan starts from (limiter/plan.ts PlanContext). */
+function planModes(settings: Settings): { globalShadow: boolean; globalQuota: boolean; globalCharge: boolean; xdsCharge: boolean } {
+  return { globalShadow: settings.shadowMode, globalQuota: settings.quotaMode, globalCharge: settings.countPastLimit, xdsCharge: settings.xdsCountPastLimit };
 }
 
 /** What the RLS handler (and /json) takes from the settings. */

@@ -49,7 +49,8 @@ export function logSettingNotes(settings: Settings, logger: Pick<Logger, 'info' 
   const named = (names: string[]): string => names.map((n) => (SETTING_HINTS[n] ? `${n} (${SETTING_HINTS[n]})` : n)).join(', ');
   const unneeded =
     settings.unneeded.length > 0
-      ? `not needed (set to what Tollgate does anyway${settings.xdsServers.length > 0 ? ', or a config directory, which xDS replaces' : ''}): ${settings.unneeded.join(', ')}`
+      ? `not needed (set to what Tollgate does anyway${settings.xdsServers.length > 0 ? ', or a config directory, which xDS replaces' : ''}): ` +
+        settings.unneeded.join(', ')
       : '';
   if (settings.unsupported.length > 0) {
     logger.warn(

@@ -1,8 +1,9 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { ConfigError } from '../config/errors.js';
-import { configLimits, loadConfigDir, NO_CONFIG_WARNING } from '../config/load.js';
+import { ConfigError, fileProblem } from '../config/errors.js';
+import { type ConfigLimits, compileSources, configLimits, loadConfigDir, NO_CONFIG_WARNING, readConfigSources } from '../config/load.js';
+import { overlaySources, parseOverlay } from '../config/overlay.js';
 import type { InFlightSpec } from '../config/spec.js';
 import { DEFAULT_HEADERS } from '../config/spec.js';
 import { windowText } from '../config/units.js';
@@ -13,13 +14,17 @@ import { maxConfigBytesOf } from '../settings/settings.js';
 import type { Command } from './command.js';
 
 const HELP =
-  `Usage: tollgate check-config [--max-config-bytes N] [--merge-domain-config] DIR_OR_FILE\n\nValidates every YAML file in DIR (or ` +
+  `Usage: tollgate check-config [--max-config-bytes N] [--merge-domain-config] DIR_OR_FILE\n` +
+  `       tollgate check-config --xds-overlay OVERLAY [DIR_OR_FILE]\n\nValidates every YAML file in DIR (or ` +
   `the one FILE) as serve would load it, prints each\ndomain's rules and the config hash (of file names and contents: the same files give ` +
   `the\nsame hash wherever they are), and exits 1 with file:line:column: key: problem for each\nerror. A directory with no .yaml or .yml file ` +
   `passes with a warning, as serve starts on\nit (a reload that would empty a running config is refused). --max-config-bytes ` +
-  `(env\nMAX_CONFIG_BYTES) and --merge-domain-config (env MERGE_DOMAIN_CONFIG) as for serve.\n`;
+  `(env\nMAX_CONFIG_BYTES) and --merge-domain-config (env MERGE_DOMAIN_CONFIG) as for serve.\n\n` +
+  `--xds-overlay checks an overlay file (XDS_OVERLAY_FILE) and, given DIR, writes it into DIR's files as\n` +
+  `into the configs an xDS server sends (Envoy Gateway's, as envoyproxy/ratelimit's YAML), then validates and\nlists them as above, ` +
+  `warning of each overlay entry that matched nothing.\n`;
 
-const OPTIONS = { 'max-config-bytes': { type: 'string' }, 'merge-domain-config': { type: 'boolean' } } as const;
+const OPTIONS = { 'max-config-bytes': { type: 'string' }, 'merge-domain-config': { type: 'boolean' }, 'xds-overlay': { type: 'string' } } as const;
 
 /** `tollgate check-config`: validates a config as serve would load it and lists its rules. */
 export const checkConfigCommand: Command = { help: () => HELP, options: OPTIONS, run: checkConfig };
@@ -27,14 +32,17 @@ export const checkConfigCommand: Command = { help: () => HELP, options: OPTIONS,
 function checkConfig(args: string[]): number {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, strict: true, options: OPTIONS });
   const path = positionals[0];
-  if (positionals.length !== 1 || !path) {
+  const overlay = values['xds-overlay'];
+  if (positionals.length > 1 || (!path && !overlay)) {
     process.stderr.write(HELP);
     return 2;
   }
-  if (!existsSync(path)) throw new CliError(`${path}: no such file or directory`);
+  for (const p of [path, overlay]) if (p !== undefined && !existsSync(p)) throw new CliError(`${p}: no such file or directory`);
   try {
     const merge = values['merge-domain-config'] ?? parseBool(process.env.MERGE_DOMAIN_CONFIG ?? '', 'MERGE_DOMAIN_CONFIG');
-    const config = loadConfigDir(path, configLimits(maxConfigBytesOf(values['max-config-bytes']), merge));
+    const limits = configLimits(maxConfigBytesOf(values['max-config-bytes']), merge);
+    if (overlay) return checkOverlay(overlay, path, limits);
+    const config = loadConfigDir(path!, limits);
     // The same rule as serve, which starts on an empty directory with this warning.
     if (config.domains.size === 0) process.stderr.write(`tollgate: warning: ${path}: ${NO_CONFIG_WARNING}\n`);
     for (const domain of config.domains.values()) {
@@ -48,6 +56,30 @@ function checkConfig(args: string[]): number {
     process.stderr.write(`${err.message}\n${err.problems.length} problem(s); nothing loaded.\n`);
     return 1;
   }
+}
+
+/** --xds-overlay: the overlay checked alone, or written into DIR's files (what a server generates, dumped as
+ * envoyproxy/ratelimit's YAML), validated together and listed, each entry that took nothing named. */
+function checkOverlay(file: string, dir: string | undefined, limits: ConfigLimits): number {
+  const overlay = parseOverlay(file, readBounded(file, limits.maxFileBytes));
+  if (!dir) {
+    process.stdout.write(`OK: overlay ${file}, ${overlay.entries.length} entr${overlay.entries.length === 1 ? 'y' : 'ies'}\n`);
+    return 0;
+  }
+  const { sources, unmatched } = overlaySources(readConfigSources(dir, limits), overlay);
+  const config = compileSources(sources, limits.mergeDomains);
+  for (const note of unmatched) process.stderr.write(`tollgate: warning: ${note}\n`);
+  for (const domain of config.domains.values()) process.stdout.write(describeDomain(domain));
+  process.stdout.write(
+    `OK: ${config.domains.size} domain(s) with overlay ${file}, ${unmatched.length} entr${unmatched.length === 1 ? 'y' : 'ies'} unmatched\n`,
+  );
+  return 0;
+}
+
+function readBounded(file: string, max: number): string {
+  const size = statSync(file).size;
+  if (size > max) throw new ConfigError([fileProblem(file, 'TOO_LARGE', `${size} bytes, more than the maximum of ${max} (--max-config-bytes)`)]);
+  return readFileSync(file, 'utf8');
 }
 
 function describeDomain(d: CompiledDomain): string {

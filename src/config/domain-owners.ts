@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { CompiledConfig, CompiledDomain } from './compiled.js';
 
-/** One service, several config sources (xDS management servers, the config directory): each source owns
- * the domains it sends, and the running config is the union of what each owns. A domain is owned by the
- * source that had it first; another source that claims it too is refused for that domain (its other domains
- * apply), until the owner drops it. A source that goes quiet keeps its domains: only what it sends changes
+/** One service, several config sources (the config directory, xDS management servers): each source owns
+ * the domains it sends, and the running config is the union of what each owns. A domain two sources send is
+ * owned by the one listed first (the directory, then the servers in the order the settings name them), and
+ * refused from the other (its other domains apply): by the order of the list, never of arrival, so every
+ * replica and every restart serves the same owner's copy, and the union's hash (of the sources' hashes, in
+ * that order) names what is served. A source that goes quiet keeps its domains: only what it sends changes
  * them. Until every source has sent its first config, the union is marked pending, so a request for a domain
  * nobody has sent yet is answered as before any config (limiter.ts), not admitted as unknown. */
 
@@ -18,13 +20,16 @@ export interface Composed {
   config: CompiledConfig;
   /** Domains this delivery claimed that another source owns: refused, kept as they were. */
   refused: { domain: string; owner: string }[];
-  /** Domains that changed hands because their owner dropped them. */
+  /** Domains that changed hands: their owner dropped them, or a source listed before it sent them. */
   moved: { domain: string; to: string }[];
+  /** The union's hash before this change. */
+  previousHash: string;
 }
 
 export class DomainOwners {
   private readonly configs: (CompiledConfig | undefined)[];
   private readonly owner = new Map<string, number>();
+  private hash = 'none';
 
   constructor(private readonly sources: readonly SourceName[]) {
     this.configs = sources.map(() => undefined);
@@ -42,32 +47,25 @@ export class DomainOwners {
   /** Source `index` now holds `config` (its whole set): the union to run, and what was refused or moved. */
   set(index: number, config: CompiledConfig): Composed {
     this.configs[index] = this.sources[index]!.kind === 'xds' ? markedXds(config) : config;
-    const moved = this.reassign();
+    const before = new Map(this.owner);
+    this.owner.clear();
+    this.configs.forEach((c, i) => {
+      for (const name of c?.domains.keys() ?? []) if (!this.owner.has(name)) this.owner.set(name, i);
+    });
+    const moved: Composed['moved'] = [];
+    for (const [name, i] of this.owner) {
+      const was = before.get(name);
+      if (was !== undefined && was !== i) moved.push({ domain: name, to: this.sources[i]!.label });
+    }
     const refused: Composed['refused'] = [];
     for (const name of this.configs[index]!.domains.keys()) {
       const owner = this.owner.get(name)!;
       if (owner !== index) refused.push({ domain: name, owner: this.sources[owner]!.label });
     }
-    return { config: this.union(), refused, moved };
-  }
-
-  /** Owners keep their domains while they still send them; the rest go to the first source that has them. */
-  private reassign(): Composed['moved'] {
-    const released = new Set<string>();
-    for (const [name, i] of this.owner) {
-      if (this.configs[i]?.domains.has(name)) continue;
-      this.owner.delete(name);
-      released.add(name);
-    }
-    const moved: Composed['moved'] = [];
-    this.configs.forEach((config, i) => {
-      for (const name of config?.domains.keys() ?? []) {
-        if (this.owner.has(name)) continue;
-        if (released.has(name)) moved.push({ domain: name, to: this.sources[i]!.label });
-        this.owner.set(name, i);
-      }
-    });
-    return moved;
+    const previousHash = this.hash;
+    const union = this.union();
+    this.hash = union.hash;
+    return { config: union, refused, moved, previousHash };
   }
 
   private union(): CompiledConfig {

@@ -13,7 +13,7 @@ const READ_TIMEOUT_MS = 60_000;
 export type ReadResult =
   | { type: 'unchanged'; hash: string; dirId: string | undefined }
   | { type: 'invalid'; hash: string | undefined; dirId: string | undefined; problems: ConfigProblem[] }
-  | { type: 'valid'; hash: string; dirId: string | undefined; domains: number; slices: number };
+  | { type: 'valid'; hash: string; dirId: string | undefined; domains: number; slices: number; notes: string[] };
 
 export type SwapResult =
   | { type: 'reloaded'; previous: CompiledConfig; next: CompiledConfig; diff: ConfigDiff }

@@ -4,6 +4,7 @@ import protobuf from 'protobufjs';
 import { stringify } from 'yaml';
 import { ConfigError, type ConfigProblem, fileProblem } from './errors.js';
 import type { ConfigLimits, ConfigSource } from './load.js';
+import { applyOverlay, type ConfigDoc, type Overlay, type OverlayEntry } from './overlay.js';
 
 /** The xDS type of envoyproxy/ratelimit's descriptor config (its api/ratelimit/config/ratelimit/v3/rls_conf.proto),
  * the one Envoy Gateway serves to a rate-limit service started with CONFIG_TYPE=GRPC_XDS_SOTW. */
@@ -47,14 +48,14 @@ export function shown(text: string): string {
  * turns the proto into its YAML structure and loads that): the same validation as files then runs on it, so
  * an xDS-fed config is held to exactly what a file is. Throws ConfigError listing every resource that is not
  * a RateLimitConfig, does not decode, nests too deep or is larger than a config file may be. */
-export function xdsSources(resources: readonly XdsResource[], limits: ConfigLimits): ConfigSource[] {
+export function xdsSources(resources: readonly XdsResource[], limits: ConfigLimits, overlay?: Overlay, missed: OverlayEntry[] = []): ConfigSource[] {
   const problems: ConfigProblem[] = [];
   if (resources.length > MAX_RESOURCES)
     throw new ConfigError([fileProblem('xDS response', 'TOO_MANY', `${resources.length} resources, more than the maximum of ${MAX_RESOURCES}`)]);
   const sources: ConfigSource[] = [];
   let total = 0;
   resources.forEach((r, i) => {
-    const source = xdsSource(r, i, limits, problems);
+    const source = xdsSource(r, i, limits, problems, (doc) => overlay && missed.push(...applyOverlay(doc, overlay)));
     if (!source) return;
     total += Buffer.byteLength(source.text);
     sources.push(source);
@@ -71,7 +72,14 @@ export function xdsSources(resources: readonly XdsResource[], limits: ConfigLimi
   return sources;
 }
 
-function xdsSource(r: XdsResource, index: number, limits: ConfigLimits, problems: ConfigProblem[]): ConfigSource | undefined {
+/** `overlaid`: writes the overlay's keys (XDS_OVERLAY_FILE, overlay.ts) into the resource before it is validated. */
+function xdsSource(
+  r: XdsResource,
+  index: number,
+  limits: ConfigLimits,
+  problems: ConfigProblem[],
+  overlaid: (doc: ConfigDoc) => void,
+): ConfigSource | undefined {
   const at = `xDS resource #${index}`;
   if (r.typeUrl !== RLS_CONFIG_TYPE_URL) {
     problems.push(fileProblem(at, 'WRONG_TYPE', `has type "${shown(r.typeUrl)}", not ${RLS_CONFIG_TYPE_URL}`));
@@ -92,7 +100,9 @@ function xdsSource(r: XdsResource, index: number, limits: ConfigLimits, problems
     problems.push(fileProblem(file, 'TOO_DEEP', `descriptors nested more than ${MAX_DEPTH} levels deep`));
     return undefined;
   }
-  const text = stringify({ domain: config.domain, descriptors: descriptors.map(yamlDescriptor) }, { lineWidth: 0 });
+  const doc: ConfigDoc = { domain: String(config.domain), descriptors: descriptors.map(yamlDescriptor) };
+  overlaid(doc);
+  const text = stringify(doc, { lineWidth: 0 });
   if (Buffer.byteLength(text) > limits.maxFileBytes) {
     problems.push(
       fileProblem(

@@ -123,6 +123,7 @@ export interface ExplainOptions {
   globalQuota?: boolean;
   /** The service's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false. */
   globalCharge?: boolean;
+  xdsCharge?: boolean;
   /** Show the request's own text instead of its fingerprint (not the token's value): for the CLI, where
    * the user typed it. Never for POST /explain, whose request comes from anyone. */
   reveal?: boolean;
@@ -138,6 +139,7 @@ export async function explain(config: CompiledConfig, tiers: TierSource, request
     globalShadow: shadowMode,
     globalQuota: opts.globalQuota ?? false,
     globalCharge: opts.globalCharge ?? false,
+    xdsCharge: opts.xdsCharge ?? false,
   });
   const hide = opts.reveal ? revealed : hidden;
   if (!domain) {

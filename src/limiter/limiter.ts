@@ -83,6 +83,7 @@ export interface LimiterDeps {
   globalQuota?: boolean;
   /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every descriptor in charge mode. */
   globalCharge?: boolean;
+  xdsCharge?: boolean;
   /** Renews the slots of rules with max_hold while the connection that took them is open. */
   keeper?: SlotKeeper;
   /** Lists the counters in_flight rules took slots on, for the census. */
@@ -100,6 +101,7 @@ export class Limiter {
       globalShadow: deps.globalShadow ?? false,
       globalQuota: deps.globalQuota ?? false,
       globalCharge: deps.globalCharge ?? false,
+      xdsCharge: deps.xdsCharge ?? false,
     };
   }
 

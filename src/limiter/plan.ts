@@ -49,9 +49,10 @@ export interface PlanContext {
   globalShadow: boolean;
   /** QUOTA_MODE: every descriptor is in quota mode (see Rule.quota). */
   globalQuota?: boolean;
-  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every descriptor in charge mode, so every hit is counted
-   * past the limit, as envoyproxy/ratelimit's default counts it (src/redis/fixed_cache_impl.go). */
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: every hit counted past the limit (its fixed_cache_impl.go). */
   globalCharge?: boolean;
+  /** CONFIG_TYPE=GRPC_XDS_SOTW,FILE, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset: domains from xDS only. */
+  xdsCharge?: boolean;
 }
 
 /** What one descriptor counts against. */
@@ -108,14 +109,13 @@ export function planRequest(
 ): DescriptorPlan[] {
   const n = request.descriptors.length;
   const plans = new Array<DescriptorPlan>(n);
+  // Beside a config directory, a domain from xDS counts as envoyproxy/ratelimit would (PlanContext.xdsCharge).
+  const c = domain?.fromXds && ctx.xdsCharge ? { ...ctx, globalCharge: true } : ctx;
   for (let i = 0; i < n; i++) {
-    let steps: MatchStep[] | undefined;
-    if (trace) {
-      steps = [];
-      trace.steps[i] = steps;
-    }
+    const steps: MatchStep[] | undefined = trace ? [] : undefined;
+    if (trace) trace.steps[i] = steps!;
     const d = request.descriptors[i]!;
-    plans[i] = planDescriptor(domain, d, request.hits, ctx, steps);
+    plans[i] = planDescriptor(domain, d, request.hits, c, steps);
     if (d.refund) refundOf(plans[i]!);
     if (plans[i]!.rule?.inFlight?.requestKey !== undefined && plans[i]!.slotId === undefined) withoutId(plans[i]!);
     if (plans[i]!.rule?.usage && !d.override) plans[i]!.usage = usageTag(plans[i]!.rule!, d.entries);

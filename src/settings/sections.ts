@@ -72,12 +72,16 @@ export function xdsServers(setting: (name: OptionName) => Setting): XdsOptions[]
     return parts;
   };
   const urls = list('xds-server-url');
-  if (urls.length > MAX_XDS_SERVERS) throw new SettingsError(`${setting('xds-server-url').from} names ${urls.length} servers, more than ${MAX_XDS_SERVERS}`);
+  const from = setting('xds-server-url').from;
+  if (urls.length > MAX_XDS_SERVERS) throw new SettingsError(`${from} names ${urls.length} servers, more than ${MAX_XDS_SERVERS}`);
   const paired = (name: OptionName, what: string): string[] => {
+    // One server takes the value whole, as before lists: a node ID may hold a comma.
+    if (urls.length === 1) return [setting(name).value];
     const values = list(name);
     if (values.length !== 1 && values.length !== urls.length)
       throw new SettingsError(
-        `${setting('xds-server-url').from} and ${setting(name).from} are paired by position: ${urls.length} servers need ${urls.length} ${what}, or one for all (got ${values.length})`,
+        `${from} and ${setting(name).from} are paired by position: ${urls.length} servers need ${urls.length} ${what}, ` +
+          `or one for all (got ${values.length})`,
       );
     return urls.map((_, i) => values[i] ?? values[0]!);
   };

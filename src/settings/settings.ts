@@ -95,6 +95,10 @@ export interface Settings {
   /** CONFIG_TYPE=GRPC_XDS_SOTW: configs come from these xDS management servers (CONFIG_GRPC_XDS_SERVER_URL,
    * comma-separated), each owning its domains; empty for CONFIG_TYPE=FILE. */
   xdsServers: readonly XdsOptions[];
+  /** XDS_OVERLAY_FILE: Tollgate's own keys for rules the xDS servers generate (config/overlay.ts). */
+  xdsOverlay: string | undefined;
+  /** Whether domains from xDS count past the limit beside a config directory (countPastLimit's xDS default). */
+  xdsCountPastLimit: boolean;
   /** configDir is read: CONFIG_TYPE=FILE, alone or beside GRPC_XDS_SOTW (CONFIG_TYPE=GRPC_XDS_SOTW,FILE). */
   fromDir: boolean;
   /** FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, ready before the first config arrives. */
@@ -138,7 +142,39 @@ function plaintextPort(setting: (name: OptionName) => Setting, tls: boolean): nu
   const s = setting('grpc-plaintext-port');
   if (s.value === '') return undefined;
   if (!tls) throw new SettingsError(`${s.from} is a second, plaintext gRPC port beside a TLS one: without --grpc-tls the gRPC port is plaintext already`);
-  return numberOf(s, 'port');
+  const port = numberOf(s, 'port');
+  if (port !== 0 && port === numberOf(setting('grpc-port'), 'port'))
+    throw new SettingsError(`${s.from} must differ from ${setting('grpc-port').from} (both ${port})`);
+  return port;
+}
+
+/** XDS_OVERLAY_FILE only means something for configs from xDS. */
+function overlayFile(setting: (name: OptionName) => Setting, fromXds: boolean): string | undefined {
+  const s = setting('xds-overlay');
+  if (s.value === '') return undefined;
+  if (!fromXds) throw new SettingsError(`${s.from} sets keys on rules from xDS: it needs --config-type grpc_xds_sotw (a config file can say them itself)`);
+  return s.value;
+}
+
+type SourceSettings = Pick<Settings, 'xdsServers' | 'xdsOverlay' | 'fromDir' | 'countPastLimit' | 'xdsCountPastLimit'>;
+
+/** Where configs come from, and how their hits count: xDS alone counts as envoyproxy/ratelimit does; beside
+ * a config directory, each domain as its source says (PlanContext.xdsCharge). */
+function configSources(
+  setting: (name: OptionName) => Setting,
+  values: Record<string, unknown>,
+  env: NodeJS.ProcessEnv,
+  flag: (n: OptionName) => boolean,
+): SourceSettings {
+  const types = configTypes(setting('config-type'));
+  const fromXds = types.has('grpc_xds_sotw');
+  return {
+    xdsServers: fromXds ? xdsServers(setting) : [],
+    xdsOverlay: overlayFile(setting, fromXds),
+    fromDir: types.has('file'),
+    countPastLimit: countPastLimit(values, env, fromXds && !types.has('file'), flag),
+    xdsCountPastLimit: countPastLimit(values, env, true, flag),
+  };
 }
 
 /** CONFIG_TYPE: FILE, GRPC_XDS_SOTW, or both comma-separated (the config directory beside the xDS servers). */
@@ -146,17 +182,21 @@ function configTypes(s: Setting): Set<'file' | 'grpc_xds_sotw'> {
   return new Set(s.value.split(',').map((part: string) => choice({ value: part, from: s.from }, ['file', 'grpc_xds_sotw'] as const)));
 }
 
+function readers(setting: (name: OptionName) => Setting) {
+  return [
+    (name: OptionName): string => setting(name).value,
+    (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(setting(name), kind),
+    (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from),
+  ] as const;
+}
+
 export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.env): Settings {
   const values = flagValues(args);
   const setting = settingsReader(values, env);
-  const get = (name: OptionName): string => setting(name).value;
-  const num = (name: OptionName, kind: keyof typeof NUMBERS): number => numberOf(setting(name), kind);
-  const flag = (name: OptionName): boolean => parseBool(setting(name).value, setting(name).from);
+  const [get, num, flag] = readers(setting);
   const store = choice(setting('store'), ['memory', 'redis'] as const, { memcache: 'Tollgate has no memcache store' });
-  const types = configTypes(setting('config-type'));
-  const fromXds = types.has('grpc_xds_sotw');
-  // xDS alone answers as envoyproxy/ratelimit does; beside a config directory, each domain as its source says.
-  const xdsOnly = fromXds && !types.has('file');
+  const sources = configSources(setting, values, env, flag);
+  const xdsOnly = sources.xdsServers.length > 0 && !sources.fromDir; // answered as envoyproxy/ratelimit answers
   const redisTimeoutMs = num('redis-timeout-ms', 'positive');
   return {
     configDir: get('config'),
@@ -179,7 +219,7 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     localCache: flag('local-cache'),
     shadowMode: flag('shadow-mode'),
     quotaMode: flag('quota-mode'),
-    countPastLimit: countPastLimit(values, env, fromXds, flag),
+    ...sources,
     responseDynamicMetadata: flag('response-dynamic-metadata'),
     ...configReading(flag),
     bounds: {
@@ -200,8 +240,6 @@ export function parseServeArgs(args: string[], env: NodeJS.ProcessEnv = process.
     adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
     tierRefreshMs: num('tier-refresh-ms', 'positive'),
     workers: workersOf(setting('workers'), store),
-    xdsServers: fromXds ? xdsServers(setting) : [],
-    fromDir: types.has('file'),
     forceStart: flag('force-start-without-initial-config'),
     grpcTls: flag('grpc-tls') ? grpcTlsFiles(setting) : undefined,
     grpcPlaintextPort: plaintextPort(setting, flag('grpc-tls')),

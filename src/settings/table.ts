@@ -153,6 +153,11 @@ export const SERVE_OPTIONS = {
     default: 'default',
     help: "xDS: the node id the server keeps this service's configs under; one per server, by position",
   },
+  'xds-overlay': {
+    env: 'XDS_OVERLAY_FILE',
+    default: '',
+    help: "xDS: a file of Tollgate's own keys to set on generated rules (charge mode, reservations, calendar, tiers, in_flight)",
+  },
   'xds-node-metadata': { env: 'CONFIG_GRPC_XDS_NODE_METADATA', default: '', help: 'xDS: node metadata, k1=v1,k2=v2' },
   'xds-headers': {
     env: 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS',

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { CompiledConfig } from '../config/compiled.js';
 import { ConfigError, formatProblem } from '../config/errors.js';
 import type { ConfigLimits } from '../config/load.js';
+import type { OverlayFile } from '../config/overlay-file.js';
 import { ConfigPipeline } from '../config/pipeline.js';
 import { RLS_CONFIG_TYPE_URL, type XdsResource } from '../config/rls-conf.js';
 import type { ConfigDiff } from '../config/rule-diff.js';
@@ -29,6 +30,12 @@ export interface XdsSourceOptions {
   onReload: (next: CompiledConfig, previous: CompiledConfig, diff: ConfigDiff) => void;
   onFailure: (err: ConfigError) => void;
   events: AdsClientOptions['events'];
+  /** XDS_OVERLAY_FILE: applied to every response, and to the last one again when the file changes. */
+  overlay?: OverlayFile;
+  /** The only config source: an empty set admits everything (else only this server's domains are dropped). */
+  alone?: boolean;
+  /** Overlay entries the last applied config had no path for. */
+  onNotes?: (notes: string[]) => void;
 }
 
 const WHERE = 'xDS response';
@@ -42,6 +49,10 @@ export class XdsConfigSource {
   private readonly client: AdsClient;
   private received = false;
   private stopped = false;
+  /** The last response's resources, kept for an overlay change (the read moves their bytes to the reader). */
+  private last: XdsResource[] | undefined;
+  /** Applies run one at a time: the server's responses and overlay changes share one reader thread. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: XdsSourceOptions) {
     this.pipeline = new ConfigPipeline(opts.current, opts.limits, opts.logger);
@@ -51,7 +62,7 @@ export class XdsConfigSource {
       typeUrl: RLS_CONFIG_TYPE_URL,
       backoff: new Backoff(xds.backoff),
       logger: opts.logger,
-      apply: (resources) => this.apply(resources),
+      apply: (resources) => this.serial(() => this.apply(resources)),
       events: opts.events,
     });
   }
@@ -71,6 +82,18 @@ export class XdsConfigSource {
 
   start(): void {
     this.client.start();
+    this.opts.overlay?.onChange(() => void this.reapply());
+  }
+
+  /** The overlay changed: the last response again, with it; a rejection keeps the running config (logged). */
+  reapply(): Promise<string | undefined> {
+    return this.serial(() => (this.last && !this.stopped ? this.apply(copies(this.last)) : Promise.resolve(undefined)));
+  }
+
+  private serial<T>(run: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(run);
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
   stop(): void {
@@ -81,8 +104,10 @@ export class XdsConfigSource {
 
   /** Resolves to undefined (ACK) or the NACK's message. The same set as the running one is ACKed as is. */
   private async apply(resources: XdsResource[]): Promise<string | undefined> {
-    const { limits, logger } = this.opts;
-    const read = await this.pipeline.read({ kind: 'xds', resources }, limits, [this.pipeline.current.hash], WHERE);
+    const { limits, logger, overlay } = this.opts;
+    if (overlay) this.last = copies(resources);
+    const origin = { kind: 'xds' as const, resources, ...(overlay && { overlay: overlay.current }) };
+    const read = await this.pipeline.read(origin, limits, [this.pipeline.current.hash], WHERE);
     // Stopped meanwhile (the reader thread with it): nothing to apply, report or answer.
     if (this.stopped) return undefined;
     if (read.type === 'unchanged') return this.applied();
@@ -92,9 +117,12 @@ export class XdsConfigSource {
     if (swapped.type === 'invalid') return this.rejected(new ConfigError(swapped.problems));
     // The server is the source of truth: an empty set drops every limit, as envoyproxy/ratelimit and Envoy do
     // with an empty state of the world. Said loudly, since it admits everything.
-    if (read.domains === 0 && swapped.previous.domains.size > 0)
-      logger.warn('xDS server sent no rate-limit config: every request will pass until it sends one');
+    if (read.domains === 0 && swapped.previous.domains.size > 0) {
+      if (this.opts.alone !== false) logger.warn('xDS server sent no rate-limit config: every request will pass until it sends one');
+      else logger.warn({ server: this.opts.xds.target }, "xDS server sent no rate-limit config: its domains are dropped, the other sources' stay");
+    }
     this.opts.onReload(swapped.next, swapped.previous, swapped.diff);
+    if (read.notes.length > 0) this.opts.onNotes?.(read.notes);
     return this.applied();
   }
 
@@ -107,4 +135,9 @@ export class XdsConfigSource {
     this.opts.onFailure(err);
     return err.problems.map(formatProblem).join('\n');
   }
+}
+
+/** Resources whose bytes survive the read's transfer to the reader thread. */
+function copies(resources: readonly XdsResource[]): XdsResource[] {
+  return resources.map((r) => ({ typeUrl: r.typeUrl, value: r.value.slice() }));
 }

@@ -73,7 +73,7 @@ export function sharedRequest(ip: string): RlsRequest {
  * its rules (total tokens, 1,000 an hour; output tokens, 100,000 an hour), as Envoy Gateway translates a
  * Gateway-targeted BackendTrafficPolicy for one route: the route's descriptor, a rule's under it. */
 export const AI_DOMAIN = 'default/envoy-ai-gateway-token-ratelimit/http';
-const AI_ROUTE = 'httproute/default/envoy-ai-gateway-token-ratelimit/rule/0/match/0/*';
+export const AI_ROUTE = 'httproute/default/envoy-ai-gateway-token-ratelimit/rule/0/match/0/*';
 export const aiGatewayConfig = (): EgConfig => ({
   name: AI_DOMAIN,
   domain: AI_DOMAIN,

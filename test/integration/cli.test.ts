@@ -68,6 +68,28 @@ describe('tollgate CLI', () => {
     expect(run.stdout).toMatch(/OK: 1 domain\(s\)/);
   });
 
+  it('check-config --xds-overlay: the shipped overlay on what Envoy Gateway generates; an entry that takes nothing; a bad one', async () => {
+    const overlay = 'examples/envoy-gateway/overlay.yaml';
+    const run = await runCli(['check-config', '--xds-overlay', overlay, 'examples/envoy-gateway/generated']);
+    expect([run.code, run.stderr]).toEqual([0, '']);
+    expect(run.stdout).toContain(
+      '.rule-0-match-0  1000/hour  [fixed_window, charge_mode, reservation_key request_id, reservation_ttl 600s, settlement_key settle_id]',
+    );
+    expect(run.stdout).toContain('.rule-1-match-0  2000000/calendar month  [fixed_window, charge_mode]');
+    expect(run.stdout).toContain('tier gold: 20000000/calendar month');
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-overlay-cli-'));
+    const gone = 'overlays:\n  - domain: default/envoy-ai-gateway-token-ratelimit/http\n    descriptors: [{key: gone}]\n    set: {charge_mode: true}\n';
+    writeFileSync(join(dir, 'o.yaml'), `${gone}  - domain: other\n    set: {algorithm: token_bucket}\n`);
+    const missed = await runCli(['check-config', '--xds-overlay', join(dir, 'o.yaml'), 'examples/envoy-gateway/generated']);
+    expect(missed.code).toBe(0);
+    expect(missed.stderr).toContain('o.yaml:2: overlay entry: the domain has no descriptor at this path; nothing set');
+    expect(missed.stderr).toContain('o.yaml:5: overlay entry: no config has its domain; nothing set');
+    writeFileSync(join(dir, 'bad.yaml'), 'overlays:\n  - domain: x\n    set: {rate_limit: {unit: hour}}\n');
+    const bad = await runCli(['check-config', '--xds-overlay', join(dir, 'bad.yaml')]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/bad\.yaml:3:\d+: overlays\[0\]\.set\.rate_limit: unknown key \(allowed: response_headers, tiers, token_key, algorithm\)/);
+  });
+
   it("check-config: a limit whose own algorithm is not its rule's says so (issue 22, item 9)", async () => {
     const run = await runCli(['check-config', 'test/fixtures/config-good/token-bucket.yaml']);
     expect(run.code).toBe(0);

@@ -116,6 +116,7 @@ describe('TLS on the gRPC port (GRPC_SERVER_USE_TLS)', () => {
     expect(second.statuses[0]!.limit_remaining).toBe(first.statuses[0]!.limit_remaining - 1);
     await expect(tlsClient(t.service.grpcPort, false).call(req, 2000)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
     expect(() => parseServeArgs([], { GRPC_PLAINTEXT_PORT: '8082' })).toThrow(/without --grpc-tls the gRPC port is plaintext already/);
+    expect(() => parseServeArgs([], { ...env(true), GRPC_PLAINTEXT_PORT: '8081' })).toThrow(/GRPC_PLAINTEXT_PORT must differ from --grpc-port \(both 8081\)/);
   });
 
   it('files that are not certificates stop the start with a ListenError (the CLI prints it as one line)', async () => {

@@ -5,6 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fingerprint } from '../../src/fingerprint.js';
 import { AdsServer, type Resource } from '../helpers/ads-server.js';
+import { scrape } from '../helpers/metrics.js';
 import { capturingLogger, type RlsRequest, startTestService, type TestService } from '../helpers/service.js';
 import { within } from '../helpers/time.js';
 
@@ -109,7 +110,10 @@ describe('several config sources, one service', () => {
     expect(await limitOf(t, egReq('b'))).toBe(5);
     const refusal = lines().find((l) => String(l.msg).startsWith('config domain refused'))!;
     expect(refusal).toMatchObject({ domain: fingerprint('eg-domain'), owner: `xDS server 127.0.0.1:${eg.port} (node ${EG_NODE})` });
-    expect(JSON.stringify(lines())).not.toContain('"eg-domain"');
+    // The claimant's lines never name the domain it was refused (the owner's own reloads may: its config says it).
+    const claimant = `xDS server 127.0.0.1:${ai.port} (node ${AI_NODE})`;
+    expect(JSON.stringify(lines().filter((l) => l.from === claimant))).not.toContain('eg-domain');
+    expect(lines().filter((l) => l.from === claimant && l.msg === 'config reloaded').length).toBeGreaterThan(0);
 
     // Envoy Gateway's server goes away: its domains keep being served, and AI Gateway's keep changing.
     eg.stop();
@@ -118,6 +122,37 @@ describe('several config sources, one service', () => {
     await within(5000, async () => (await limitOf(t!, other)) === 3, "AI Gateway's update while Envoy Gateway's server is down");
     expect(await limitOf(t, egReq('c'))).toBe(5);
     expect(await limitOf(t, own)).toBe(7);
+  });
+
+  it('beside a directory: files count as files do, xDS as envoyproxy/ratelimit; the directory outranks a server', async () => {
+    const [eg] = await twoServers();
+    dir = mkdtempSync(join(tmpdir(), 'tollgate-sources-'));
+    writeFileSync(join(dir, 'own.yaml'), 'domain: own\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n');
+    const args = ['--xds-server-url', `127.0.0.1:${eg.port}`, '--config-poll-ms', '0', ...fast];
+    t = await startTestService({ configDir: dir, args, env: { CONFIG_TYPE: 'GRPC_XDS_SOTW,FILE' } });
+    eg.push('1', [egConfig(2)]);
+    await within(5000, async () => (await limitOf(t!, egReq('probe'))) === 2, 'xDS domain');
+    const big = (domain: string, key: string, hits: number): RlsRequest => ({
+      domain,
+      descriptors: [{ entries: [{ key, value: 'c' }], hits_addend: { value: hits } }],
+    });
+    // 5 hits on a limit of 2 are refused; counted past the limit only on the domain from xDS.
+    for (const [domain, key] of [
+      ['own', 'k'],
+      ['eg-domain', 'client'],
+    ] as const)
+      expect((await t.rls.call(big(domain, key, 5))).overall_code).toBe('OVER_LIMIT');
+    expect((await t.rls.call(big('own', 'k', 1))).overall_code).toBe('OK');
+    expect((await t.rls.call(big('eg-domain', 'client', 1))).overall_code).toBe('OVER_LIMIT');
+    // The directory adds the server's domain: listed first, it takes it over.
+    writeFileSync(join(dir, 'eg.yaml'), 'domain: eg-domain\ndescriptors:\n  - key: client\n    rate_limit: { unit: minute, requests_per_unit: 11 }\n');
+    expect(await t.service.reload()).toBe('reloaded');
+    expect(await limitOf(t, egReq('probe'))).toBe(11);
+  });
+
+  it('with configs from files only, no xDS gauge is exported', async () => {
+    t = await startTestService({});
+    expect((await scrape(t.service.httpPort)).text).not.toContain('tollgate_xds_connected');
   });
 
   it('a domain its owner drops goes to the other source that sends it', async () => {
