@@ -18,6 +18,9 @@ export interface ResponseSettings {
   limitHeaders: boolean | undefined;
   /** LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER. */
   names: { limit: string; remaining: string; reset: string };
+  /** LIMIT_REQUEST_HEADERS_ENABLED's names: the same three headers on the request Envoy forwards upstream
+   * (request_headers_to_add), on every answer whatever its style; undefined when off. */
+  requestHeaders?: { limit: string; remaining: string; reset: string };
   /** Where the configs come from: xDS configs are envoyproxy/ratelimit's format, and get its default. With a
    * config directory beside xDS servers, 'file', and each domain from xDS says so (CompiledDomain.fromXds). */
   source: 'file' | 'xds';
@@ -61,8 +64,9 @@ export function answerHeaders(style: AnswerStyle, d: Decision, statuses: readonl
  * a limit, the one with the fewest remaining (the first on a tie); a descriptor over its limit and not in
  * quota mode wins outright (the last such). Its limit, its remaining, and the seconds until its window
  * resets: utils.CalculateReset's `unit - now % unit`, which for an epoch-aligned window is the status's
- * duration_until_reset rounded up (and for Tollgate's other windows, their own reset). */
-function ratelimitHeaders(d: Decision, statuses: readonly WireStatus[], names: ResponseSettings['names']): WireHeader[] {
+ * duration_until_reset rounded up (and for Tollgate's other windows, their own reset). The request's headers
+ * (LIMIT_REQUEST_HEADERS_ENABLED, its PR #1168, head 619b2d32) take the same status, OK or OVER_LIMIT. */
+export function ratelimitHeaders(d: Decision, statuses: readonly WireStatus[], names: ResponseSettings['names']): WireHeader[] {
   let chosen: WireStatus | undefined;
   let least = MAX_UINT32;
   statuses.forEach((s, i) => {

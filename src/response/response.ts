@@ -1,7 +1,7 @@
 import { MAX_UINT32 } from '../config/units.js';
 import type { Decision, DescriptorOutcome } from '../limiter/limiter.js';
 import { ALGORITHMS } from '../limits/kinds/index.js';
-import { answerHeaders, answerStyle, DEFAULT_RESPONSES, type ResponseSettings } from './header-policy.js';
+import { answerHeaders, answerStyle, DEFAULT_RESPONSES, type ResponseSettings, ratelimitHeaders } from './header-policy.js';
 import { retryAfterSeconds } from './headers.js';
 import { bindingWindow } from './pick.js';
 import { Code, durationFromMs, type WireResponse, type WireStatus } from './wire.js';
@@ -15,7 +15,7 @@ export function toWireResponse(d: Decision, settings: ResponseSettings = DEFAULT
     overall_code: d.overLimit ? Code.OVER_LIMIT : Code.OK,
     statuses,
     response_headers_to_add: answerHeaders(style, d, statuses),
-    request_headers_to_add: [],
+    request_headers_to_add: settings.requestHeaders ? ratelimitHeaders(d, statuses, settings.requestHeaders) : [],
   };
   if (d.overLimit && style.kind === 'tollgate') response.raw_body = Buffer.from(JSON.stringify(problem(d)));
   return response;

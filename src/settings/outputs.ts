@@ -33,11 +33,16 @@ export function responseSettings(setting: Reader, source: ResponseSettings['sour
     if (!HEADER_NAME.test(s.value)) throw new SettingsError(`${s.from} must be an HTTP header name (got "${s.value.slice(0, 60)}")`);
     return s.value;
   };
+  const upstream = setting('limit-request-headers');
+  const requestHeaders = parseBool(upstream.value, upstream.from)
+    ? { limit: name('limit-request-limit-header'), remaining: name('limit-request-remaining-header'), reset: name('limit-request-reset-header') }
+    : undefined;
   return {
     tollgate,
     limitHeaders,
     names: { limit: name('limit-limit-header'), remaining: name('limit-remaining-header'), reset: name('limit-reset-header') },
     source,
+    ...(requestHeaders && { requestHeaders }),
   };
 }
 

@@ -122,6 +122,22 @@ export const SERVE_OPTIONS = {
   'limit-limit-header': { env: 'LIMIT_LIMIT_HEADER', default: 'RateLimit-Limit', help: 'with --limit-response-headers: the limit header' },
   'limit-remaining-header': { env: 'LIMIT_REMAINING_HEADER', default: 'RateLimit-Remaining', help: 'with --limit-response-headers: the remaining header' },
   'limit-reset-header': { env: 'LIMIT_RESET_HEADER', default: 'RateLimit-Reset', help: 'with --limit-response-headers: seconds until the reset' },
+  'limit-request-headers': {
+    env: 'LIMIT_REQUEST_HEADERS_ENABLED',
+    default: 'false',
+    help: "envoyproxy/ratelimit's three headers on the request Envoy forwards upstream (true | false)",
+  },
+  'limit-request-limit-header': { env: 'LIMIT_REQUEST_LIMIT_HEADER', default: 'RateLimit-Limit', help: 'with --limit-request-headers: the limit header' },
+  'limit-request-remaining-header': {
+    env: 'LIMIT_REQUEST_REMAINING_HEADER',
+    default: 'RateLimit-Remaining',
+    help: 'with --limit-request-headers: the remaining header',
+  },
+  'limit-request-reset-header': {
+    env: 'LIMIT_REQUEST_RESET_HEADER',
+    default: 'RateLimit-Reset',
+    help: 'with --limit-request-headers: seconds until the reset',
+  },
   prometheus: { env: 'USE_PROMETHEUS', default: 'false', help: '/metrics on --prometheus-addr too, alone (true | false)' },
   'prometheus-addr': { env: 'PROMETHEUS_ADDR', default: ':9090', help: 'with --prometheus: [host]:port of the metrics listener' },
   'prometheus-path': { env: 'PROMETHEUS_PATH', default: '/metrics', help: 'with --prometheus: the path the metrics are served at there' },

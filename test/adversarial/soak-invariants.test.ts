@@ -14,6 +14,7 @@ const answer = (code: string, remaining: number, limit = 3): RlsResponse => ({
   overall_code: code,
   statuses: [{ code, current_limit: { name: 'n', requests_per_unit: limit, unit: 'HOUR' }, limit_remaining: remaining, duration_until_reset: null }],
   response_headers_to_add: [],
+  request_headers_to_add: [],
   raw_body: Buffer.alloc(0),
 });
 const right = [answer('OK', 2), answer('OK', 1), answer('OK', 0), answer('OVER_LIMIT', 0), answer('OVER_LIMIT', 0)];

@@ -48,6 +48,7 @@ export interface RlsResponse {
     duration_until_reset: { seconds: number; nanos: number } | null;
   }[];
   response_headers_to_add: { key: string; value: string }[];
+  request_headers_to_add: { key: string; value: string }[];
   raw_body: Buffer;
 }
 

@@ -215,11 +215,11 @@ describe("Tollgate with Envoy Gateway's rate-limit Deployment", () => {
   });
 });
 
-describe('the same manifest with LIMIT_RESPONSE_HEADERS_ENABLED=true', () => {
-  it("envoyproxy/ratelimit's RateLimit-* headers on every answer, beside Envoy's own, each once; still no body", async () => {
+describe('the same manifest with LIMIT_RESPONSE_HEADERS_ENABLED=true and LIMIT_REQUEST_HEADERS_ENABLED=true', () => {
+  it("envoyproxy/ratelimit's RateLimit-* headers on every answer, beside Envoy's own, each once; still no body; the upstream's too", async () => {
     const t = await startTestService({
       args: ['--grpc-port', '0', '--http-port', '0', '--grpc-host', '127.0.0.1', '--http-host', '127.0.0.1'],
-      env: { ...env, LIMIT_RESPONSE_HEADERS_ENABLED: 'true', PROMETHEUS_ADDR: '127.0.0.1:0' },
+      env: { ...env, LIMIT_RESPONSE_HEADERS_ENABLED: 'true', LIMIT_REQUEST_HEADERS_ENABLED: 'true', PROMETHEUS_ADDR: '127.0.0.1:0' },
     });
     try {
       const envoy = rls(true, t.service.grpcPort);
@@ -238,6 +238,10 @@ describe('the same manifest with LIMIT_RESPONSE_HEADERS_ENABLED=true', () => {
         { key: 'RateLimit-Remaining', value: '2' },
         { key: 'RateLimit-Reset', value: expect.stringMatching(/^\d+$/) },
       ]);
+      // The same three for the upstream (envoyproxy/ratelimit PR #1168), over the wire.
+      expect(answers[0]!.request_headers_to_add.map(({ key, value }) => ({ key, value }))).toEqual(
+        answers[0]!.response_headers_to_add.map(({ key, value }) => ({ key, value })),
+      );
       expect(answers[3]!.overall_code).toBe('OVER_LIMIT');
       expect(answers[3]!.raw_body.length).toBe(0);
       expect(nameCounts(clientView(answers[3]!))).toEqual({

@@ -53,6 +53,26 @@ describe('which source wins', () => {
     expect(over.statuses[0]!.current_limit).toEqual({ name: '', requests_per_unit: 3, unit: 2 });
   });
 
+  it('LIMIT_REQUEST_HEADERS_ENABLED: the same three headers for the upstream, OK and 429 alike, named as set', async () => {
+    const s = parseServeArgs([], { CONFIG_TYPE: 'GRPC_XDS_SOTW', LIMIT_REQUEST_HEADERS_ENABLED: 'true', LIMIT_REQUEST_RESET_HEADER: 'X-Reset-In' }).responses;
+    const h = harness(egConfig());
+    const user = userRequest('u9').descriptors[0]!;
+    const ok = toWireResponse(await h.decide(LISTENER_DOMAIN, [user]), s);
+    expect(ok.response_headers_to_add).toEqual([]); // the client's headers as before: none from xDS
+    expect(ok.request_headers_to_add).toEqual([
+      { key: 'RateLimit-Limit', value: '3' },
+      { key: 'RateLimit-Remaining', value: '2' },
+      { key: 'X-Reset-In', value: String(ok.statuses[0]!.duration_until_reset!.seconds + (ok.statuses[0]!.duration_until_reset!.nanos > 0 ? 1 : 0)) },
+    ]);
+    for (let i = 0; i < 2; i++) await h.decide(LISTENER_DOMAIN, [user]);
+    const over = toWireResponse(await h.decide(LISTENER_DOMAIN, [user]), s);
+    expect(over.request_headers_to_add.slice(0, 2)).toEqual([
+      { key: 'RateLimit-Limit', value: '3' },
+      { key: 'RateLimit-Remaining', value: '0' },
+    ]);
+    expect(toWireResponse(await h.decide(LISTENER_DOMAIN, [user]), settings({})).request_headers_to_add).toEqual([]); // off by default
+  });
+
   it('xDS beside a config directory: a domain from xDS answers as xDS alone would, one from a file as files do', async () => {
     const eg = egConfig();
     const marked = new DomainOwners([{ label: 'eg', kind: 'xds' }]).set(0, eg).config;

@@ -105,6 +105,10 @@ const READ_SAMPLES: Record<string, { base?: NodeJS.ProcessEnv; value: string }> 
   LIMIT_LIMIT_HEADER: { value: 'X-RateLimit-Limit' },
   LIMIT_REMAINING_HEADER: { value: 'X-RateLimit-Remaining' },
   LIMIT_RESET_HEADER: { value: 'X-RateLimit-Reset' },
+  LIMIT_REQUEST_HEADERS_ENABLED: { value: 'true' },
+  LIMIT_REQUEST_LIMIT_HEADER: { base: { LIMIT_REQUEST_HEADERS_ENABLED: 'true' }, value: 'X-Quota-Limit' },
+  LIMIT_REQUEST_REMAINING_HEADER: { base: { LIMIT_REQUEST_HEADERS_ENABLED: 'true' }, value: 'X-Quota-Remaining' },
+  LIMIT_REQUEST_RESET_HEADER: { base: { LIMIT_REQUEST_HEADERS_ENABLED: 'true' }, value: 'X-Quota-Reset' },
   // Read with TLS to Redis; a file that is not there stops the start, naming the variable.
   REDIS_TLS_CLIENT_CERT: { base: REDIS_TLS, value: '/nonexistent/cert.pem' },
   REDIS_TLS_CLIENT_KEY: { base: { ...REDIS_TLS, REDIS_TLS_CLIENT_CERT: 'package.json' }, value: '/nonexistent/key.pem' },
