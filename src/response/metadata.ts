@@ -1,11 +1,13 @@
 import type { Metadata, MetadataValue } from '../config/spec.js';
 import { cachedFingerprint } from '../fingerprint.js';
 import type { Decision, DecisionInput } from '../limiter/limiter.js';
+import { passedBackends } from './passed-backends.js';
 
 /** RESPONSE_DYNAMIC_METADATA: the response's dynamic_metadata, shaped as envoyproxy/ratelimit's
  * ratelimitToMetadata builds it (src/service/ratelimit.go): the domain, the request's descriptors (entries as
  * `key=value`, Envoy's limit, hitsAddend), the request's hitsAddend when set, and the `metadata` of every
- * descriptor that passed with a limit, merged (the first written wins, mappings merged key by key).
+ * descriptor that passed with a limit, merged (the first written wins, mappings merged key by key), and the
+ * backends still under quota (passed-backends.ts).
  *
  * One difference, on purpose: Envoy may write dynamic metadata to its access log, and descriptor values hold
  * tokens, so a value appears as its fingerprint (`key=fp:<hex>`), a key the matched rule does not name as
@@ -46,6 +48,8 @@ export function dynamicMetadata(input: DecisionInput, requestHits: number, d: De
     if (status === 'OK' && o.windows.length > 0 && !input.descriptors[i]!.override && o.rule?.metadata) merge(passed, o.rule.metadata);
   });
   if (Object.keys(passed).length > 0) out.metadata = passed;
+  const backends = passedBackends(input, d);
+  if (backends) out.passedBackends = backends;
   return toStruct(out);
 }
 

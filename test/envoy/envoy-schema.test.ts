@@ -154,6 +154,25 @@ describe('shipped Envoy configs', () => {
     expect(before).toHaveLength(2);
   });
 
+  it('envoy/envoy-quota-routing.yaml (backends still under quota, in a namespace of its own, Envoy 1.39+) is valid against 1.39, and only there', () => {
+    const text = readFileSync('envoy/envoy-quota-routing.yaml', 'utf8');
+    const report = checkEnvoyYaml(text, new EnvoyApi({ envoy139: true }));
+    expect(report.problems).toEqual([]);
+    for (const field of [
+      'envoy.extensions.filters.http.ratelimit.v3.RateLimit.metadata_namespace',
+      'envoy.config.route.v3.RateLimit.Action.GenericKey.descriptor_key',
+      'envoy.extensions.access_loggers.file.v3.FileAccessLog.log_format',
+    ]) {
+      expect(report.fieldsSeen, field).toContain(field);
+    }
+    expect(text).toContain('%DYNAMIC_METADATA(io.tollgate.quota:passedBackends)%');
+    expect(text).toContain('metadata_namespace: io.tollgate.quota');
+    // 1.38's API refuses it, on the one field 1.39 added.
+    expect(checkEnvoyYaml(text, new EnvoyApi({ envoy138: true })).problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(/unknown field "metadata_namespace"/),
+    ]);
+  });
+
   it('the file before issue 13 was valid too: its bypasses were semantic, not typos', () => {
     expect(checkEnvoyYaml(readFileSync(`${FIXTURES}/before-issue-13.yaml`, 'utf8'), api).problems).toEqual([]);
   });
