@@ -222,16 +222,18 @@ function xdsFeed(xds: XdsOptions, limits: ConfigLimits, deps: SourceDeps, events
     overlay: events.overlay,
     alone: events.alone,
     onNotes: (notes) => logger.warn({ notes, server: xds.target }, `xDS overlay: ${notes[0]}${notes.length > 1 ? ` (and ${notes.length - 1} more)` : ''}`),
+    // Ready on the first config applied, whether a response or an overlay fix after a rejected one brought it.
+    onApplied: () => {
+      if (firstLogged) return;
+      firstLogged = true;
+      const ready = events.alone ? 'ready' : 'ready once every source has sent one';
+      logger.info({ version: shown(source.version), ...(!events.alone && { server: xds.target }) }, `first config from the xDS server applied: ${ready}`);
+      events.first();
+    },
     events: {
       response: (result) => {
         counters.responses.inc({ result });
         if (result === 'applied') counters.lastApplied.set(Math.floor(clock.now() / 1000));
-        if (result === 'applied' && !firstLogged) {
-          firstLogged = true;
-          const ready = events.alone ? 'ready' : 'ready once every source has sent one';
-          logger.info({ version: shown(source.version), ...(!events.alone && { server: xds.target }) }, `first config from the xDS server applied: ${ready}`);
-          events.first();
-        }
       },
       streamError: (code) => counters.streamErrors.inc({ code }),
       connectFailure: (reason) => counters.connectFailures.inc({ reason }),

@@ -1,9 +1,10 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { CompiledDomain, CompiledLimit, Rule } from '../config/compiled.js';
-import { ConfigError, fileProblem } from '../config/errors.js';
+import { ConfigError } from '../config/errors.js';
 import { type ConfigLimits, compileSources, configLimits, loadConfigDir, NO_CONFIG_WARNING, readConfigSources } from '../config/load.js';
 import { overlaySources, parseOverlay } from '../config/overlay.js';
+import { readOverlayText } from '../config/overlay-file.js';
 import type { InFlightSpec } from '../config/spec.js';
 import { DEFAULT_HEADERS } from '../config/spec.js';
 import { windowText } from '../config/units.js';
@@ -61,7 +62,7 @@ function checkConfig(args: string[]): number {
 /** --xds-overlay: the overlay checked alone, or written into DIR's files (what a server generates, dumped as
  * envoyproxy/ratelimit's YAML), validated together and listed, each entry that took nothing named. */
 function checkOverlay(file: string, dir: string | undefined, limits: ConfigLimits): number {
-  const overlay = parseOverlay(file, readBounded(file, limits.maxFileBytes));
+  const overlay = parseOverlay(file, readOverlayText(file, limits.maxFileBytes));
   if (!dir) {
     process.stdout.write(`OK: overlay ${file}, ${overlay.entries.length} entr${overlay.entries.length === 1 ? 'y' : 'ies'}\n`);
     return 0;
@@ -76,16 +77,10 @@ function checkOverlay(file: string, dir: string | undefined, limits: ConfigLimit
   return 0;
 }
 
-function readBounded(file: string, max: number): string {
-  const size = statSync(file).size;
-  if (size > max) throw new ConfigError([fileProblem(file, 'TOO_LARGE', `${size} bytes, more than the maximum of ${max} (--max-config-bytes)`)]);
-  return readFileSync(file, 'utf8');
-}
-
-function describeDomain(d: CompiledDomain): string {
-  const lines = [
-    `domain ${d.name} (${d.file}), headers: ${d.headers?.style ?? DEFAULT_HEADERS.style}${d.tiers.size ? `, tiers: ${[...d.tiers].join(', ')}` : ''}`,
-  ];
+/** `fromXds`: the domain is answered as envoyproxy/ratelimit's, without headers unless its config says. */
+function describeDomain(d: CompiledDomain, fromXds = false): string {
+  const headers = d.headers?.style ?? (fromXds ? 'none (from xDS)' : DEFAULT_HEADERS.style);
+  const lines = [`domain ${d.name} (${d.file}), headers: ${headers}${d.tiers.size ? `, tiers: ${[...d.tiers].join(', ')}` : ''}`];
   for (const r of d.rules) {
     const flags = [
       r.inFlight ? inFlightSummary(r.inFlight) : r.algorithm,

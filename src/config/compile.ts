@@ -9,7 +9,7 @@ import { UNITS, type Unit } from './units.js';
 /** Turns a validated domain into the lookup tree used on every request. Runs once per (re)load. */
 export function compileDomain(spec: DomainSpec): CompiledDomain {
   const rules: Rule[] = [];
-  const root = compileLevel(spec, spec.descriptors, { segments: [], keys: [], variable: [] }, rules, undefined);
+  const root = compileLevel(spec, spec.descriptors, { segments: [], keys: [], variable: [], values: [] }, rules, undefined);
   return {
     name: spec.domain,
     file: spec.file,
@@ -30,6 +30,7 @@ interface Path {
   segments: string[];
   keys: string[];
   variable: boolean[];
+  values: (string | undefined)[];
 }
 
 function compileLevel(spec: DomainSpec, list: DescriptorSpec[], path: Path, rules: Rule[], category: string | undefined): Map<string, KeyBranch> {
@@ -44,7 +45,12 @@ function compileLevel(spec: DomainSpec, list: DescriptorSpec[], path: Path, rule
     const segment = d.value === undefined ? d.key : `${d.key}_${d.value}`;
     // A value is part of the counter unless the config fixes it, or a shared wildcard stands for all of them.
     const variable = !isExact && !d.shareThreshold;
-    const here: Path = { segments: [...path.segments, segment], keys: [...path.keys, d.key], variable: [...path.variable, variable] };
+    const here: Path = {
+      segments: [...path.segments, segment],
+      keys: [...path.keys, d.key],
+      variable: [...path.variable, variable],
+      values: [...path.values, isExact ? d.value : undefined],
+    };
     const node = compileNode(spec, d, here, rules, category ?? (isExact ? d.value! : ''));
     if (d.value === undefined) branch.any = node;
     else if (isExact) branch.exact.set(d.value, node);
@@ -81,6 +87,7 @@ function compileNode(spec: DomainSpec, d: DescriptorSpec, path: Path, rules: Rul
         : new Map([...d.tierLimits].map(([t, ls]) => [t, ls.map((l) => compileLimit(l, spec.domain, id, algorithm))])),
       keys: path.keys,
       variable: path.variable,
+      exactValues: path.values,
       category,
     };
     rules.push(rule);

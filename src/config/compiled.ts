@@ -69,6 +69,8 @@ export interface Rule {
    * the counter's identity (every distinct value has its own counter); false where the config fixes it, or
    * where a wildcard has share_threshold (every value it matches shares the counter). */
   variable: readonly boolean[];
+  /** Per entry position: the value the config fixes (an exact match), else undefined (wildcard, default key). */
+  exactValues: readonly (string | undefined)[];
   /** The value of the rule's first entry when the config fixes it (the property API's category: read,
    * reports, write), else empty. A metrics label. */
   category: string;

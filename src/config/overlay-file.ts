@@ -1,6 +1,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { ConfigError, fileProblem } from './errors.js';
 import { parseOverlay } from './overlay.js';
+import { OPEN_FLAGS } from './read-dir.js';
 import type { OverlayText } from './reload-worker.js';
 
 /** XDS_OVERLAY_FILE, watched: read whole at start (a bad one stops the start, as a bad config directory
@@ -20,10 +21,10 @@ export class OverlayFile {
     private readonly maxBytes: number,
     private readonly report: (problem: string | undefined) => void,
   ) {
-    const first = this.read();
+    const first = readOverlay(file, maxBytes);
     if (typeof first === 'string') throw new ConfigError([fileProblem(file, 'UNREADABLE', first)]);
-    parseOverlay(file, first.text); // throws ConfigError with every problem, by line
-    this.text = { file, text: first.text };
+    parseOverlay(file, first.text!); // throws ConfigError with every problem, by line
+    this.text = { file, text: first.text! };
     this.stamp = first.stamp;
   }
 
@@ -47,7 +48,7 @@ export class OverlayFile {
 
   /** Re-reads the file if its inode, size or time changed; tells the sources when its text did. */
   check(): void {
-    const read = this.read();
+    const read = readOverlay(this.file, this.maxBytes, this.stamp);
     if (typeof read === 'string') {
       if (read !== this.unreadable) this.report(read);
       this.unreadable = read;
@@ -55,28 +56,39 @@ export class OverlayFile {
     }
     if (this.unreadable !== undefined) this.report(undefined);
     this.unreadable = undefined;
-    if (read.stamp === this.stamp) return;
+    if (read.text === undefined) return; // the same file as last read: not read again
     this.stamp = read.stamp;
     if (read.text === this.text.text) return;
     this.text = { file: this.file, text: read.text };
     for (const l of this.listeners) l();
   }
+}
 
-  /** The text and what identifies this version of the file, or why it cannot be read. */
-  private read(): { text: string; stamp: string } | string {
-    let fd: number | undefined;
-    try {
-      fd = openSync(this.file, 'r');
-      const st = fstatSync(fd);
-      if (!st.isFile()) return 'not a regular file';
-      if (st.size > this.maxBytes) return `${st.size} bytes, more than the maximum of ${this.maxBytes} (--max-config-bytes)`;
-      const buf = Buffer.alloc(st.size);
-      const got = readSync(fd, buf, 0, st.size, 0);
-      return { text: buf.subarray(0, got).toString('utf8'), stamp: `${st.ino}:${st.size}:${st.mtimeMs}` };
-    } catch (err) {
-      return `cannot read it (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
-    } finally {
-      if (fd !== undefined) closeSync(fd);
-    }
+/** The file's text, unless its stamp is `unless` (then only the stamp), or why it cannot be read. Opened without
+ * blocking (a FIFO would otherwise hold the event loop until a writer came) and read only when a regular file
+ * within the bound. */
+function readOverlay(file: string, maxBytes: number, unless?: string): { text: string | undefined; stamp: string } | string {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, OPEN_FLAGS);
+    const st = fstatSync(fd);
+    if (!st.isFile()) return 'not a regular file';
+    const stamp = `${st.ino}:${st.size}:${st.mtimeMs}`;
+    if (stamp === unless) return { text: undefined, stamp };
+    if (st.size > maxBytes) return `${st.size} bytes, more than the maximum of ${maxBytes} (--max-config-bytes)`;
+    const buf = Buffer.alloc(st.size);
+    const got = readSync(fd, buf, 0, st.size, 0);
+    return { text: buf.subarray(0, got).toString('utf8'), stamp };
+  } catch (err) {
+    return `cannot read it (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
+}
+
+/** check-config's read of an overlay: the same rules, a problem as a ConfigError. */
+export function readOverlayText(file: string, maxBytes: number): string {
+  const read = readOverlay(file, maxBytes);
+  if (typeof read === 'string') throw new ConfigError([fileProblem(file, 'UNREADABLE', read)]);
+  return read.text!;
 }

@@ -1,4 +1,5 @@
 import { isMap, LineCounter, type Node, parse, parseDocument, stringify } from 'yaml';
+import { SLOT_KIND } from '../limits/kinds/index.js';
 import { ConfigError, type ConfigProblem } from './errors.js';
 import type { ConfigSource } from './load.js';
 import { DESCRIPTOR_KEYS, DOMAIN_KEYS } from './validate.js';
@@ -24,7 +25,7 @@ export const OVERLAY_DESCRIPTOR_KEYS = DESCRIPTOR_KEYS.filter((k) => !['key', 'v
 export const OVERLAY_DOMAIN_KEYS = DOMAIN_KEYS.filter((k) => !['domain', 'descriptors'].includes(k));
 /** Maps merged key by key into what the server generated (a `rate_limit: {calendar: true}` keeps its unit and
  * requests); any other key is replaced. */
-const MERGED = new Set(['rate_limit', 'in_flight']);
+const MERGED = new Set(['rate_limit', SLOT_KIND.kind]);
 /** Most entries one overlay holds, and levels one path has (as xDS configs nest at most, rls-conf.ts). */
 export const MAX_OVERLAY_ENTRIES = 10_000;
 const MAX_PATH = 64;
@@ -144,7 +145,7 @@ export function overlaySources(sources: readonly ConfigSource[], overlay: Overla
   const out = sources.map((src) => {
     let doc: ConfigDoc | null;
     try {
-      doc = parse(src.text, { uniqueKeys: false }) as ConfigDoc | null;
+      doc = parse(src.text, { uniqueKeys: true }) as ConfigDoc | null;
     } catch {
       return src; // validation reports what is wrong with it, by line
     }

@@ -50,7 +50,7 @@ class Raced extends Error {
 const RACE_ATTEMPTS = 3;
 const RACE_PAUSE_MS = 25;
 // A FIFO opened without O_NONBLOCK blocks until a writer appears; with it, open returns and fstat tells.
-const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
+export const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
 
 /** Reads the YAML files of a config directory: top level only, hidden entries skipped (a Kubernetes
  * ConfigMap mount keeps its real files under ..data and links them from the top level). Only regular files

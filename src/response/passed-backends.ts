@@ -69,7 +69,8 @@ function shownPair(entries: Entries, rule: Rule | undefined): Metadata | undefin
   const [b, m] = [lastOf(entries, BACKEND_KEY), lastOf(entries, MODEL_KEY)];
   const value = (i: number): string => {
     if (i < 0 || entries[i]!.value === '') return '';
-    const fixed = rule !== undefined && rule.keys[i] === entries[i]!.key && rule.variable[i] === false;
+    // Config text only where the config wrote this very value (a shared wildcard fixes the counter, not the value).
+    const fixed = rule !== undefined && rule.keys[i] === entries[i]!.key && rule.exactValues[i] === entries[i]!.value;
     return fixed ? entries[i]!.value : `fp:${cachedFingerprint(entries[i]!.value)}`;
   };
   if ((b < 0 || entries[b]!.value === '') && (m < 0 || entries[m]!.value === '')) return undefined;

@@ -34,6 +34,8 @@ export interface XdsSourceOptions {
   overlay?: OverlayFile;
   /** The only config source: an empty set admits everything (else only this server's domains are dropped). */
   alone?: boolean;
+  /** A config was applied, from a response or an overlay change: the first one makes the service ready. */
+  onApplied?: () => void;
   /** Overlay entries the last applied config had no path for. */
   onNotes?: (notes: string[]) => void;
 }
@@ -128,6 +130,7 @@ export class XdsConfigSource {
 
   private applied(): undefined {
     this.received = true;
+    this.opts.onApplied?.();
     return undefined;
   }
 

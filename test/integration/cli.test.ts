@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -84,6 +84,14 @@ describe('tollgate CLI', () => {
     expect(missed.code).toBe(0);
     expect(missed.stderr).toContain('o.yaml:2: overlay entry: the domain has no descriptor at this path; nothing set');
     expect(missed.stderr).toContain('o.yaml:5: overlay entry: no config has its domain; nothing set');
+    // A dump with a key twice is refused as plain check-config refuses it; a directory as the overlay, cleanly.
+    mkdirSync(join(dir, 'dump'));
+    writeFileSync(join(dir, 'dump', 'd.yaml'), 'domain: d\ndescriptors:\n  - key: k\n    key: j\n');
+    const twice = await runCli(['check-config', '--xds-overlay', join(dir, 'o.yaml'), join(dir, 'dump')]);
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toMatch(/d\.yaml:4:\d+: .*key/i);
+    const notAFile = await runCli(['check-config', '--xds-overlay', dir]);
+    expect([notAFile.code, notAFile.stderr.trim()]).toEqual([1, expect.stringMatching(/: not a regular file\n1 problem\(s\); nothing loaded\.$/)]);
     writeFileSync(join(dir, 'bad.yaml'), 'overlays:\n  - domain: x\n    set: {rate_limit: {unit: hour}}\n');
     const bad = await runCli(['check-config', '--xds-overlay', join(dir, 'bad.yaml')]);
     expect(bad.code).toBe(1);

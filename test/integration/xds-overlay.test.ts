@@ -95,6 +95,23 @@ describe('an overlay on rules from xDS', () => {
     expect(await remaining(t!, 'probe3')).toBe(9);
   });
 
+  it('an overlay whose value breaks the first response holds readiness; fixing the file makes the service ready', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tollgate-overlay-'));
+    const file = join(dir, 'overlay.yaml');
+    writeFileSync(file, reserved.replace('charge_mode: true', 'charge_mode: maybe'));
+    ads = new AdsServer();
+    const port = await ads.start();
+    const args = ['--config-type', 'GRPC_XDS_SOTW', '--xds-server-url', `127.0.0.1:${port}`, '--config-poll-ms', '50', '--xds-overlay', file];
+    t = await startTestService({ args });
+    ads.push('1', [{ config: aiGatewayConfig() as unknown as Record<string, unknown> }]);
+    await within(5000, () => ads!.requests().some((r) => r.error_detail !== null), 'the first response NACKed');
+    const readyz = async (): Promise<number> => (await fetch(`http://127.0.0.1:${t!.service.httpPort}/readyz`)).status;
+    expect(await readyz()).toBe(503);
+    writeFileSync(file, reserved);
+    await within(5000, async () => (await readyz()) === 200, 'ready once the fixed overlay makes the response good');
+    expect(await remaining(t!, 'probe')).toBe(LIMIT);
+  });
+
   it('an entry whose path the domain lacks is logged, by its line; a bad overlay stops the start', async () => {
     const { logger, lines } = capturingLogger();
     await serve(`${reserved}  - domain: ${AI_DOMAIN}\n    descriptors: [{key: no-such-rule}]\n    set: {charge_mode: true}\n`, logger);

@@ -1,6 +1,11 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/errors.js';
 import { applyOverlay, type ConfigDoc, MAX_OVERLAY_ENTRIES, parseOverlay } from '../../src/config/overlay.js';
+import { OverlayFile } from '../../src/config/overlay-file.js';
 
 // XDS_OVERLAY_FILE's format and how it is written into a generated config (src/config/overlay.ts).
 
@@ -78,5 +83,27 @@ describe('overlay entries', () => {
     );
     const bomb = `overlays:\n  - domain: d\n    descriptors: [{key: k}]\n    set:\n      metadata:\n${levels.map((l) => `        ${l}`).join('\n')}\n`;
     expect(problems(bomb)).toMatch(/alias/i);
+  });
+});
+
+describe('the overlay file', () => {
+  it('a FIFO is refused at once, at start and when it replaces the file, instead of holding the event loop', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-overlay-fifo-'));
+    try {
+      const fifo = join(dir, 'fifo.yaml');
+      execFileSync('mkfifo', [fifo]);
+      expect(() => new OverlayFile(fifo, 1 << 20, () => {})).toThrow(/not a regular file/);
+      const file = join(dir, 'o.yaml');
+      writeFileSync(file, 'overlays: []\n');
+      const reports: (string | undefined)[] = [];
+      const watched = new OverlayFile(file, 1 << 20, (p) => reports.push(p));
+      rmSync(file);
+      execFileSync('mkfifo', [file]);
+      watched.check();
+      expect(reports).toEqual(['not a regular file']);
+      expect(watched.current.text).toBe('overlays: []\n'); // the last text read stays
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

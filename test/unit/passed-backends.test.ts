@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fingerprint } from '../../src/fingerprint.js';
 import type { DecisionInput } from '../../src/limiter/limiter.js';
 import { passedBackends } from '../../src/response/passed-backends.js';
 import { harness } from '../helpers/decide.js';
@@ -23,6 +24,7 @@ descriptors:
     descriptors:
       - {key: model_name_override, value: m, quota_mode: true, shadow_mode: true, rate_limit: {unit: hour, requests_per_unit: 1}}
   - {key: other, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 1}}
+  - {key: backend_name, value: "files/*", share_threshold: true, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 5}}
 `;
 const a = { backend_name: 'a', model_name_override: 'm' };
 const aTenant = { ...a, tenant: 't1' };
@@ -42,6 +44,13 @@ describe('passedBackends', () => {
     const second = await h.decide('q', ds); // a's tenant: 2 of 1; b over too, but in shadow_mode: it passes
     expect(second.descriptors.map((o) => o.over)).toEqual([false, true, true]);
     expect(passedBackends(input(ds), second)).toEqual([{ backend_name: 'b', model_name_override: 'm' }]);
+  });
+
+  it("a value a shared wildcard matched is the request's, not the config's: its fingerprint", async () => {
+    const h = harness(CONFIG);
+    const ds = [{ backend_name: 'files/SECRET-TOKEN' }];
+    const listed = passedBackends(input(ds), await h.decide('q', ds));
+    expect(listed).toEqual([{ backend_name: `fp:${fingerprint('files/SECRET-TOKEN')}`, model_name_override: '' }]);
   });
 
   it('no quota-mode descriptor, or none with either key left: no list', async () => {
