@@ -187,5 +187,38 @@ describe('several config sources, one service', () => {
     const next = await t.rls.call(aiReq(1));
     expect(next.overall_code).toBe('OVER_LIMIT');
     expect(next.statuses[0]!.code).toBe('OVER_LIMIT');
+    // Bucket rules under the model, as the translator names them (keys with '|'; a Distinct header key-only; the
+    // default bucket last): each answers as its own limit.
+    const bucket = (key: string, value?: string, extra: Record<string, unknown> = {}) => ({ key, ...(value && { value }), ...extra });
+    const rl = (n: number) => ({ rate_limit: { unit: 'HOUR', requests_per_unit: n }, quota_mode: true });
+    const premium = 'rule-0-x-tenant-id|premium-tenant-match-0';
+    const model = {
+      key: 'model_name_override',
+      value: 'gpt-4',
+      descriptors: [
+        bucket(premium, premium, rl(50_000)),
+        bucket('rule-1-x-tenant-id-match-0', undefined, { ...rl(5000), shadow_mode: true }),
+        bucket('rule-2-match--1', 'rule-2-match--1', rl(10_000)),
+      ],
+    };
+    ai.push('2', [
+      { config: { name: 'ai-gateway-quota', domain: 'ai-gateway-quota', descriptors: [{ key: 'backend_name', value: 'default/b', descriptors: [model] }] } },
+    ]);
+    const tenant = (key: string, value: string): RlsRequest => ({
+      domain: 'ai-gateway-quota',
+      descriptors: [
+        {
+          entries: [
+            { key: 'backend_name', value: 'default/b' },
+            { key: 'model_name_override', value: 'gpt-4' },
+            { key, value },
+          ],
+          hits_addend: { value: 0 },
+        },
+      ],
+    });
+    await within(5000, async () => (await limitOf(t!, tenant(premium, premium))) === 50_000, 'bucket rules');
+    expect(await limitOf(t, tenant('rule-1-x-tenant-id-match-0', 'acme'))).toBe(5000);
+    expect(await limitOf(t, tenant('rule-2-match--1', 'rule-2-match--1'))).toBe(10_000);
   });
 });
