@@ -59,13 +59,19 @@ export function sourceNames(settings: Settings): SourceName[] {
   return settings.fromDir ? [{ label: settings.configDir, kind: 'dir' as const }, ...xds] : xds;
 }
 
-/** The config to serve before any source has said more: the config directory's (read now, so a bad one stops
- * the start), else none yet. */
-export function initialConfig(settings: Settings, limits: ConfigLimits): { dir: CompiledConfig | undefined; config: CompiledConfig } {
+/** What the service starts on, before any source has said more: the config directory's (read now, so a bad
+ * one stops the start), else none yet; `owners` holds it for configSource, which composes every later change. */
+export interface InitialConfig {
+  dir: CompiledConfig | undefined;
+  config: CompiledConfig;
+  owners: DomainOwners;
+}
+
+export function initialConfig(settings: Settings, limits: ConfigLimits): InitialConfig {
   const dir = settings.fromDir ? loadConfigDir(settings.configDir, limits) : undefined;
   const owners = new DomainOwners(sourceNames(settings));
   const config = dir ? owners.set(0, dir).config : pendingConfig();
-  return { dir, config };
+  return { dir, config, owners };
 }
 
 /** Reloads swap the union of every source's config in through `swap`, and are counted and logged;
@@ -73,12 +79,12 @@ export function initialConfig(settings: Settings, limits: ConfigLimits): { dir: 
 export function configSource(
   settings: Settings,
   limits: ConfigLimits,
-  dirConfig: CompiledConfig | undefined,
+  initial: InitialConfig,
   deps: SourceDeps,
   swap: (next: CompiledConfig) => void,
 ): ConfigSource {
   const names = sourceNames(settings);
-  const owners = new DomainOwners(names);
+  const { owners, dir: dirConfig } = initial;
   const overlay = overlayFile(settings, limits, deps.logger);
   const firstXds = settings.fromDir ? 1 : 0;
   const feeds: Feed[] = names.map((name, i) => {
@@ -87,7 +93,6 @@ export function configSource(
     return xdsFeed(settings.xdsServers[i - firstXds]!, limits, deps, { ...events, overlay, alone: names.length === 1 });
   });
   if (overlay) feeds.push({ start: () => overlay.start(settings.configPollMs), stop: () => overlay.stop() });
-  if (dirConfig) owners.set(0, dirConfig);
   const xdsFeeds = feeds.filter((f) => f.xds);
   // With several servers, 1 only while every stream is up.
   if (xdsFeeds.length > 0)

@@ -82,7 +82,7 @@ export async function startService(settings: Settings, opts: ServiceOptions): Pr
   const { store } = stack;
 
   const health = new HealthService([RLS_SERVICE, RLQS_SERVICE]);
-  const source = configSource(settings, limits, initial.dir, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
+  const source = configSource(settings, limits, initial, { logger, metrics, clock, stack, onReady: () => health.set(true) }, (next) => (config = next));
   const keeper = slotKeeper(stack, () => config, metrics);
   const census = slotCensus(stack, () => config, metrics, logger);
   const modes = planModes(settings);

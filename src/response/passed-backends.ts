@@ -40,7 +40,7 @@ export function passedBackends(input: DecisionInput, d: Decision): Metadata[] | 
     if (o.unlimited || (o.over && !o.shadowStatus)) return;
     if (keys[i] !== undefined && groups.get(keys[i]!)!.over) return;
     const shown = shownPair(input.descriptors[i]!.entries, o.rule);
-    const key = groupKey(input.descriptors[i]!.entries);
+    const key = keys[i] ?? groupKey(input.descriptors[i]!.entries);
     if (!shown || seen.has(key)) return;
     seen.add(key);
     out.push(shown);

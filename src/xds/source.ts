@@ -89,7 +89,7 @@ export class XdsConfigSource {
 
   /** The overlay changed: the last response again, with it; a rejection keeps the running config (logged). */
   reapply(): Promise<string | undefined> {
-    return this.serial(() => (this.last && !this.stopped ? this.apply(copies(this.last)) : Promise.resolve(undefined)));
+    return this.serial(() => (this.last && !this.stopped ? this.apply(copies(this.last), false) : Promise.resolve(undefined)));
   }
 
   private serial<T>(run: () => Promise<T>): Promise<T> {
@@ -104,10 +104,11 @@ export class XdsConfigSource {
     this.pipeline.close();
   }
 
-  /** Resolves to undefined (ACK) or the NACK's message. The same set as the running one is ACKed as is. */
-  private async apply(resources: XdsResource[]): Promise<string | undefined> {
+  /** Resolves to undefined (ACK) or the NACK's message. The same set as the running one is ACKed as is. `keep`:
+   * a response from the server, kept for an overlay change (a reapply passes a copy of the one kept). */
+  private async apply(resources: XdsResource[], keep = true): Promise<string | undefined> {
     const { limits, logger, overlay } = this.opts;
-    if (overlay) this.last = copies(resources);
+    if (overlay && keep) this.last = copies(resources);
     const origin = { kind: 'xds' as const, resources, ...(overlay && { overlay: overlay.current }) };
     const read = await this.pipeline.read(origin, limits, [this.pipeline.current.hash], WHERE);
     // Stopped meanwhile (the reader thread with it): nothing to apply, report or answer.
