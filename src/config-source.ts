@@ -158,8 +158,11 @@ function sourceEvents(
     metrics.configLoaded(composed.config.hash, clock.now());
     const reported = composed.refused.length > 0 ? withoutDomains(diff, composed.refused, [previous, next]) : diff;
     logger.info({ hash: composed.config.hash, previous: composed.previousHash, ...(owners.size > 1 && { from }), ...shortDiff(reported) }, 'config reloaded');
-    if (diff.restarted.length > 0)
-      logger.info({ restarted: diff.restarted.slice(0, 50) }, 'limits moved between a window and a token bucket: their counters start fresh');
+    if (reported.restarted.length > 0)
+      logger.info(
+        { restarted: reported.restarted.slice(0, 50), ...(owners.size > 1 && { from }) },
+        'limits moved between a window and a token bucket: their counters start fresh',
+      );
     logOwnership(logger, from, composed);
     logNotes(logger, next);
   };
@@ -180,7 +183,9 @@ function withoutDomains(diff: ConfigDiff, refused: Composed['refused'], configs:
   const hidden = new Set<string>();
   for (const { domain } of refused) for (const c of configs) for (const r of c.domains.get(domain)?.rules ?? []) hidden.add(ruleKey(r));
   const out = {} as ConfigDiff;
-  for (const [k, list] of Object.entries(diff) as [keyof ConfigDiff, string[]][]) out[k] = list.filter((key) => !hidden.has(key));
+  // A restarted limit is its rule's key and ` per_<unit>` (rule-diff.ts).
+  const rule = (entry: string, k: keyof ConfigDiff): string => (k === 'restarted' ? entry.replace(/ per_\w+$/, '') : entry);
+  for (const [k, list] of Object.entries(diff) as [keyof ConfigDiff, string[]][]) out[k] = list.filter((e) => !hidden.has(rule(e, k)));
   return out;
 }
 

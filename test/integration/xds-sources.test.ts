@@ -173,6 +173,27 @@ describe('several config sources, one service', () => {
     await within(5000, async () => (await limitOf(t!, egReq('a'))) === 8, 'the other source takes it over');
   });
 
+  it("a refused domain's rules moving to a token bucket are reported by its owner only", async () => {
+    const [eg, ai] = await twoServers();
+    dir = mkdtempSync(join(tmpdir(), 'tollgate-sources-'));
+    const overlay = join(dir, 'overlay.yaml');
+    writeFileSync(overlay, 'overlays: []\n');
+    const { logger, lines } = capturingLogger();
+    const args = ['--config-type', 'GRPC_XDS_SOTW', '--xds-overlay', overlay, '--config-poll-ms', '50', ...fast];
+    const env = { CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${eg.port},127.0.0.1:${ai.port}`, CONFIG_GRPC_XDS_NODE_ID: `${EG_NODE},${AI_NODE}` };
+    t = await startTestService({ args, env, logger });
+    eg.push('1', [egConfig(5)]);
+    await within(5000, async () => (await limitOf(t!, egReq('a'))) === 5, 'owner');
+    ai.push('1', [egConfig(8)]);
+    await within(5000, () => lines().some((l) => String(l.msg).startsWith('config domain refused')), 'refused');
+    // Both servers' copies move to a token bucket: each source's own diff says so, and only the owner may name it.
+    writeFileSync(overlay, 'overlays:\n  - domain: eg-domain\n    descriptors: [{key: client}]\n    set: {algorithm: token_bucket}\n');
+    const moved = () => lines().filter((l) => String(l.msg).startsWith('limits moved') && JSON.stringify(l).includes('eg-domain'));
+    await within(5000, () => moved().length > 0, "the owner's line");
+    await within(5000, () => lines().filter((l) => l.msg === 'config reloaded').length >= 4, "both sources' reapplies");
+    expect(moved().map((l) => l.from)).toEqual([`xDS server 127.0.0.1:${eg.port} (node ${EG_NODE})`]);
+  });
+
   it("serves AI Gateway's QuotaPolicy as envoyproxy/ratelimit does: 1 before, the tokens at stream end, then 429", async () => {
     const [, ai] = await twoServers();
     t = await startTestService({ args: ['--config-type', 'GRPC_XDS_SOTW', '--xds-server-url', `127.0.0.1:${ai.port}`, '--xds-node-id', AI_NODE, ...fast] });
