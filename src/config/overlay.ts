@@ -119,8 +119,9 @@ export function applyOverlay(doc: ConfigDoc, overlay: Overlay): OverlayEntry[] {
 function find(list: Record<string, unknown>[], path: OverlayEntry['path']): Record<string, unknown> | undefined {
   let level = list;
   let found: Record<string, unknown> | undefined;
+  // A dump check-config reads may hold anything where descriptors go: what is not a list of mappings matches nothing.
   for (const { key, value } of path) {
-    found = level.find((d) => d.key === key && (d.value ?? '') === value);
+    found = Array.isArray(level) ? level.find((d) => isPlain(d) && d.key === key && (d.value ?? '') === value) : undefined;
     if (!found) return undefined;
     level = (found.descriptors as Record<string, unknown>[] | undefined) ?? [];
   }

@@ -90,6 +90,16 @@ describe('tollgate CLI', () => {
     const twice = await runCli(['check-config', '--xds-overlay', join(dir, 'o.yaml'), join(dir, 'dump')]);
     expect(twice.code).toBe(1);
     expect(twice.stderr).toMatch(/d\.yaml:4:\d+: .*key/i);
+    // A dump whose descriptors are not a list of mappings is reported by validation, never a crash.
+    mkdirSync(join(dir, 'odd'));
+    writeFileSync(join(dir, 'odd', 'a.yaml'), 'domain: odd\ndescriptors: {a: 1}\n');
+    writeFileSync(join(dir, 'odd', 'b.yaml'), 'domain: odd2\ndescriptors: [null, {key: k, descriptors: 5}]\n');
+    const oddOverlay = 'overlays:\n  - {domain: odd, descriptors: [{key: a}], set: {charge_mode: true}}\n';
+    writeFileSync(join(dir, 'odd.yaml'), `${oddOverlay}  - {domain: odd2, descriptors: [{key: k}, {key: j}], set: {charge_mode: true}}\n`);
+    const odd = await runCli(['check-config', '--xds-overlay', join(dir, 'odd.yaml'), join(dir, 'odd')]);
+    expect(odd.code).toBe(1);
+    expect(odd.stderr).not.toMatch(/TypeError|\n\s+at /);
+    expect(odd.stderr).toMatch(/a\.yaml:\d+:\d+: descriptors: must be a list/);
     const notAFile = await runCli(['check-config', '--xds-overlay', dir]);
     expect([notAFile.code, notAFile.stderr.trim()]).toEqual([1, expect.stringMatching(/: not a regular file\n1 problem\(s\); nothing loaded\.$/)]);
     writeFileSync(join(dir, 'bad.yaml'), 'overlays:\n  - domain: x\n    set: {rate_limit: {unit: hour}}\n');
